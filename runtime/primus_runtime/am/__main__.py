@@ -1,0 +1,5 @@
+"""Entry point of the AM process: ``python -m primus_runtime.am JOB_DIR``."""
+
+from .main import main
+
+main()

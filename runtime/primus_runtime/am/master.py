@@ -1,0 +1,391 @@
+"""The Application Master: one per job.
+
+It owns the ``JobRecord`` and meets three sources of events on one asyncio
+loop (so no locks): executor reports (register / heartbeat / unregister),
+backend events (launched / exited), and user requests (kill, succeed,
+scale). After each state change ``_reconcile()`` asks the RoleScheduler what
+to launch and start next and whether the job is decided; failures go through
+the FailoverEngine. The AM itself never decides policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .. import protocol
+from ..backends.base import BackendEvents, ExecutorBackend, Exited, LaunchRequest, Launched
+from ..spec import JobSpec
+from .failover import Action, FailoverEngine
+from .scheduler import RoleScheduler
+from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
+from .trainer_env import cluster_payload, trainer_env
+
+log = logging.getLogger("primus.am")
+
+NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
+
+
+class RequestError(Exception):
+    """A user request the AM refuses; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class ApplicationMaster(BackendEvents):
+    def __init__(self, spec: JobSpec, app_id: str, backend: ExecutorBackend,
+                 status_path: Path | None = None, attempt: int = 1):
+        self.spec = spec
+        self.backend = backend
+        self.status_path = status_path
+        self.record = JobRecord(app_id=app_id, name=spec.name, attempt=attempt, tags=dict(spec.tags))
+        self.record.roles = {r.name: RoleState(r.name, r.replicas) for r in spec.roles}
+        self.scheduler = RoleScheduler(spec, self.record)
+        self.failover = FailoverEngine(spec)
+        self.address = ""  # host:port of the API, set once it listens
+        self.done = asyncio.Event()
+        self._interval = spec.am.heartbeat_interval
+        self._timeout = spec.am.heartbeat_timeout
+        self._grace = spec.am.shutdown_grace
+        self._live: dict[str, Executor] = {}  # incarnation -> executor not yet ended
+        self._requested: set[str] = set()  # incarnations asked of the backend
+        self._commands: dict[str, dict[str, Any]] = {}  # incarnation -> next heartbeat reply
+        self._wakeups: dict[str, asyncio.Event] = {}  # incarnation -> long-poll waiting for a command
+        self._finish_reason = ""
+        self._gang_deadline: float | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # --- life cycle -------------------------------------------------------------
+
+    async def start(self, address: str) -> None:
+        self.address = address
+        await self.backend.start(self)
+        self._set_job(JobState.STARTING, "AM started")
+        for role in self.spec.roles:
+            why = self.backend.check_fits(role.name, role.resources)
+            if why:
+                self.finish(JobState.FAILED, why)
+                return
+            for index in range(role.replicas):
+                self._new_incarnation(role.name, index, attempt=0)
+        if self.spec.scheduling.policy == "gang":
+            self._gang_deadline = time.monotonic() + self.spec.scheduling.gang_timeout
+        self._spawn(self._sweep_forever())
+        self._reconcile()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self.backend.close()
+
+    def finish(self, state: JobState, reason: str) -> None:
+        """Decide the job's outcome; it is recorded once every executor has stopped."""
+        if self.record.finishing is not None or self.record.state.terminal:
+            return
+        log.info("job %s: %s", state.value, reason)
+        self.record.finishing = state
+        self._finish_reason = reason
+        for ex in list(self._live.values()):
+            self._stop(ex, f"job {state.value}")
+        self._reconcile()
+
+    # --- user requests (REST API) ---------------------------------------------------
+
+    def request_kill(self, reason: str = "") -> None:
+        self._check_not_finished()
+        self.finish(JobState.KILLED, reason or "killed on request")
+
+    def request_succeed(self, reason: str = "") -> None:
+        self._check_not_finished()
+        self.finish(JobState.SUCCEEDED, reason or "marked succeeded on request")
+
+    def request_scale(self, role_name: str, replicas: int) -> dict[str, Any]:
+        self._check_not_finished()
+        if role_name not in self.record.roles:
+            raise RequestError(404, f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
+        if replicas < 0:
+            raise RequestError(400, f"replicas must be >= 0, got {replicas}")
+        if self.spec.role(role_name).framework == "pytorch":
+            raise RequestError(409, f"role {role_name} is a pytorch role: WORLD_SIZE is fixed at start")
+        role = self.record.roles[role_name]
+        old = role.replicas
+        if replicas == old:
+            return {"role": role_name, "replicas": old}
+        role.replicas = replicas
+        self.record._record(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}")
+        log.info("role %s scaled %d -> %d", role_name, old, replicas)
+        for index in range(replicas, old):
+            ex = self.record.executors.pop(f"{role_name}-{index}")
+            self.record.history.append(ex)
+            self._stop(ex, f"scaled down to {replicas}")
+        for index in range(old, replicas):
+            self._new_incarnation(role_name, index, attempt=0)
+        self._membership_changed()
+        self._reconcile()
+        return {"role": role_name, "replicas": replicas}
+
+    def _check_not_finished(self) -> None:
+        if self.record.state.terminal or self.record.finishing is not None:
+            raise RequestError(409, f"job is already {(self.record.finishing or self.record.state).value}")
+
+    # --- executor protocol --------------------------------------------------------
+
+    def register(self, body: dict[str, Any]) -> dict[str, Any]:
+        ex = self._current(body)
+        if ex is None or ex.stop_reason is not None or ex.state not in (ExecutorState.STARTING, ExecutorState.NEW):
+            reason = ex.stop_reason if ex is not None and ex.stop_reason else "unknown or stale incarnation"
+            return {"ok": False, "command": protocol.CMD_KILL, "reason": reason}
+        ex.host = str(body["host"])
+        ex.ports = [int(p) for p in body.get("ports", [])]
+        ex.pid = body.get("pid")
+        ex.last_seen = time.monotonic()
+        if ex.state is ExecutorState.NEW:  # registered before the backend's launch callback ran
+            self._set(ex, ExecutorState.STARTING, "launched")
+        self._set(ex, ExecutorState.REGISTERED, f"registered from {ex.host} ports {ex.ports}")
+        self._membership_changed()
+        self._reconcile()
+        return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
+
+    async def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+        ex = self._current(body)
+        if ex is None:
+            return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
+        ex.last_seen = time.monotonic()
+        if ex.stop_reason is not None:
+            return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
+        if body.get("state") == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED:
+            self._set(ex, ExecutorState.RUNNING, "trainer started")
+            self._reconcile()
+        reply = self._commands.pop(ex.incarnation, None)
+        if reply is None and body.get("wait") and ex.state is ExecutorState.REGISTERED:
+            reply = await self._wait_for_command(ex)
+        if reply is not None:
+            return reply
+        if ex.state is ExecutorState.RUNNING and body.get("cluster_version", 0) < self.record.cluster_version:
+            return {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
+        return NONE_REPLY
+
+    def unregister(self, body: dict[str, Any]) -> dict[str, Any]:
+        ex = self._current(body)
+        if ex is not None:
+            code = int(body.get("exit_code", -1))
+            message = str(body.get("message", ""))[:500]
+            state = ExecutorState.SUCCEEDED if code == 0 else ExecutorState.FAILED
+            self._ended(ex, state, message or f"trainer exited {code}", code)
+        return {"ok": True}
+
+    def _current(self, body: dict[str, Any]) -> Executor | None:
+        """The live executor a report is from; None for zombies (ended or unknown incarnations)."""
+        return self._live.get(str(body.get("incarnation")))
+
+    async def _wait_for_command(self, ex: Executor) -> dict[str, Any] | None:
+        wake = self._wakeups.setdefault(ex.incarnation, asyncio.Event())
+        try:
+            await asyncio.wait_for(wake.wait(), self._interval)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._wakeups.pop(ex.incarnation, None)
+        return self._commands.pop(ex.incarnation, None)
+
+    def _send(self, ex: Executor, reply: dict[str, Any]) -> None:
+        self._commands[ex.incarnation] = reply
+        wake = self._wakeups.get(ex.incarnation)
+        if wake is not None:
+            wake.set()
+
+    # --- backend events --------------------------------------------------------------
+
+    def on_launched(self, launched: Launched) -> None:
+        ex = self._live.get(launched.incarnation)
+        if ex is None:
+            return
+        ex.host = ex.host or launched.host
+        ex.gpus = list(launched.gpus)
+        ex.logs = dict(launched.logs)
+        if ex.state is ExecutorState.NEW:
+            ex.last_seen = time.monotonic()
+            self._set(ex, ExecutorState.STARTING, f"launched on {launched.host}")
+
+    def on_exited(self, exited: Exited) -> None:
+        ex = self._live.get(exited.incarnation)
+        if ex is None:
+            return  # already ended through unregister, loss, or a forced stop
+        state = ExecutorState.SUCCEEDED if exited.exit_code == 0 else ExecutorState.FAILED
+        self._ended(ex, state, exited.reason, exited.exit_code, exited.preempted)
+
+    # --- the decisions -------------------------------------------------------------------
+
+    def _ended(self, ex: Executor, state: ExecutorState, reason: str, exit_code: int | None,
+               preempted: bool = False) -> None:
+        if ex.stop_reason is not None:
+            state, reason = ExecutorState.KILLED, ex.stop_reason
+        self._set(ex, state, reason, exit_code)
+        self._forget(ex)
+        self._membership_changed()
+        if self.record.finishing is None and self.record.executors.get(ex.id) is ex:
+            decision = self.failover.decide(self.record.roles[ex.role], ex, preempted)
+            if decision.action is Action.RESTART:
+                log.info("%s: restarting (%s)", ex.id, decision.reason)
+                self.record.history.append(ex)
+                self._new_incarnation(ex.role, ex.index, ex.attempt + 1)
+            elif decision.action is Action.FAIL_JOB:
+                self.finish(JobState.FAILED, decision.reason)
+            elif decision.action is Action.IGNORE_ROLE:
+                self.record._record(f"role/{ex.role}", None, "ignored", decision.reason)
+                log.warning("%s", decision.reason)
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        record = self.record
+        if record.state.terminal:
+            return
+        if record.finishing is not None:
+            if not self._live:
+                self._set_job(record.finishing, self._finish_reason)
+                self._write_status()
+                self.done.set()
+            return
+        for role in self.scheduler.roles_to_launch():
+            record.roles[role].launched = True
+        for ex in list(self._live.values()):
+            if ex.state is ExecutorState.NEW and record.roles[ex.role].launched \
+                    and ex.incarnation not in self._requested:
+                self._requested.add(ex.incarnation)
+                self._spawn(self._launch(ex))
+        self.scheduler.release_roles()
+        for ex in list(self._live.values()):
+            if self.scheduler.may_start(ex) and ex.incarnation not in self._commands and not ex.stop_reason:
+                self._send(ex, self._start_command(ex))
+        if record.state is JobState.STARTING and all(
+            ex.state is ExecutorState.RUNNING for ex in record.executors.values()
+        ):
+            self._set_job(JobState.RUNNING, "every executor is running")
+        verdict = self.scheduler.verdict()
+        if verdict is not None:
+            self.finish(verdict.state, verdict.reason)
+
+    def _start_command(self, ex: Executor) -> dict[str, Any]:
+        return {
+            "command": protocol.CMD_START,
+            "start": {
+                "command": self.spec.role(ex.role).argv(),
+                "env": trainer_env(self.spec, self.record, ex, self.address),
+                "cluster": cluster_payload(self.record),
+            },
+        }
+
+    # --- executors: create, launch, stop -----------------------------------------------
+
+    def _new_incarnation(self, role: str, index: int, attempt: int) -> Executor:
+        ex = Executor(role=role, index=index, incarnation=uuid.uuid4().hex[:12], attempt=attempt)
+        self.record.executors[ex.id] = ex
+        self._live[ex.incarnation] = ex
+        self.record._record(ex.id, None, ExecutorState.NEW.value,
+                            "created" if attempt == 0 else f"replacement #{attempt}", incarnation=ex.incarnation)
+        return ex
+
+    async def _launch(self, ex: Executor) -> None:
+        role = self.spec.role(ex.role)
+        env = {
+            protocol.ENV_AM_ADDRESS: self.address,
+            protocol.ENV_APP_ID: self.record.app_id,
+            protocol.ENV_ROLE: ex.role,
+            protocol.ENV_INDEX: str(ex.index),
+            protocol.ENV_INCARNATION: ex.incarnation,
+            protocol.ENV_NUM_PORTS: str(role.ports),
+            protocol.ENV_HEARTBEAT_TIMEOUT: str(self._timeout),
+            protocol.ENV_KILL_GRACE: str(self._grace),
+        }
+        request = LaunchRequest(ex.role, ex.index, ex.incarnation, ex.attempt, role.resources, env, role.files)
+        try:
+            await self.backend.launch(request)
+        except Exception as exc:  # noqa: BLE001 - any backend error ends this incarnation
+            log.exception("%s: launch failed", ex.id)
+            if ex.incarnation in self._live:
+                self._ended(ex, ExecutorState.FAILED, f"launch failed: {exc}", None)
+
+    def _stop(self, ex: Executor, reason: str) -> None:
+        if ex.stop_reason is not None or ex.state.terminal:
+            return
+        ex.stop_reason = reason
+        if ex.state is ExecutorState.NEW and ex.incarnation not in self._requested:
+            self._ended(ex, ExecutorState.KILLED, reason, None)
+            return
+        ex.stop_deadline = time.monotonic() + self._grace + 2 * self._interval
+        self._send(ex, {"command": protocol.CMD_KILL, "reason": reason})
+        self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=False))
+
+    def _forget(self, ex: Executor) -> None:
+        self._live.pop(ex.incarnation, None)
+        self._commands.pop(ex.incarnation, None)
+        self._requested.discard(ex.incarnation)
+
+    def _membership_changed(self) -> None:
+        self.record.cluster_version += 1
+
+    # --- periodic checks ------------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        while not self.done.is_set():
+            await asyncio.sleep(min(self._interval / 2, 0.5))
+            try:
+                self.sweep()
+            except Exception:  # noqa: BLE001 - the sweep must keep running
+                log.exception("sweep failed")
+
+    def sweep(self) -> None:
+        """Heartbeat expiry, forced stops past their grace, the gang timeout."""
+        now = time.monotonic()
+        for ex in list(self._live.values()):
+            if ex.stop_deadline is not None and now > ex.stop_deadline:
+                self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
+                self._ended(ex, ExecutorState.KILLED, f"{ex.stop_reason}; force-killed after the grace period",
+                            None)
+            elif ex.state in (ExecutorState.REGISTERED, ExecutorState.RUNNING) \
+                    and ex.stop_reason is None and now - ex.last_seen > self._timeout:
+                silent = now - ex.last_seen
+                self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
+                self._ended(ex, ExecutorState.LOST, f"no heartbeat for {silent:.1f}s "
+                                                    f"(timeout {self._timeout:g}s)", None)
+        if self._gang_deadline is not None and now > self._gang_deadline:
+            self._gang_deadline = None
+            if not any(r.released for r in self.record.roles.values()):
+                waiting = [ex.id for ex in self.record.executors.values()
+                           if ex.state not in (ExecutorState.REGISTERED, ExecutorState.RUNNING)]
+                self.finish(JobState.FAILED, f"gang barrier timed out after "
+                                             f"{self.spec.scheduling.gang_timeout:g}s waiting for {waiting}")
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _set(self, ex: Executor, state: ExecutorState, reason: str, exit_code: int | None = None) -> None:
+        old = ex.state
+        self.record.set_executor_state(ex, state, reason, exit_code)
+        log.info("%s [%s] %s -> %s%s: %s", ex.id, ex.incarnation, old.value, state.value,
+                 f" (exit {exit_code})" if exit_code is not None else "", reason)
+
+    def _set_job(self, state: JobState, reason: str) -> None:
+        old = self.record.state
+        self.record.set_job_state(state, reason)
+        log.info("job %s -> %s: %s", old.value, state.value, reason)
+        self._write_status()
+
+    def _write_status(self) -> None:
+        if self.status_path is None:
+            return
+        tmp = self.status_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
+        os.replace(tmp, self.status_path)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

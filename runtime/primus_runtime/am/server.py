@@ -1,0 +1,138 @@
+"""The AM's REST API (aiohttp): status, control, and the executor protocol.
+
+Every endpoint, the OpenAPI document included, requires the job's token as
+``Authorization: Bearer <token>``; a request without it gets 401 and nothing
+else. The executor endpoints are the hot path (thousands of heartbeats a
+second), so handlers check the token inline instead of through middleware
+and reply with pre-encoded bytes when there is nothing to say.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from .. import protocol
+from .master import NONE_REPLY, ApplicationMaster, RequestError
+from .openapi import openapi_document
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_NONE_BYTES = json.dumps(NONE_REPLY).encode()
+_JSON = "application/json"
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    body = _NONE_BYTES if data is NONE_REPLY else json.dumps(data).encode()
+    return web.Response(body=body, status=status, content_type=_JSON)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return _json({"error": message}, status)
+
+
+def build_app(am: ApplicationMaster, token: str) -> web.Application:
+    expected = ("Bearer " + token).encode()
+
+    def authorized(handler: Handler) -> Handler:
+        async def check(request: web.Request) -> web.StreamResponse:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return _error(401, "missing or wrong job token (Authorization: Bearer <token>)")
+            try:
+                return await handler(request)
+            except RequestError as exc:
+                return _error(exc.status, str(exc))
+
+        return check
+
+    async def body_of(request: web.Request) -> dict[str, Any]:
+        try:
+            data = json.loads(await request.read() or b"{}")
+        except ValueError:
+            raise RequestError(400, "request body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise RequestError(400, "request body must be a JSON object")
+        return data
+
+    # --- executor protocol ---
+
+    async def register(request: web.Request) -> web.Response:
+        return _json(am.register(await body_of(request)))
+
+    async def heartbeat(request: web.Request) -> web.Response:
+        return _json(await am.heartbeat(await body_of(request)))
+
+    async def unregister(request: web.Request) -> web.Response:
+        return _json(am.unregister(await body_of(request)))
+
+    # --- status ---
+
+    async def status(request: web.Request) -> web.Response:
+        data = am.record.to_dict()
+        data["events"] = data["events"][-int(request.query.get("events", 50)):]
+        data.pop("history")
+        return _json(data)
+
+    async def job(request: web.Request) -> web.Response:
+        return _json(am.record.summary())
+
+    async def roles(request: web.Request) -> web.Response:
+        return _json({"roles": am.record.roles_view()})
+
+    async def executors(request: web.Request) -> web.Response:
+        role = request.query.get("role")
+        data: dict[str, Any] = {"executors": am.record.executors_view(role)}
+        if request.query.get("history") in ("1", "true"):
+            data["history"] = [ex.to_dict() for ex in am.record.history if role is None or ex.role == role]
+        return _json(data)
+
+    async def events(request: web.Request) -> web.Response:
+        try:
+            since = int(request.query.get("since", 0))
+        except ValueError:
+            raise RequestError(400, f"since must be an integer, got {request.query['since']!r}") from None
+        return _json({"events": [e.__dict__ for e in am.record.events[since:]]})
+
+    async def openapi(request: web.Request) -> web.Response:
+        return _json(openapi_document())
+
+    # --- control ---
+
+    async def kill(request: web.Request) -> web.Response:
+        am.request_kill(str((await body_of(request)).get("reason", "")))
+        return _json({"accepted": True, "state": "killing"}, 202)
+
+    async def succeed(request: web.Request) -> web.Response:
+        am.request_succeed(str((await body_of(request)).get("reason", "")))
+        return _json({"accepted": True, "state": "succeeding"}, 202)
+
+    async def scale(request: web.Request) -> web.Response:
+        body = await body_of(request)
+        replicas = body.get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            raise RequestError(400, f"replicas must be an integer, got {replicas!r}")
+        return _json(am.request_scale(request.match_info["role"], replicas))
+
+    app = web.Application(client_max_size=1 << 20)
+    prefix = protocol.API_PREFIX
+    routes = [
+        ("POST", protocol.REGISTER_PATH, register),
+        ("POST", protocol.HEARTBEAT_PATH, heartbeat),
+        ("POST", protocol.UNREGISTER_PATH, unregister),
+        ("GET", prefix + "/status", status),
+        ("GET", prefix + "/job", job),
+        ("GET", prefix + "/roles", roles),
+        ("GET", prefix + "/executors", executors),
+        ("GET", prefix + "/events", events),
+        ("GET", prefix + "/openapi.json", openapi),
+        ("POST", prefix + "/job/kill", kill),
+        ("POST", prefix + "/job/succeed", succeed),
+        ("POST", prefix + "/roles/{role}/scale", scale),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, authorized(handler))
+    return app

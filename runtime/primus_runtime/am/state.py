@@ -1,0 +1,259 @@
+"""The AM's state: explicit state machines for the job and each executor.
+
+Everything the AM knows lives in these dataclasses, and every state change
+goes through ``transition()`` which checks it against the allowed-transition
+table and records an ``Event``. ``to_dict()`` gives a JSON-ready snapshot
+(the status API, the final status file, and later the AM journal).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class JobState(str, enum.Enum):
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    KILLED = "killed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
+
+
+class ExecutorState(str, enum.Enum):
+    NEW = "new"  # wanted, not launched yet (start order, resources)
+    STARTING = "starting"  # launched by the backend, not registered yet
+    REGISTERED = "registered"  # registered, waiting for its start command
+    RUNNING = "running"  # trainer launched
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    LOST = "lost"  # heartbeats stopped
+    KILLED = "killed"  # stopped by the AM (job end, scale down, user)
+
+    @property
+    def terminal(self) -> bool:
+        return self in _EXECUTOR_TERMINAL
+
+    @property
+    def alive(self) -> bool:
+        return self in (ExecutorState.STARTING, ExecutorState.REGISTERED, ExecutorState.RUNNING)
+
+
+_EXECUTOR_TERMINAL = frozenset(
+    {ExecutorState.SUCCEEDED, ExecutorState.FAILED, ExecutorState.LOST, ExecutorState.KILLED}
+)
+_ENDINGS = frozenset(_EXECUTOR_TERMINAL)
+
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.STARTING, JobState.FAILED, JobState.KILLED}),
+    JobState.STARTING: frozenset({JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED}),
+    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED}),
+}
+
+EXECUTOR_TRANSITIONS: dict[ExecutorState, frozenset[ExecutorState]] = {
+    ExecutorState.NEW: frozenset({ExecutorState.STARTING, ExecutorState.FAILED, ExecutorState.KILLED}),
+    ExecutorState.STARTING: frozenset({ExecutorState.REGISTERED} | _ENDINGS),
+    ExecutorState.REGISTERED: frozenset({ExecutorState.RUNNING} | _ENDINGS),
+    ExecutorState.RUNNING: _ENDINGS,
+}
+
+
+class InvalidTransition(RuntimeError):
+    pass
+
+
+@dataclass
+class Event:
+    """One recorded state change, shown by the status API."""
+
+    seq: int
+    time: float
+    subject: str  # "job" or an executor id such as "worker-1"
+    from_state: str | None
+    to_state: str
+    reason: str = ""
+    exit_code: int | None = None
+    incarnation: str | None = None
+
+
+@dataclass
+class Executor:
+    """One incarnation of one executor index of a role."""
+
+    role: str
+    index: int
+    incarnation: str
+    attempt: int
+    state: ExecutorState = ExecutorState.NEW
+    host: str | None = None
+    ports: list[int] = field(default_factory=list)
+    pid: int | None = None
+    gpus: list[int] = field(default_factory=list)
+    exit_code: int | None = None
+    reason: str = ""
+    logs: dict[str, str] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+    registered_at: float | None = None
+    running_at: float | None = None
+    finished_at: float | None = None
+    # Set when the AM asked it to stop: its ending is then KILLED, never a failure.
+    stop_reason: str | None = None
+    stop_deadline: float | None = None  # monotonic time after which it is force-killed
+    last_seen: float = 0.0  # monotonic time of the last report (not part of snapshots)
+
+    @property
+    def id(self) -> str:
+        return f"{self.role}-{self.index}"
+
+    @property
+    def address(self) -> str | None:
+        if self.host and self.ports and self.state in (ExecutorState.REGISTERED, ExecutorState.RUNNING):
+            return f"{self.host}:{self.ports[0]}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["id"] = self.id
+        data["state"] = self.state.value
+        for private in ("last_seen", "stop_deadline"):
+            data.pop(private)
+        return data
+
+
+@dataclass
+class RoleState:
+    """Run-time state of a role: its current size and failure budget."""
+
+    name: str
+    replicas: int
+    released: bool = False  # its trainers may start (the start barrier opened for it)
+    launched: bool = False  # its executors were requested from the backend (ordered start)
+    ignored: bool = False  # budget exhausted with on_exhausted=ignore_role
+    failures: int = 0  # charged failures, all indices
+    failures_by_index: dict[int, int] = field(default_factory=dict)
+    restarts: int = 0
+
+
+@dataclass
+class JobRecord:
+    """Everything about the job; executors maps an executor id to its current incarnation."""
+
+    app_id: str
+    name: str
+    state: JobState = JobState.PENDING
+    reason: str = ""
+    attempt: int = 1
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    roles: dict[str, RoleState] = field(default_factory=dict)
+    executors: dict[str, Executor] = field(default_factory=dict)
+    history: list[Executor] = field(default_factory=list)  # earlier incarnations, oldest first
+    events: list[Event] = field(default_factory=list)
+    cluster_version: int = 0
+    # Final state requested by kill/succeed/success/failure while executors stop.
+    finishing: JobState | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    # --- transitions ---
+
+    def _record(self, subject: str, old: str | None, new: str, reason: str,
+                exit_code: int | None = None, incarnation: str | None = None) -> Event:
+        event = Event(len(self.events) + 1, time.time(), subject, old, new, reason, exit_code, incarnation)
+        self.events.append(event)
+        return event
+
+    def set_job_state(self, new: JobState, reason: str = "") -> Event:
+        if new not in JOB_TRANSITIONS.get(self.state, frozenset()):
+            raise InvalidTransition(f"job: {self.state.value} -> {new.value}")
+        old, self.state = self.state, new
+        if new is JobState.RUNNING or (new is JobState.STARTING and self.started_at is None):
+            self.started_at = self.started_at or time.time()
+        if new.terminal:
+            self.finished_at = time.time()
+            self.reason = reason
+        return self._record("job", old.value, new.value, reason)
+
+    def set_executor_state(self, ex: Executor, new: ExecutorState, reason: str = "",
+                           exit_code: int | None = None) -> Event:
+        if new not in EXECUTOR_TRANSITIONS.get(ex.state, frozenset()):
+            raise InvalidTransition(f"{ex.id} ({ex.incarnation}): {ex.state.value} -> {new.value}")
+        old, ex.state = ex.state, new
+        now = time.time()
+        if new is ExecutorState.REGISTERED:
+            ex.registered_at = now
+        elif new is ExecutorState.RUNNING:
+            ex.running_at = now
+        elif new.terminal:
+            ex.finished_at = now
+            ex.exit_code = exit_code
+            ex.reason = reason
+        return self._record(ex.id, old.value, new.value, reason, exit_code, ex.incarnation)
+
+    # --- queries ---
+
+    def role_executors(self, role: str) -> list[Executor]:
+        replicas = self.roles[role].replicas
+        return [self.executors[f"{role}-{i}"] for i in range(replicas) if f"{role}-{i}" in self.executors]
+
+    def cluster(self) -> dict[str, list[str | None]]:
+        return {name: [ex.address for ex in self.role_executors(name)] for name in self.roles}
+
+    def role_counts(self, role: str) -> dict[str, int]:
+        counts = {state.value: 0 for state in ExecutorState}
+        for ex in self.role_executors(role):
+            counts[ex.state.value] += 1
+        return counts
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "app_id": self.app_id,
+            "name": self.name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "cluster_version": self.cluster_version,
+            "tags": self.tags,
+        }
+
+    def roles_view(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": role.name,
+                "replicas": role.replicas,
+                "released": role.released,
+                "ignored": role.ignored,
+                "failures": role.failures,
+                "restarts": role.restarts,
+                "states": self.role_counts(role.name),
+            }
+            for role in self.roles.values()
+        ]
+
+    def executors_view(self, role: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for ex in self.executors.values():
+            if role is None or ex.role == role:
+                data = ex.to_dict()
+                data["restarts"] = ex.attempt
+                out.append(data)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.summary(),
+            "roles": self.roles_view(),
+            "executors": self.executors_view(),
+            "history": [ex.to_dict() for ex in self.history],
+            "events": [asdict(e) for e in self.events],
+        }

@@ -1,0 +1,69 @@
+"""The environment a trainer gets: PRIMUS_* for every role, plus TF_CONFIG for
+TensorFlow roles and the torch.distributed variables for PyTorch roles."""
+
+from __future__ import annotations
+
+import json
+
+from ..spec import JobSpec
+from .state import Executor, JobRecord
+
+
+def cluster_payload(record: JobRecord) -> dict:
+    return {"version": record.cluster_version, "roles": record.cluster()}
+
+
+def trainer_env(spec: JobSpec, record: JobRecord, ex: Executor, am_address: str) -> dict[str, str]:
+    role = spec.role(ex.role)
+    cluster = record.cluster()
+    counts = {name: state.replicas for name, state in record.roles.items()}
+    env = {
+        "PRIMUS_APP_ID": record.app_id,
+        "PRIMUS_JOB_NAME": record.name,
+        "PRIMUS_ROLE": ex.role,
+        "PRIMUS_INDEX": str(ex.index),
+        "PRIMUS_INCARNATION": ex.incarnation,
+        "PRIMUS_ATTEMPT": str(ex.attempt),
+        "PRIMUS_HOST": ex.host or "",
+        "PRIMUS_AM_ADDRESS": am_address,
+        "PRIMUS_PORTS": ",".join(str(p) for p in ex.ports),
+        "PRIMUS_PORT": str(ex.ports[0]) if ex.ports else "",
+        "PRIMUS_ROLE_REPLICAS": str(counts[ex.role]),
+        "PRIMUS_ROLE_COUNTS": json.dumps(counts, sort_keys=True),
+        "PRIMUS_CLUSTER": json.dumps(cluster, sort_keys=True),
+        # Only the GPUs the backend gave this executor; "" hides every GPU.
+        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in ex.gpus),
+    }
+    for name, replicas in counts.items():
+        env["PRIMUS_NUM_" + name.upper().replace("-", "_")] = str(replicas)
+    if role.framework == "tensorflow":
+        env["TF_CONFIG"] = json.dumps(_tf_config(spec, cluster, ex), sort_keys=True)
+    elif role.framework == "pytorch":
+        env.update(_torch_env(record, ex))
+    env.update(role.env)
+    return env
+
+
+def _tf_config(spec: JobSpec, cluster: dict[str, list[str | None]], ex: Executor) -> dict:
+    # TensorFlow's convention: the evaluator is not part of the cluster it evaluates.
+    tf_roles = [r.name for r in spec.roles if r.framework == "tensorflow" and r.name != "evaluator"]
+    return {
+        "cluster": {name: [a for a in cluster[name] if a] for name in tf_roles},
+        "task": {"type": ex.role, "index": ex.index},
+        "environment": "cloud",
+    }
+
+
+def _torch_env(record: JobRecord, ex: Executor) -> dict[str, str]:
+    # The rendezvous (c10d TCPStore) lives on rank 0's first reserved port.
+    master = record.executors[f"{ex.role}-0"]
+    return {
+        "MASTER_ADDR": master.host or "",
+        "MASTER_PORT": str(master.ports[0]) if master.ports else "",
+        "RANK": str(ex.index),
+        "WORLD_SIZE": str(record.roles[ex.role].replicas),
+        # One trainer per executor, and CUDA_VISIBLE_DEVICES holds only its GPUs.
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(ex.index),
+    }

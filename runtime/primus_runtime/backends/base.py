@@ -1,0 +1,116 @@
+"""The two halves every backend (local, YARN, Kubernetes) implements.
+
+``ExecutorBackend`` runs inside the AM: it turns "launch executor worker-3,
+incarnation X, with these resources, command and env" into a process,
+container or pod, kills it, and reports back when it is launched and when it
+exits (exit code, reason, whether it was preempted).
+
+``ClusterClient`` runs where jobs are submitted from (the CLI, Airflow): it
+starts the AM, finds a job by id or tags, reads its status and logs, and
+kills it even when the AM is gone.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..spec import JobSpec, Resources
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    role: str
+    index: int
+    incarnation: str
+    attempt: int
+    resources: Resources
+    env: dict[str, str]  # protocol.ENV_* for the executor process
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """Where an executor landed: its host and where its logs are."""
+
+    role: str
+    index: int
+    incarnation: str
+    host: str
+    gpus: list[int]
+    logs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Exited:
+    role: str
+    index: int
+    incarnation: str
+    exit_code: int | None
+    reason: str
+    preempted: bool = False
+
+
+class BackendEvents(abc.ABC):
+    """Callbacks the AM gives its ExecutorBackend (called on the AM's event loop)."""
+
+    @abc.abstractmethod
+    def on_launched(self, launched: Launched) -> None: ...
+
+    @abc.abstractmethod
+    def on_exited(self, exited: Exited) -> None: ...
+
+
+class ExecutorBackend(abc.ABC):
+    """Launches and kills executors for one job; lives inside the AM."""
+
+    @abc.abstractmethod
+    async def start(self, events: BackendEvents) -> None:
+        """Connect to the resource manager; events are delivered from now on."""
+
+    @abc.abstractmethod
+    def check_fits(self, role: str, resources: Resources) -> str | None:
+        """Why one executor with these resources can never run here, or None."""
+
+    @abc.abstractmethod
+    async def launch(self, request: LaunchRequest) -> None:
+        """Ask for the executor; ``on_launched`` follows once it runs (maybe after
+        queueing for resources), ``on_exited`` once it ends."""
+
+    @abc.abstractmethod
+    async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
+        """Stop an executor: gracefully (it forwards SIGTERM to its trainer) or by force."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Force-stop every executor still running and release the resources."""
+
+
+class ClusterClient(abc.ABC):
+    """Submit and find jobs from outside the cluster."""
+
+    @abc.abstractmethod
+    def submit(self, spec: JobSpec) -> str:
+        """Start the job's AM; return the application id."""
+
+    @abc.abstractmethod
+    def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
+        """(base URL of the AM API, token), or None once the AM is gone."""
+
+    @abc.abstractmethod
+    def final_status(self, app_id: str) -> dict[str, Any] | None:
+        """The status the AM left when it finished, if it has."""
+
+    @abc.abstractmethod
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Known jobs (newest first), optionally only those carrying all ``tags``."""
+
+    @abc.abstractmethod
+    def force_kill(self, app_id: str) -> int:
+        """Kill every process or container of the job without the AM; return how many."""
+
+    @abc.abstractmethod
+    def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
+        """Bytes of one log file from ``offset`` (a path from the executor's ``logs``)."""
+

@@ -1,0 +1,388 @@
+"""Local backend: the AM and its executors are processes on this machine.
+
+A job lives in ``<home>/jobs/<app_id>/`` (see ``JobDir``); the AM runs
+detached (its own session), so the job outlives whoever submitted it, and any
+later ``status``/``kill``/``logs`` finds it by id. Each executor runs in a
+session of its own; a forced stop kills that whole session, the trainer's
+process group included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import protocol
+from ..bundle import build_bundle
+from ..spec import JobSpec, LocalBackend, Resources, SpecError
+from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, LaunchRequest, Launched
+
+LOCAL_HOST = "127.0.0.1"
+
+
+def default_home(configured: str | None = None) -> Path:
+    return Path(configured or os.environ.get("PRIMUS_HOME") or Path.home() / ".primus").expanduser()
+
+
+class JobDir:
+    """Where a local job keeps its spec, token, AM address, status and logs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.app_id = path.name
+
+    spec = property(lambda self: self.path / "spec.json")
+    token = property(lambda self: self.path / "token")
+    am_info = property(lambda self: self.path / "am.json")
+    am_pid = property(lambda self: self.path / "am.pid")
+    status = property(lambda self: self.path / "status.json")
+    am_log = property(lambda self: self.path / "am.log")
+
+    def executor_dir(self, role: str, index: int) -> Path:
+        return self.path / "executors" / protocol.executor_id(role, index)
+
+    def read_json(self, path: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+
+# --- the resource ledger ---------------------------------------------------------
+
+
+@dataclass
+class _Held:
+    cpu: float
+    memory: int
+    gpus: list[int]
+
+
+class ResourceLedger:
+    """CPU, memory and GPU slots of this machine, handed to executors."""
+
+    def __init__(self, config: LocalBackend):
+        self.cpus = config.cpus or 4.0 * (os.cpu_count() or 1)
+        self.memory = config.memory or _physical_memory()
+        self.gpus = list(config.gpus) if config.gpus is not None else _visible_gpus()
+        self._held: dict[str, _Held] = {}
+
+    def never_fits(self, role: str, res: Resources) -> str | None:
+        for what, need, have in (("cpu", res.cpu, self.cpus), ("memory", res.memory, self.memory),
+                                 ("gpu", res.gpu, len(self.gpus))):
+            if need > have:
+                return (f"roles.{role}.resources.{what}: one executor needs {_show(what, need)} but the local "
+                        f"backend has {_show(what, have)} in all (set backend.cpus/memory/gpus to change it)")
+        return None
+
+    def take(self, key: str, res: Resources) -> list[int] | None:
+        """Reserve the resources; the GPU ids given, or None if they are not free now."""
+        used_cpu = sum(h.cpu for h in self._held.values())
+        used_mem = sum(h.memory for h in self._held.values())
+        busy = {g for h in self._held.values() for g in h.gpus}
+        free_gpus = [g for g in self.gpus if g not in busy]
+        if used_cpu + res.cpu > self.cpus + 1e-9 or used_mem + res.memory > self.memory \
+                or len(free_gpus) < res.gpu:
+            return None
+        self._held[key] = _Held(res.cpu, res.memory, free_gpus[: res.gpu])
+        return self._held[key].gpus
+
+    def release(self, key: str) -> None:
+        self._held.pop(key, None)
+
+
+def _show(what: str, value: float) -> str:
+    return f"{value / 2**20:.0f}Mi" if what == "memory" else f"{value:g}"
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 * 2**30
+
+
+def _visible_gpus() -> list[int]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [int(g) for g in visible.split(",") if g.strip().isdigit()]
+
+
+# --- process helpers ----------------------------------------------------------------
+
+
+def _proc_stat_fields(pid: str) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def kill_session(sid: int, sig: int = signal.SIGKILL) -> int:
+    """Signal every process of session ``sid`` (an executor and all it started)."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        fields = _proc_stat_fields(pid)
+        if fields and fields[3] == str(sid):  # after "pid (comm)": state ppid pgrp session
+            try:
+                os.kill(int(pid), sig)
+                count += 1
+            except OSError:
+                pass
+    return count
+
+
+def processes_of_job(app_id: str) -> list[int]:
+    """Pids whose environment carries PRIMUS_APP_ID=app_id (AM, executors, trainers)."""
+    needle = f"{protocol.ENV_APP_ID}={app_id}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return [p for p in found if p != os.getpid()]
+
+
+def pid_alive(pid: int) -> bool:
+    fields = _proc_stat_fields(str(pid))
+    return fields is not None and fields[0] != "Z"
+
+
+# --- inside the AM -----------------------------------------------------------------------
+
+
+class LocalExecutorBackend(ExecutorBackend):
+    def __init__(self, job: JobDir, config: LocalBackend, bundle: Path):
+        self.job = job
+        self.ledger = ResourceLedger(config)
+        self.bundle = bundle
+        self._events: BackendEvents | None = None
+        self._procs: dict[str, asyncio.subprocess.Process] = {}  # incarnation -> executor process
+        self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
+        self._watchers: set[asyncio.Task] = set()
+
+    async def start(self, events: BackendEvents) -> None:
+        self._events = events
+
+    def check_fits(self, role: str, resources: Resources) -> str | None:
+        return self.ledger.never_fits(role, resources)
+
+    async def launch(self, request: LaunchRequest) -> None:
+        self._waiting.append(request)
+        await self._launch_waiting()
+
+    async def _launch_waiting(self) -> None:
+        while self._waiting:
+            request = self._waiting[0]
+            gpus = self.ledger.take(request.incarnation, request.resources)
+            if gpus is None:
+                return  # first come, first served: wait for resources to free up
+            self._waiting.pop(0)
+            try:
+                await self._spawn(request, gpus)
+            except OSError as exc:
+                self.ledger.release(request.incarnation)
+                self._exited(request, None, f"cannot start the executor process: {exc}")
+
+    async def _spawn(self, request: LaunchRequest, gpus: list[int]) -> None:
+        base = self.job.executor_dir(request.role, request.index)
+        work, logs = base / "work", base / f"attempt-{request.attempt}"
+        work.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        _link_files(request.files, work)
+        env = dict(os.environ)
+        env.update(request.env)
+        env.update({
+            protocol.ENV_TOKEN_FILE: str(self.job.token),
+            protocol.ENV_LOG_DIR: str(logs),
+            protocol.ENV_WORK_DIR: str(work),
+            protocol.ENV_GPUS: ",".join(map(str, gpus)),
+            protocol.ENV_EXECUTOR_HOST: LOCAL_HOST,
+        })
+        with open(logs / "executor.log", "ab") as out:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-E", "-s", str(self.bundle), "executor",
+                cwd=str(work), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own session: a forced stop kills everything in it
+            )
+        self._procs[request.incarnation] = proc
+        assert self._events is not None
+        self._events.on_launched(Launched(
+            request.role, request.index, request.incarnation, LOCAL_HOST, gpus,
+            {name: str(logs / f"{name}.log") for name in ("executor", "stdout", "stderr")},
+        ))
+        task = asyncio.ensure_future(self._watch(request, proc))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    async def _watch(self, request: LaunchRequest, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        kill_session(proc.pid)  # the trainer must not outlive its executor
+        self._procs.pop(request.incarnation, None)
+        self.ledger.release(request.incarnation)
+        if code < 0:
+            self._exited(request, 128 - code, f"executor killed by signal {-code}")
+        else:
+            self._exited(request, code, f"executor exited {code}")
+        await self._launch_waiting()
+
+    def _exited(self, request: LaunchRequest, code: int | None, reason: str) -> None:
+        assert self._events is not None
+        self._events.on_exited(Exited(request.role, request.index, request.incarnation, code, reason))
+
+    async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
+        self._waiting = [r for r in self._waiting if r.incarnation != incarnation]
+        proc = self._procs.get(incarnation)
+        if proc is None or proc.returncode is not None:
+            return
+        if force:
+            kill_session(proc.pid)
+        else:
+            try:
+                proc.send_signal(signal.SIGTERM)  # the executor forwards it to its trainer
+            except ProcessLookupError:
+                pass
+
+    async def close(self) -> None:
+        self._waiting.clear()
+        for proc in list(self._procs.values()):
+            kill_session(proc.pid)
+        if self._watchers:
+            await asyncio.wait(list(self._watchers), timeout=5)
+
+
+def _link_files(files: list[str], work: Path) -> None:
+    for source in files:
+        target = work / Path(source).name
+        if not target.exists() and not target.is_symlink():
+            target.symlink_to(source)
+
+
+# --- from outside: submit, find, kill -----------------------------------------------------
+
+
+class LocalClusterClient(ClusterClient):
+    def __init__(self, home: str | Path | None = None):
+        self.home = default_home(str(home) if home else None)
+        self.jobs = self.home / "jobs"
+
+    def job(self, app_id: str) -> JobDir:
+        path = self.jobs / app_id
+        if "/" in app_id or not (path / "spec.json").exists():
+            raise KeyError(app_id)
+        return JobDir(path)
+
+    def submit(self, spec: JobSpec) -> str:
+        config = spec.backend
+        assert isinstance(config, LocalBackend)
+        ledger = ResourceLedger(config)
+        problems = [why for role in spec.roles if (why := ledger.never_fits(role.name, role.resources))]
+        problems += [f"roles.{role.name}.files: {f} does not exist" for role in spec.roles
+                     for f in role.files if not Path(f).exists()]
+        if problems:
+            raise SpecError(problems)
+        app_id = f"primus-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        job = JobDir(self.jobs / app_id)
+        job.path.mkdir(parents=True)
+        job.spec.write_text(spec.to_json())
+        fd = os.open(job.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+        bundle = build_bundle(self.home / "bundles")
+        env = dict(os.environ)
+        env[protocol.ENV_APP_ID] = app_id
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                             env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        with open(job.am_log, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "primus_runtime.am", str(job.path), "--bundle", str(bundle)],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # detached: the job outlives the submitting process
+            )
+        job.am_pid.write_text(str(proc.pid))
+        return app_id
+
+    def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
+        job = self.job(app_id)
+        info = job.read_json(job.am_info)
+        if info is None or not pid_alive(int(info["pid"])):
+            return None
+        return info["address"], job.token.read_text().strip()
+
+    def am_pid(self, app_id: str) -> int | None:
+        job = self.job(app_id)
+        try:
+            pid = int(job.am_pid.read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) else None
+
+    def final_status(self, app_id: str) -> dict[str, Any] | None:
+        job = self.job(app_id)
+        status = job.read_json(job.status)
+        if status and status["job"]["state"] in ("succeeded", "failed", "killed"):
+            return status
+        return None
+
+    def last_status(self, app_id: str) -> dict[str, Any] | None:
+        job = self.job(app_id)
+        return job.read_json(job.status)
+
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        if not self.jobs.exists():
+            return []
+        out = []
+        for path in sorted(self.jobs.iterdir(), reverse=True):
+            job = JobDir(path)
+            spec = job.read_json(job.spec)
+            if spec is None:
+                continue
+            if tags and any(spec.get("tags", {}).get(k) != v for k, v in tags.items()):
+                continue
+            status = job.read_json(job.status) or {}
+            state = status.get("job", {}).get("state", "pending")
+            if state not in ("succeeded", "failed", "killed") and self.am_pid(job.app_id) is None:
+                state = "lost"  # the AM died without recording an outcome
+            out.append({"app_id": job.app_id, "name": spec["name"], "state": state,
+                        "tags": spec.get("tags", {}), "created_at": path.stat().st_mtime})
+        return out
+
+    def force_kill(self, app_id: str) -> int:
+        job = self.job(app_id)
+        pids = processes_of_job(app_id)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        status = job.read_json(job.status)
+        if status is None or status["job"]["state"] not in ("succeeded", "failed", "killed"):
+            status = status or {"job": {"app_id": app_id}, "roles": [], "executors": [], "events": []}
+            status["job"].update(state="killed", reason="force-killed: the AM did not stop the job in time",
+                                 finished_at=time.time())
+            job.status.write_text(json.dumps(status, indent=1))
+        return len(pids)
+
+    def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
+        job = self.job(app_id)
+        target = Path(path).resolve()
+        if job.path.resolve() not in target.parents:
+            raise PermissionError(f"{path} is not a log of job {app_id}")
+        try:
+            with open(target, "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return b""

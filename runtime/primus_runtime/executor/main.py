@@ -1,0 +1,226 @@
+"""The executor: one per (role, index, incarnation), started by the backend.
+
+Standard library only (Python 3.9+), so it runs on any node or image. It
+
+1. reserves its ports (binds them, so nobody else takes them),
+2. registers with the AM, then long-polls until the start barrier opens,
+3. releases the ports and launches the trainer in its own process group,
+   with stdout/stderr in per-executor log files,
+4. heartbeats; forwards a kill as SIGTERM, then SIGKILL after the grace,
+   to the trainer's whole process group; rewrites the cluster file when the
+   membership changes,
+5. reports the trainer's exit code and exits with it.
+
+If the AM stays unreachable past the heartbeat timeout it kills the trainer
+and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from .. import protocol
+from ..api_client import AMClient, AMRejected, AMUnavailable
+from .trainer import Trainer
+
+log = logging.getLogger("primus.executor")
+
+
+class Config:
+    """What the backend tells the executor through its environment."""
+
+    def __init__(self, env: Dict[str, str]):
+        def need(name: str) -> str:
+            if not env.get(name):
+                raise SystemExit(f"primus executor: {name} is not set (the backend sets it)")
+            return env[name]
+
+        self.am_address = need(protocol.ENV_AM_ADDRESS)
+        self.token_file = need(protocol.ENV_TOKEN_FILE)
+        self.role = need(protocol.ENV_ROLE)
+        self.index = int(need(protocol.ENV_INDEX))
+        self.incarnation = need(protocol.ENV_INCARNATION)
+        self.num_ports = int(env.get(protocol.ENV_NUM_PORTS, "1"))
+        self.log_dir = env.get(protocol.ENV_LOG_DIR) or os.getcwd()
+        self.work_dir = env.get(protocol.ENV_WORK_DIR) or os.getcwd()
+        self.heartbeat_timeout = float(env.get(protocol.ENV_HEARTBEAT_TIMEOUT, "10"))
+        self.kill_grace = float(env.get(protocol.ENV_KILL_GRACE, "10"))
+        self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
+        self.id = protocol.executor_id(self.role, self.index)
+
+
+def reserve_ports(count: int) -> List[socket.socket]:
+    """Bind ``count`` free ports and hold them until the trainer starts."""
+    held = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("", 0))
+        held.append(sock)
+    return held
+
+
+class Executor:
+    def __init__(self, config: Config, client: AMClient):
+        self.config = config
+        self.client = client
+        self.trainer: Optional[Trainer] = None
+        self.interval = 1.0
+        self.cluster_version = 0
+        self.cluster_file = os.path.join(config.log_dir, "cluster.json")
+        self.stop_reason: Optional[str] = None
+        self.last_contact = time.monotonic()
+
+    # --- the run ---
+
+    def run(self) -> int:
+        held = reserve_ports(self.config.num_ports)
+        ports = [s.getsockname()[1] for s in held]
+        reply = self._call(protocol.REGISTER_PATH, {
+            "id": self.config.id, "role": self.config.role, "index": self.config.index,
+            "incarnation": self.config.incarnation, "host": self.config.host, "ports": ports,
+            "pid": os.getpid(),
+        })
+        if reply is None or not reply.get("ok"):
+            log.error("registration refused: %s", (reply or {}).get("reason", "AM unreachable"))
+            return protocol.EXIT_AM_UNREACHABLE if reply is None else 1
+        self.interval = float(reply.get("heartbeat_interval", 1.0))
+        log.info("registered as %s [%s] with ports %s", self.config.id, self.config.incarnation, ports)
+        start = self._wait_for_start()
+        if start is None:
+            return self._finish(self._stop_code(), self.stop_reason or "stopped before start")
+        for sock in held:
+            sock.close()  # release the ports to the trainer, as late as possible
+        return self._supervise(start, ports)
+
+    def _wait_for_start(self) -> Optional[Dict[str, Any]]:
+        while self.stop_reason is None:
+            reply = self._heartbeat(protocol.REPORT_REGISTERED, wait=True)
+            if reply is None:
+                return None
+            if reply.get("command") == protocol.CMD_START:
+                return reply["start"]
+        return None
+
+    def _supervise(self, start: Dict[str, Any], ports: List[int]) -> int:
+        env = dict(os.environ)
+        for name in list(env):
+            if name.startswith("PRIMUS_"):
+                del env[name]  # the executor's own settings (token file...) are not the trainer's
+        env.update(start["env"])
+        env[protocol.TRAINER_ENV_CLUSTER_FILE] = self.cluster_file
+        self._write_cluster(start["cluster"])
+        try:
+            self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir)
+        except OSError as exc:
+            return self._finish(protocol.EXIT_LAUNCH_FAILED, f"cannot launch {start['command'][0]!r}: {exc}")
+        log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
+        while True:
+            if self.stop_reason is None:
+                reply = self._heartbeat(protocol.REPORT_RUNNING)
+                if reply is None:
+                    self.trainer.stop(self.config.kill_grace)
+                    return protocol.EXIT_AM_UNREACHABLE
+                if reply.get("command") == protocol.CMD_CLUSTER:
+                    self._write_cluster(reply["cluster"])
+            if self.stop_reason is not None:
+                code = self.trainer.stop(self.config.kill_grace)
+                return self._finish(code, self.stop_reason)
+            code = self.trainer.wait(self.interval)  # returns as soon as the trainer exits
+            if code is not None:
+                log.info("trainer exited with %d", code)
+                return self._finish(code, f"trainer exited {code}")
+
+    def _finish(self, code: int, message: str) -> int:
+        self._call(protocol.UNREGISTER_PATH, {
+            "id": self.config.id, "incarnation": self.config.incarnation,
+            "exit_code": code, "message": message,
+        }, give_up_after=min(5.0, self.config.heartbeat_timeout))
+        return code
+
+    def _stop_code(self) -> int:
+        return 143 if self.stop_reason else protocol.EXIT_AM_UNREACHABLE
+
+    # --- talking to the AM ---
+
+    def _heartbeat(self, state: str, wait: bool = False) -> Optional[Dict[str, Any]]:
+        reply = self._call(protocol.HEARTBEAT_PATH, {
+            "id": self.config.id, "incarnation": self.config.incarnation, "state": state,
+            "cluster_version": self.cluster_version, "wait": wait,
+        })
+        if reply is not None and reply.get("command") == protocol.CMD_KILL:
+            self.request_stop(str(reply.get("reason", "killed by the AM")))
+        return reply
+
+    def _call(self, path: str, body: Dict[str, Any],
+              give_up_after: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """POST to the AM, retrying until it answers or the heartbeat timeout passes
+        since it last answered (or ``give_up_after`` seconds from now)."""
+        if give_up_after is not None:
+            deadline = time.monotonic() + give_up_after
+        else:
+            deadline = self.last_contact + self.config.heartbeat_timeout
+        delay = 0.05
+        while True:
+            try:
+                reply = self.client.post(path, body, timeout=self.interval + 5.0)
+                self.last_contact = time.monotonic()
+                return reply
+            except AMRejected as exc:
+                log.error("AM refused %s: %s", path, exc)
+                return None
+            except AMUnavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    log.error("AM at %s unreachable for %.1fs (%s): giving up",
+                              self.config.am_address, time.monotonic() - self.last_contact, exc)
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            log.info("stopping: %s", reason)
+            self.stop_reason = reason
+
+    def _write_cluster(self, cluster: Dict[str, Any]) -> None:
+        self.cluster_version = int(cluster.get("version", 0))
+        tmp = self.cluster_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(cluster, f)
+        os.replace(tmp, self.cluster_file)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s executor: %(message)s")
+    config = Config(dict(os.environ))
+    with open(config.token_file) as f:
+        token = f.read().strip()
+    executor = Executor(config, AMClient(config.am_address, token))
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        # Stop the loop; it then forwards SIGTERM (and later SIGKILL) to the trainer.
+        executor.request_stop(f"received signal {signum}")
+        if executor.trainer is not None:
+            executor.trainer.signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, on_sigterm)
+    try:
+        code = executor.run()
+    finally:
+        if executor.trainer is not None:
+            executor.trainer.stop(0)  # never leave the trainer behind
+    return code if 0 <= code < 256 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

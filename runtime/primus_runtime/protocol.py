@@ -1,0 +1,91 @@
+"""The wire contract between the Application Master and its executors.
+
+Standard library only: the executor imports this module on cluster nodes that
+have nothing but Python. Every message is a JSON object sent over HTTP/1.1
+(keep-alive) to the AM with ``Authorization: Bearer <job token>``.
+
+Executor -> AM (all POST, JSON bodies):
+
+``/api/v1/executors/register``
+    ``{"id", "role", "index", "incarnation", "host", "ports": [int], "pid"}``
+    -> ``{"ok": true, "heartbeat_interval": s, "heartbeat_timeout": s}`` or
+    ``{"ok": false, "command": "kill", "reason": ...}`` for a zombie.
+
+``/api/v1/executors/heartbeat``
+    ``{"id", "incarnation", "state": "registered" | "running",
+    "cluster_version": int, "wait": bool}``.
+    ``wait`` is true while the executor waits for its start command: the AM
+    then holds the request open (long poll, at most one heartbeat interval)
+    so the start reaches it the moment the start barrier opens.
+    -> ``{"command": "none"}``, ``{"command": "start", "start": START}``,
+    ``{"command": "kill", "reason": ...}``, or ``{"command": "cluster",
+    "cluster": CLUSTER}`` when the membership changed.
+
+``/api/v1/executors/unregister``
+    ``{"id", "incarnation", "exit_code": int, "message": str}`` -> ``{"ok": true}``
+
+``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER}``.
+``CLUSTER`` is ``{"version": int, "roles": {role: [address or null, ...]}}``,
+address being ``host:first_port`` of the executor at that index.
+
+An executor is named ``<role>-<index>``; each (re)start of the same index gets
+a new ``incarnation`` string. Reports carrying an older incarnation are
+rejected with a kill command: that is how zombies are fenced off.
+"""
+
+from __future__ import annotations
+
+API_PREFIX = "/api/v1"
+REGISTER_PATH = API_PREFIX + "/executors/register"
+HEARTBEAT_PATH = API_PREFIX + "/executors/heartbeat"
+UNREGISTER_PATH = API_PREFIX + "/executors/unregister"
+
+# Commands the AM sends in heartbeat replies.
+CMD_NONE = "none"
+CMD_START = "start"
+CMD_KILL = "kill"
+CMD_CLUSTER = "cluster"
+
+# States an executor reports about itself.
+REPORT_REGISTERED = "registered"
+REPORT_RUNNING = "running"
+
+# Environment the backend gives the executor process.
+ENV_AM_ADDRESS = "PRIMUS_AM_ADDRESS"  # host:port of the AM API
+ENV_TOKEN_FILE = "PRIMUS_TOKEN_FILE"  # file holding the job token (never the token itself)
+ENV_APP_ID = "PRIMUS_APP_ID"
+ENV_ROLE = "PRIMUS_ROLE"
+ENV_INDEX = "PRIMUS_INDEX"
+ENV_INCARNATION = "PRIMUS_INCARNATION"
+ENV_NUM_PORTS = "PRIMUS_NUM_PORTS"
+ENV_LOG_DIR = "PRIMUS_LOG_DIR"  # where the executor writes its and the trainer's logs
+ENV_WORK_DIR = "PRIMUS_WORK_DIR"  # the trainer's working directory
+ENV_HEARTBEAT_TIMEOUT = "PRIMUS_HEARTBEAT_TIMEOUT"  # seconds without the AM before giving up
+ENV_KILL_GRACE = "PRIMUS_KILL_GRACE"  # seconds between SIGTERM and SIGKILL of the trainer
+ENV_GPUS = "PRIMUS_GPUS"  # comma-separated GPU ids the backend assigned
+ENV_EXECUTOR_HOST = "PRIMUS_EXECUTOR_HOST"  # address other executors reach this one at
+
+# Exit code of an executor that gave up because the AM was unreachable.
+EXIT_AM_UNREACHABLE = 75
+# Exit code of an executor that could not launch its trainer (bad command...).
+EXIT_LAUNCH_FAILED = 127
+
+
+def executor_id(role: str, index: int) -> str:
+    return "%s-%d" % (role, index)
+
+
+# Environment the executor gives the trainer (besides the role's own `env`):
+#   PRIMUS_APP_ID, PRIMUS_ROLE, PRIMUS_INDEX, PRIMUS_INCARNATION, PRIMUS_HOST
+#   PRIMUS_AM_ADDRESS
+#   PRIMUS_PORTS         comma-separated ports reserved for this executor, PRIMUS_PORT the first
+#   PRIMUS_ROLE_REPLICAS executors of this role
+#   PRIMUS_ROLE_COUNTS   JSON {role: replicas}; also PRIMUS_NUM_<ROLE> (upper case, - as _)
+#   PRIMUS_CLUSTER       JSON {role: ["host:port" or null, ...]} at start
+#   PRIMUS_CLUSTER_FILE  JSON file {"version": n, "roles": {...}} rewritten (atomically) when
+#                        the membership changes, e.g. after a scale; trainers may poll it
+#   CUDA_VISIBLE_DEVICES the GPUs assigned to the executor ("" when none)
+#   TF_CONFIG            framework tensorflow
+#   MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE  framework pytorch
+TRAINER_ENV_CLUSTER = "PRIMUS_CLUSTER"
+TRAINER_ENV_CLUSTER_FILE = "PRIMUS_CLUSTER_FILE"

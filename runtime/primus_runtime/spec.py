@@ -1,0 +1,539 @@
+"""The job spec: everything a user writes to describe a Primus job.
+
+One module of small, strictly validated pydantic types, read top to bottom:
+
+    JobSpec
+      roles: [Role]            who runs (ps, worker, chief, evaluator, ...)
+        resources: Resources   cpu, memory, gpu per executor
+        failover: Failover     what to do when one of its executors ends badly
+        placement: Placement   anti-affinity to other roles
+      scheduling: Scheduling   when trainers may start (gang / ordered / dynamic)
+      am: AMSettings           heartbeats, shutdown grace, AM attempts
+      backend: Local | Yarn | Kubernetes
+      input: InputSpec | None  the data the AM hands out (see the data plane)
+
+Unknown keys and bad values are rejected with the path and the value, e.g.
+``roles[1].failover.max_failures_per_index: must be >= 0, got -2``, before
+anything is submitted. ``JobSpec.json_schema()`` exports the JSON Schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    PlainSerializer,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "AMSettings",
+    "Failover",
+    "InputSpec",
+    "JobSpec",
+    "KubernetesBackend",
+    "LocalBackend",
+    "Placement",
+    "Resources",
+    "Role",
+    "Scheduling",
+    "SpecError",
+    "YarnBackend",
+    "load_spec",
+]
+
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
+PS_ROLE_NAMES = frozenset({"ps", "parameter_server", "parameter-server"})
+
+
+class SpecError(ValueError):
+    """A job spec that cannot run. ``problems`` holds one line per bad field."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid job spec:\n  " + "\n  ".join(problems))
+
+
+# --- value types -------------------------------------------------------------
+
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3, "kb": 10**3, "ki": 2**10, "kib": 2**10,
+    "m": 10**6, "mb": 10**6, "mi": 2**20, "mib": 2**20,
+    "g": 10**9, "gb": 10**9, "gi": 2**30, "gib": 2**30,
+    "t": 10**12, "tb": 10**12, "ti": 2**40, "tib": 2**40,
+}  # fmt: skip
+_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_memory(value: Any) -> int:
+    """Bytes from ``"2Gi"``, ``"512MiB"``, ``"1.5G"``; a bare integer means MiB (as on YARN)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a size such as '2Gi' or '512Mi'")
+    if isinstance(value, int):
+        return value * 2**20
+    if isinstance(value, str):
+        match = _MEMORY_RE.match(value)
+        if match and match.group(2).lower() in _MEMORY_UNITS:
+            return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+    raise ValueError("must be a size such as '2Gi', '512Mi' or '1G' (a bare number means MiB)")
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``5``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"``."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 5, '500ms', '30s' or '2m'")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        match = _DURATION_RE.match(value)
+        if match:
+            return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "s"]
+    raise ValueError("must be a duration such as 5, '500ms', '30s' or '2m'")
+
+
+def _stringify_env(value: Any) -> Any:
+    # YAML turns `FOO: 1` into an int; environment values are strings.
+    if isinstance(value, dict):
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) if isinstance(v, (int, float)) else v
+                for k, v in value.items()}
+    return value
+
+
+def format_memory(value: int) -> str:
+    """The shortest exact spelling, so that a dumped spec loads back to the same bytes."""
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return f"{value}B"
+
+
+MemoryBytes = Annotated[int, BeforeValidator(parse_memory), Field(gt=0), PlainSerializer(format_memory)]
+Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class _Strict(BaseModel):
+    """Base of every spec type: unknown keys are errors, values are checked on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+
+# --- roles -------------------------------------------------------------------
+
+
+class Resources(_Strict):
+    """What one executor of the role gets."""
+
+    cpu: float = Field(1.0, gt=0, description="Virtual cores per executor.")
+    memory: MemoryBytes = Field(
+        "1Gi", validate_default=True, description="Memory per executor: '2Gi', '512Mi', '1G'; a bare number is MiB."
+    )
+    gpu: int = Field(0, ge=0, description="GPUs per executor; shown to the trainer as CUDA_VISIBLE_DEVICES.")
+
+
+class Failover(_Strict):
+    """What happens when an executor of the role ends other than by success.
+
+    Roles named ``ps`` default to ``restart: never`` (a lost parameter server
+    loses model state, so its failure fails the job); every other role
+    defaults to ``restart: on_failure`` with 3 failures per index.
+    """
+
+    restart: Literal["never", "on_failure", "always"] = Field(
+        "on_failure",
+        description="never: a failure exhausts the budget at once; on_failure: restart failed "
+        "executors; always: restart even executors that exit 0 (services).",
+    )
+    max_failures_per_index: int = Field(
+        3, ge=0, description="Charged failures one executor index may have before the budget is exhausted."
+    )
+    max_failures_per_role: int | None = Field(
+        None, ge=0, description="Charged failures across all indices of the role; unset = no role-wide cap."
+    )
+    on_exhausted: Literal["fail_job", "ignore_role"] = Field(
+        "fail_job",
+        description="fail_job: the job fails with the reason; ignore_role: the index stays down and "
+        "the role no longer counts towards the job's success.",
+    )
+    preemption_exit_codes: list[int] = Field(
+        default_factory=list,
+        description="Exit codes that mean 'preempted or evicted': restarted without being charged. "
+        "Backends also flag preemptions they detect themselves.",
+    )
+
+
+class Placement(_Strict):
+    """Where executors of the role may run relative to others."""
+
+    anti_affinity: list[str] = Field(
+        default_factory=list,
+        description="Role names (this role's own name included) whose executors must not share a "
+        "node with this role's. Honoured by multi-node backends; one node locally.",
+    )
+
+
+class Role(_Strict):
+    """One kind of executor: ``replicas`` copies of the same trainer command."""
+
+    name: Name = Field(description="Role name, e.g. ps, worker, chief, evaluator.")
+    replicas: int = Field(1, ge=1, description="Executors of this role.")
+    min_replicas: int | None = Field(
+        None, ge=1, description="Under `dynamic` scheduling the role starts once this many registered. "
+        "Default: replicas."
+    )
+    command: str | list[str] = Field(
+        description="Trainer command: a string runs under `bash -c`, a list is executed as is."
+    )
+    env: Annotated[dict[str, str], BeforeValidator(_stringify_env)] = Field(
+        default_factory=dict, description="Extra environment for the trainer."
+    )
+    ports: int = Field(1, ge=0, le=64, description="Ports reserved per executor (PRIMUS_PORTS); the first is "
+                       "the executor's address in the cluster spec.")
+    files: list[str] = Field(
+        default_factory=list,
+        description="Files or directories made available in the trainer's working directory "
+        "(relative paths are taken from the spec file's directory).",
+    )
+    resources: Resources = Field(default_factory=Resources)
+    consumes_input: bool = Field(False, description="Whether this role's trainers are fed the job's input data.")
+    success_percent: float | None = Field(
+        None, ge=0, le=100,
+        description="The role is done when ceil(replicas * success_percent / 100) executors have "
+        "succeeded; 0 = never waited on. Default 100, and 0 for roles named ps.",
+    )
+    failover: Failover | None = Field(None, description="Default depends on the role name (see Failover).")
+    placement: Placement = Field(default_factory=Placement)
+    framework: Literal["plain", "tensorflow", "pytorch"] = Field(
+        "plain",
+        description="tensorflow: TF_CONFIG is set; pytorch: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/"
+        "LOCAL_RANK are set from this role's executors; plain: PRIMUS_* only.",
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: str | list[str]) -> str | list[str]:
+        if (isinstance(value, str) and not value.strip()) or (isinstance(value, list) and not value):
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _fill_defaults(self) -> Role:
+        is_ps = self.name in PS_ROLE_NAMES
+        if self.min_replicas is None:
+            object.__setattr__(self, "min_replicas", self.replicas)
+        if self.success_percent is None:
+            object.__setattr__(self, "success_percent", 0.0 if is_ps else 100.0)
+        if self.failover is None:
+            object.__setattr__(self, "failover", Failover(restart="never") if is_ps else Failover())
+        if self.min_replicas > self.replicas:
+            raise ValueError(f"min_replicas: must be <= replicas ({self.replicas}), got {self.min_replicas}")
+        if self.framework == "pytorch" and self.min_replicas != self.replicas:
+            raise ValueError(
+                f"min_replicas: pytorch roles start with all replicas (WORLD_SIZE is fixed), "
+                f"got {self.min_replicas} < {self.replicas}"
+            )
+        if self.framework == "pytorch" and self.ports < 1:
+            raise ValueError("ports: pytorch roles need at least 1 port (MASTER_PORT), got 0")
+        return self
+
+    @property
+    def required_successes(self) -> int:
+        """Executors that must succeed for the role to be done (0: never waited on)."""
+        return math.ceil(self.replicas * (self.success_percent or 0) / 100)
+
+    def argv(self) -> list[str]:
+        return ["bash", "-c", self.command] if isinstance(self.command, str) else list(self.command)
+
+
+# --- scheduling and AM --------------------------------------------------------
+
+
+class Scheduling(_Strict):
+    """When each role's trainers may start.
+
+    gang: no trainer starts until every executor of every role has registered
+    (within ``gang_timeout``). ordered: the roles of ``order`` are launched one
+    after another, each once every executor of the one before is running.
+    dynamic: each role starts once its ``min_replicas`` have registered.
+    """
+
+    policy: Literal["gang", "ordered", "dynamic"] = "gang"
+    order: list[str] | None = Field(
+        None, description="Start order for `ordered` (default: the order of `roles`)."
+    )
+    gang_timeout: Seconds = Field(300.0, description="How long the gang barrier waits before the job fails.")
+
+
+class AMSettings(_Strict):
+    """The Application Master's own settings."""
+
+    heartbeat_interval: Seconds = Field(1.0, description="Executor heartbeat period.")
+    heartbeat_timeout: Seconds = Field(
+        10.0, description="An executor silent this long is lost and replaced; an executor that cannot "
+        "reach the AM this long kills its trainer and exits."
+    )
+    shutdown_grace: Seconds = Field(
+        10.0, description="Between SIGTERM and SIGKILL when executors are stopped (kill, success, scale down)."
+    )
+    max_attempts: int = Field(1, ge=1, description="AM attempts (backends that restart the AM).")
+    host: str | None = Field(None, description="Address the AM API binds to; default chosen by the backend.")
+    port: int = Field(0, ge=0, le=65535, description="AM API port; 0 = any free port.")
+
+    @model_validator(mode="after")
+    def _timeout_above_interval(self) -> AMSettings:
+        if self.heartbeat_timeout < 2 * self.heartbeat_interval:
+            raise ValueError(
+                f"heartbeat_timeout: must be at least twice heartbeat_interval "
+                f"({self.heartbeat_interval:g}s), got {self.heartbeat_timeout:g}s"
+            )
+        return self
+
+
+# --- backends -----------------------------------------------------------------
+
+
+class LocalBackend(_Strict):
+    """Executors are processes on this machine (development, CI, single-node jobs)."""
+
+    type: Literal["local"] = "local"
+    home: str | None = Field(
+        None, description="Directory holding one folder per job; default $PRIMUS_HOME or ~/.primus."
+    )
+    cpus: float | None = Field(
+        None, gt=0, description="CPU capacity of the resource ledger; default 4x this machine's cores "
+        "(local runs may oversubscribe)."
+    )
+    memory: MemoryBytes | None = Field(None, description="Memory capacity; default this machine's RAM.")
+    gpus: list[int] | None = Field(
+        None, description="GPU ids to hand out; default the ones in CUDA_VISIBLE_DEVICES, else none."
+    )
+
+
+class YarnBackend(_Strict):
+    """A YARN application through skein (implemented by the YARN backend)."""
+
+    type: Literal["yarn"]
+    queue: str = "default"
+    node_label: str | None = None
+    application_tags: dict[str, str] = Field(default_factory=dict)
+    user: str | None = None
+
+
+class KubernetesBackend(_Strict):
+    """One AM pod plus executor pods (implemented by the Kubernetes backend)."""
+
+    type: Literal["kubernetes"]
+    namespace: str = "default"
+    image: str
+    service_account: str | None = None
+    image_pull_secrets: list[str] = Field(default_factory=list)
+
+
+Backend = Annotated[Union[LocalBackend, YarnBackend, KubernetesBackend], Field(discriminator="type")]
+
+
+class InputSpec(_Strict):
+    """The data the AM schedules to the roles that consume input.
+
+    Reserved for the data plane: the section is validated, and a spec that
+    sets it is refused until dispatch exists rather than silently ignored.
+    """
+
+    sources: list[dict[str, Any]] = Field(min_length=1)
+
+
+# --- the job --------------------------------------------------------------------
+
+
+class JobSpec(_Strict):
+    """A Primus job: roles, how they start, and where they run."""
+
+    name: Name = Field(description="Job name (lowercase letters, digits, - and _).")
+    roles: list[Role] = Field(min_length=1)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    am: AMSettings = Field(default_factory=AMSettings)
+    backend: Backend = Field(default_factory=LocalBackend)
+    input: InputSpec | None = None
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="Labels kept with the job (e.g. dag_id, task_id, run_id) to find it later."
+    )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> JobSpec:
+        names = [r.name for r in self.roles]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"roles: duplicate role names {duplicates}")
+        for role in self.roles:
+            for other in role.placement.anti_affinity:
+                if other not in names:
+                    raise ValueError(
+                        f"roles[{names.index(role.name)}].placement.anti_affinity: unknown role {other!r} "
+                        f"(roles: {names})"
+                    )
+        order = self.scheduling.order
+        if order is not None:
+            if sorted(order) != sorted(names):
+                raise ValueError(f"scheduling.order: must list every role once, got {order} for roles {names}")
+            if self.scheduling.policy != "ordered":
+                raise ValueError("scheduling.order: only used with policy 'ordered'")
+        if not any(r.required_successes > 0 for r in self.roles):
+            raise ValueError(
+                "roles: at least one role needs success_percent > 0, otherwise the job can never succeed"
+            )
+        frameworks = {r.framework for r in self.roles if r.framework != "plain"}
+        if len(frameworks) > 1:
+            raise ValueError(f"roles: one framework per job, got {sorted(frameworks)}")
+        if self.input is not None:
+            raise ValueError("input: data dispatch is not available in this version of the runtime")
+        if any(r.consumes_input for r in self.roles) and self.input is None:
+            raise ValueError("roles: a role consumes_input but the job has no `input` section")
+        return self
+
+    # --- helpers used by the AM ---
+
+    def role(self, name: str) -> Role:
+        for role in self.roles:
+            if role.name == name:
+                return role
+        raise KeyError(name)
+
+    def start_order(self) -> list[str]:
+        return list(self.scheduling.order or [r.name for r in self.roles])
+
+    # --- (de)serialisation ---
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base_dir: str | Path | None = None) -> JobSpec:
+        """Validate a dict; raise SpecError naming every bad field and its value."""
+        try:
+            spec = cls.model_validate(data)
+        except ValidationError as exc:
+            raise SpecError(format_validation_error(exc)) from None
+        if base_dir is not None:
+            spec = spec._with_absolute_files(Path(base_dir))
+        return spec
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> JobSpec:
+        """Load a YAML (.yaml/.yml) or JSON spec file."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SpecError([f"{path}: cannot read ({exc.strerror})"]) from None
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                import yaml
+
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except Exception as exc:  # noqa: BLE001 - any parser error is the user's file
+            raise SpecError([f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}"]) from None
+        if not isinstance(data, dict):
+            raise SpecError([f"{path}: must hold a mapping, got {type(data).__name__}"])
+        return cls.from_dict(data, base_dir=path.parent)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        return cls.model_json_schema()
+
+    def _with_absolute_files(self, base: Path) -> JobSpec:
+        data = self.to_dict()
+        for role in data["roles"]:
+            role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f for f in role["files"]]
+        return JobSpec.model_validate(data)
+
+
+def load_spec(source: JobSpec | dict[str, Any] | str | Path) -> JobSpec:
+    """A JobSpec from a model, a dict, or a path to a YAML/JSON file."""
+    if isinstance(source, JobSpec):
+        return source
+    if isinstance(source, dict):
+        return JobSpec.from_dict(source)
+    return JobSpec.from_file(source)
+
+
+# --- error messages ---------------------------------------------------------------
+
+_MESSAGES = {
+    "greater_than_equal": "must be >= {ge}",
+    "greater_than": "must be > {gt}",
+    "less_than_equal": "must be <= {le}",
+    "less_than": "must be < {lt}",
+    "missing": "is required",
+    "extra_forbidden": "unknown field",
+    "string_pattern_mismatch": "must match {pattern}",
+    "too_short": "must have at least {min_length} item(s)",
+    "literal_error": "must be one of {expected}",
+    "union_tag_invalid": "must be one of {expected_tags}, got {tag!r}",
+}
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("local", "yarn", "kubernetes") and out == "backend":
+            continue  # the discriminated-union tag pydantic puts in the path
+        elif isinstance(part, str) and part.startswith(("function-", "str", "list[")):
+            continue  # union-member labels (e.g. command: str | list[str])
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(spec)"
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    """One line per problem: ``path: what is wrong, got value``."""
+    problems: dict[str, None] = {}
+    for err in exc.errors():
+        path = _path(err["loc"])
+        template = _MESSAGES.get(err["type"])
+        msg = template.format(**err.get("ctx", {})) if template else err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
+        if err["type"] == "missing":
+            line = f"{path}: {msg}"
+        elif _NAMES_ITS_FIELD.match(msg):
+            # A cross-field check names the field itself ("min_replicas: ...").
+            line = f"{path}.{msg}" if err["loc"] else msg
+        elif isinstance(value, (dict, list)) and err["type"] != "extra_forbidden":
+            line = f"{path}: {msg}"
+        else:
+            line = f"{path}: {msg}, got {value!r}"
+        problems.setdefault(line, None)
+    return list(problems)
+
+
+_NAMES_ITS_FIELD = re.compile(r"^[a-z_][\w.\[\]]*: ")
