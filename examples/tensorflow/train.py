@@ -35,12 +35,12 @@ index = int(task["index"])
 
 
 def log(msg):
-    print("[%s-%d] %s" % (task["type"], index, msg), flush=True)
+    print(f"[{task['type']}-{index}] {msg}", flush=True)
 
 
-# The same size everywhere: one replica (CPU) per worker, all of them in the all-reduce.
+# Check that the strategy really spans every worker in TF_CONFIG (one CPU replica each).
 if strategy.num_replicas_in_sync != num_workers:
-    sys.exit("expected %d replicas in sync, got %d" % (num_workers, strategy.num_replicas_in_sync))
+    sys.exit(f"expected {num_workers} replicas in sync, got {strategy.num_replicas_in_sync}")
 
 # Same true function for everyone, different samples per worker.
 true_w = tf.random.stateless_normal([DIM, 1], seed=[1, 2])
@@ -54,7 +54,7 @@ batches = iter(strategy.experimental_distribute_dataset(dataset.with_options(opt
 
 with strategy.scope():
     # Created inside the scope: mirrored variables, initialised identically on every worker
-    # (the strategy broadcasts worker 0's initial values).
+    # (worker 0 broadcasts its initial values to the others).
     params = [
         tf.Variable(tf.random.normal([DIM, HIDDEN], stddev=0.5), name="w1"),
         tf.Variable(tf.zeros([HIDDEN]), name="b1"),
@@ -77,7 +77,7 @@ def train_step(it):
             # The optimizer SUMs the gradients of all replicas (an all-reduce across workers),
             # so each replica contributes 1/N of its loss: the step uses the global mean gradient.
             scaled = loss / strategy.num_replicas_in_sync
-        optimizer.apply_gradients(zip(tape.gradient(scaled, params), params))
+        optimizer.apply_gradients(zip(tape.gradient(scaled, params), params, strict=True))
         return loss
 
     per_replica = strategy.run(replica_step, args=next(it))
@@ -100,21 +100,21 @@ def max_param_divergence():
     return strategy.reduce(tf.distribute.ReduceOp.MEAN, strategy.run(replica_fn), axis=None)
 
 
-log("%d workers in sync, training %d steps" % (num_workers, STEPS))
+log(f"{num_workers} workers in sync, training {STEPS} steps")
 first = None
 for step in range(1, STEPS + 1):
     loss = float(train_step(batches))
     first = loss if first is None else first
     if step % LOG_EVERY == 0:
-        log("step %d loss %.4f" % (step, loss))
+        log(f"step {step} loss {loss:.4f}")
 
 divergence = float(max_param_divergence())
 if index == 0:
-    log("final loss %.4f (from %.4f)" % (loss, first))
+    log(f"final loss {loss:.4f} (from {first:.4f})")
 if divergence > 1e-6:
-    log("parameters differ across workers (divergence %g)" % divergence)
+    log(f"parameters differ across workers (divergence {divergence:g})")
     sys.exit(1)
-log("parameters identical on all %d workers" % num_workers)
+log(f"parameters identical on all {num_workers} workers")
 if not loss < first:
     log("loss did not decrease")
     sys.exit(1)

@@ -521,7 +521,8 @@ def format_validation_error(exc: ValidationError) -> list[str]:
     for err in exc.errors():
         path = _path(err["loc"])
         template = _MESSAGES.get(err["type"])
-        msg = template.format(**err.get("ctx", {})) if template else err["msg"].removeprefix("Value error, ")
+        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in err.get("ctx", {}).items()}
+        msg = template.format(**ctx) if template else err["msg"].removeprefix("Value error, ")
         value = err.get("input")
         if err["type"] == "missing":
             line = f"{path}: {msg}"

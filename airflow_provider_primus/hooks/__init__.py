@@ -1,0 +1,1 @@
+"""Primus hooks (see the provider issue)."""

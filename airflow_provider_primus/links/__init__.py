@@ -1,0 +1,1 @@
+"""Primus links (see the provider issue)."""

@@ -1,0 +1,1 @@
+"""Primus operators (see the provider issue)."""

@@ -1,0 +1,1 @@
+"""Primus sensors (see the provider issue)."""

@@ -1,0 +1,1 @@
+"""Primus triggers (see the provider issue)."""

@@ -1,0 +1,209 @@
+"""``primus``: submit and manage Primus jobs from a shell.
+
+Exit codes: 0 success (or a job that succeeded), 1 the job failed or was
+lost, 2 bad usage or an invalid spec, 3 the job was killed, 4 no such job,
+5 the AM refused or could not be reached. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from .api_client import AMRejected
+from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient
+from .spec import JobSpec, SpecError, load_spec
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
+_OUTCOME_EXIT = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "lost": EXIT_FAILED, "killed": EXIT_KILLED}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    client = PrimusClient(home=args.home)
+    try:
+        return int(args.func(client, args) or 0)
+    except SpecError as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except JobNotFound as exc:
+        print(f"primus: {exc} (looked in {client.cluster.jobs})", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except AMRejected as exc:
+        print(f"primus: the AM refused: {exc.message}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except JobUnreachable as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="primus", description="Run distributed training jobs with Primus.")
+    parser.add_argument("--home", help="job home of the local backend (default $PRIMUS_HOME or ~/.primus)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("submit", help="submit a job spec (YAML or JSON); prints the app id")
+    p.add_argument("spec")
+    p.add_argument("--wait", action="store_true", help="show progress and exit with the job's outcome")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("status", help="show a job's state, roles and executors")
+    p.add_argument("app_id")
+    p.add_argument("--json", action="store_true", help="the full status as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="print a log (the AM's, or an executor's with --role)")
+    p.add_argument("app_id")
+    p.add_argument("--role")
+    p.add_argument("--index", type=int, default=0)
+    p.add_argument("--stream", choices=("stdout", "stderr", "executor"), default="stdout")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("kill", help="stop a job (graceful, then forced)")
+    p.add_argument("app_id")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_kill)
+
+    p = sub.add_parser("scale", help="change a role's replicas while the job runs")
+    p.add_argument("app_id")
+    p.add_argument("role")
+    p.add_argument("replicas", type=int)
+    p.set_defaults(func=cmd_scale)
+
+    p = sub.add_parser("list", help="list jobs, newest first")
+    p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("validate", help="check a job spec without submitting it")
+    p.add_argument("spec")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("schema", help="print the job spec's JSON Schema")
+    p.set_defaults(func=cmd_schema)
+    return parser
+
+
+# --- commands -------------------------------------------------------------------------
+
+
+def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
+    app_id = client.submit(args.spec)
+    print(app_id, flush=True)
+    if not args.wait:
+        return EXIT_OK
+    try:
+        status = client.wait(app_id, on_status=_Progress(sys.stderr))
+    except KeyboardInterrupt:
+        print(f"\nstopped watching; the job goes on. `primus kill {app_id}` stops it.", file=sys.stderr)
+        return 130
+    job = status["job"]
+    print(f"{app_id}: {job['state']}: {job.get('reason', '')}", file=sys.stderr)
+    return _OUTCOME_EXIT.get(job["state"], EXIT_FAILED)
+
+
+class _Progress:
+    """Prints the job's events and a line per change of role progress."""
+
+    def __init__(self, out: Any):
+        self.out = out
+        self.seen_events = 0
+        self.last_line = ""
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        for event in status.get("events", []):
+            if event["seq"] > self.seen_events:
+                self.seen_events = event["seq"]
+                code = f" (exit {event['exit_code']})" if event.get("exit_code") is not None else ""
+                print(f"{_clock(event['time'])} {event['subject']}: {event['from_state'] or '-'} -> "
+                      f"{event['to_state']}{code} {event['reason']}", file=self.out)
+        line = f"{status['job']['state']} | " + " | ".join(_role_line(r) for r in status.get("roles", []))
+        if line != self.last_line:
+            self.last_line = line
+            print(f"{_clock(time.time())} == {line}", file=self.out, flush=True)
+
+
+def _role_line(role: dict[str, Any]) -> str:
+    states = {k: v for k, v in role["states"].items() if v}
+    parts = ", ".join(f"{v} {k}" for k, v in states.items()) or "none"
+    return f"{role['name']} x{role['replicas']}: {parts}"
+
+
+def _clock(ts: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
+    status = client.status(args.app_id)
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return EXIT_OK
+    job = status["job"]
+    print(f"{job['app_id']}  {job.get('name', '')}  {job['state']}  {job.get('reason', '')}")
+    for role in status.get("roles", []):
+        print("  " + _role_line(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
+    for ex in status.get("executors", []):
+        ports = ",".join(map(str, ex.get("ports") or []))
+        code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
+        print(f"    {ex['id']:<14} {ex['state']:<10} {ex.get('host') or '-':<15} ports {ports or '-':<12} "
+              f"restarts {ex.get('restarts', 0)}  exit {code}  {ex.get('reason', '')}")
+    return EXIT_OK
+
+
+def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
+    path = client.log_path(args.app_id, args.role, args.index if args.role else None, args.stream)
+    for chunk in client.follow_log(args.app_id, path, follow=args.follow):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_kill(client: PrimusClient, args: argparse.Namespace) -> int:
+    status = client.kill(args.app_id, reason=args.reason)
+    job = status["job"]
+    print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
+    return EXIT_OK if job["state"] in TERMINAL else EXIT_FAILED
+
+
+def cmd_scale(client: PrimusClient, args: argparse.Namespace) -> int:
+    reply = client.scale(args.app_id, args.role, args.replicas)
+    print(f"{args.app_id}: role {reply['role']} now has {reply['replicas']} replicas")
+    return EXIT_OK
+
+
+def cmd_list(client: PrimusClient, args: argparse.Namespace) -> int:
+    tags = {}
+    for item in args.tag:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"primus: --tag must be KEY=VALUE, got {item!r}", file=sys.stderr)
+            return EXIT_USAGE
+        tags[key] = value
+    jobs = client.list(tags or None)
+    if args.json:
+        print(json.dumps(jobs, indent=2))
+    for job in [] if args.json else jobs:
+        print(f"{job['app_id']}  {job['state']:<10} {job['name']}")
+    return EXIT_OK
+
+
+def cmd_validate(client: PrimusClient, args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    print(f"{args.spec}: valid ({len(spec.roles)} roles: "
+          + ", ".join(f"{r.name} x{r.replicas}" for r in spec.roles) + ")")
+    return EXIT_OK
+
+
+def cmd_schema(client: PrimusClient, args: argparse.Namespace) -> int:
+    print(json.dumps(JobSpec.json_schema(), indent=2))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

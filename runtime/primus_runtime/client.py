@@ -1,0 +1,175 @@
+"""Talk to jobs from outside: submit, status, wait, kill, scale, logs, list.
+
+``PrimusClient`` is what the CLI (and the Airflow hook) use. It finds a job's
+AM through the backend's ``ClusterClient`` and speaks to its REST API; once
+the AM is gone it reads the status the AM left behind.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from . import protocol
+from .api_client import AMClient, AMRejected, AMUnavailable
+from .backends.local import LocalClusterClient
+from .spec import JobSpec, load_spec
+
+TERMINAL = ("succeeded", "failed", "killed")
+
+
+class JobNotFound(LookupError):
+    def __init__(self, app_id: str):
+        super().__init__(f"no job {app_id!r}")
+        self.app_id = app_id
+
+
+class JobUnreachable(RuntimeError):
+    """The AM is gone and left no outcome (it crashed or was killed)."""
+
+
+class PrimusClient:
+    def __init__(self, home: str | Path | None = None, timeout: float = 10.0):
+        self.cluster = LocalClusterClient(home)
+        self.timeout = timeout
+
+    # --- submit ---
+
+    def submit(self, spec: JobSpec | dict[str, Any] | str | Path) -> str:
+        """Validate the spec and start its AM; the application id."""
+        return self.cluster.submit(load_spec(spec))
+
+    # --- status ---
+
+    def status(self, app_id: str) -> dict[str, Any]:
+        """Job, roles, executors and recent events, live from the AM or as it left them."""
+        reply = self._api(app_id, "GET", "/status")
+        if reply is not None:
+            return reply
+        final = self._known(app_id).final_status(app_id)
+        if final is not None:
+            return final
+        # Just submitted (the AM is still starting) or the AM died without an outcome.
+        if self.cluster.am_pid(app_id) is not None:
+            return {"job": {"app_id": app_id, "state": "pending", "reason": "AM starting"},
+                    "roles": [], "executors": [], "events": []}
+        last = self.cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
+        last["job"].update(state="lost", reason="the AM exited without recording an outcome; see am.log")
+        return last
+
+    def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
+             on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Poll until the job ends (or ``timeout`` passes); the last status."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(app_id)
+            if on_status is not None:
+                on_status(status)
+            if status["job"]["state"] in TERMINAL + ("lost",):
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {app_id} still {status['job']['state']} after {timeout:g}s")
+            time.sleep(poll)
+
+    def list(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return self.cluster.list_jobs(tags)
+
+    # --- control ---
+
+    def kill(self, app_id: str, reason: str = "", timeout: float | None = None) -> dict[str, Any]:
+        """Stop the job gracefully through its AM, then by force; the final status."""
+        spec = self.spec(app_id)
+        grace = spec.am.shutdown_grace + 2 * spec.am.heartbeat_interval + 5
+        try:
+            self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by user"})
+        except AMRejected as exc:
+            if exc.status != 409:  # 409: already finishing or finished
+                raise
+        status = None
+        try:
+            status = self.wait(app_id, timeout=timeout or grace, poll=0.2)
+        except TimeoutError:
+            pass
+        if status is None or status["job"]["state"] == "lost" or not self._am_exited(app_id, within=5.0):
+            self.cluster.force_kill(app_id)  # reap whatever the AM could not stop
+            status = self.status(app_id)
+        return status
+
+    def _am_exited(self, app_id: str, within: float) -> bool:
+        deadline = time.monotonic() + within
+        while self.cluster.am_pid(app_id) is not None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def succeed(self, app_id: str, reason: str = "") -> None:
+        self._require_api(app_id, "POST", "/job/succeed", {"reason": reason})
+
+    def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
+        return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas})
+
+    # --- logs ---
+
+    def log_path(self, app_id: str, role: str | None = None, index: int | None = None,
+                 stream: str = "stdout") -> str:
+        """The log file of an executor's current incarnation (or the AM log without a role)."""
+        job = self._known(app_id).job(app_id)
+        if role is None:
+            return str(job.am_log)
+        executors = self.status(app_id).get("executors", [])
+        for ex in executors:
+            if ex["role"] == role and (index is None or ex["index"] == index) and ex.get("logs"):
+                return ex["logs"][stream]
+        attempts = sorted(job.executor_dir(role, index or 0).glob("attempt-*"),
+                          key=lambda p: int(p.name.split("-")[1]))
+        if attempts:
+            return str(attempts[-1] / f"{stream}.log")
+        raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
+
+    def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
+        offset = 0
+        while True:
+            chunk = self.cluster.read_log(app_id, path, offset)
+            if chunk:
+                offset += len(chunk)
+                yield chunk
+            elif not follow or self.status(app_id)["job"]["state"] in TERMINAL + ("lost",):
+                return
+            else:
+                time.sleep(poll)
+
+    # --- plumbing ---
+
+    def spec(self, app_id: str) -> JobSpec:
+        job = self._known(app_id).job(app_id)
+        return JobSpec.model_validate_json(job.spec.read_text())
+
+    def _known(self, app_id: str) -> LocalClusterClient:
+        try:
+            self.cluster.job(app_id)
+        except KeyError:
+            raise JobNotFound(app_id) from None
+        return self.cluster
+
+    def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The AM's answer, or None when the AM is not (or no longer) serving."""
+        endpoint = self._known(app_id).am_endpoint(app_id)
+        if endpoint is None:
+            return None
+        address, token = endpoint
+        client = AMClient(address, token)
+        try:
+            return client.request(method, protocol.API_PREFIX + path, body, timeout=self.timeout)
+        except AMUnavailable:
+            return None
+        finally:
+            client.close()
+
+    def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        reply = self._api(app_id, method, path, body)
+        if reply is None:
+            state = self.status(app_id)["job"]["state"]
+            raise JobUnreachable(f"job {app_id} is {state}: its AM is not running")
+        return reply

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project's virtualenv in .venv with everything the
+# runtime, its tests and the examples need. Safe to run again: pip's cache
+# (~/.cache/pip) makes a second run fast.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'

@@ -1,0 +1,110 @@
+"""Scaling a running role, killing jobs, and the AM dying: no process left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from conftest import executor, make_spec, read_log, wait_for
+
+from primus_runtime.backends.local import processes_of_job
+
+# Prints the worker membership each time the cluster file changes.
+WATCH_MEMBERSHIP = [sys.executable, "-c", """
+import json, os, time
+path, seen = os.environ["PRIMUS_CLUSTER_FILE"], None
+while True:
+    workers = json.load(open(path))["roles"]["worker"]
+    if workers != seen:
+        seen = workers
+        print("members", len(workers), json.dumps(workers), flush=True)
+    time.sleep(0.1)
+"""]
+
+
+def _last_membership(client, app, index=0):
+    lines = [line for line in read_log(client, app, "worker", index).splitlines() if line.startswith("members")]
+    return json.loads(lines[-1].split(" ", 2)[2]) if lines else None
+
+
+def test_scale_up_and_down_while_running_tells_running_executors(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": WATCH_MEMBERSHIP}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+
+    assert client.scale(app, "worker", 3) == {"role": "worker", "replicas": 3}
+    wait_for(lambda: executor(client.status(app), "worker-2")["state"] == "running", 30, "worker-2 running")
+    members = wait_for(lambda: (m := _last_membership(client, app)) and len(m) == 3 and all(m) and m, 15,
+                       "worker-0 to see 3 members")
+    assert len(set(members)) == 3
+
+    client.scale(app, "worker", 1)
+    wait_for(lambda: _last_membership(client, app) is not None and len(_last_membership(client, app)) == 1, 15,
+             "worker-0 to see 1 member")
+    status = client.status(app)
+    assert [e["id"] for e in status["executors"]] == ["worker-0"]
+    assert status["roles"][0]["replicas"] == 1
+    scale_events = [(e["from_state"], e["to_state"]) for e in status["events"] if e["subject"] == "role/worker"]
+    assert scale_events == [("2", "3"), ("3", "1")]
+    killed = [e for e in status["events"] if e["to_state"] == "killed"]
+    assert {e["subject"] for e in killed} == {"worker-1", "worker-2"}
+    assert all("scaled down" in e["reason"] for e in killed)
+    client.kill(app)
+
+
+def test_scale_rejects_unknown_roles_and_bad_counts(client):
+    import pytest
+
+    from primus_runtime.api_client import AMRejected
+
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 60"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    with pytest.raises(AMRejected) as info:
+        client.scale(app, "ghost", 2)
+    assert info.value.status == 404 and "no role 'ghost'" in info.value.message
+    with pytest.raises(AMRejected) as info:
+        client.scale(app, "worker", -1)
+    assert info.value.status == 400
+    client.kill(app)
+
+
+def test_kill_leaves_no_process_of_the_job(client):
+    # The trainer ignores SIGTERM and forks a grandchild: both must still go.
+    stubborn = "trap '' TERM; sleep 300 & sleep 300"
+    app = client.submit(make_spec([{"name": "ps", "replicas": 1, "command": stubborn},
+                                   {"name": "worker", "replicas": 2, "command": stubborn}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    assert len(processes_of_job(app)) >= 1 + 3 * 3  # AM + (executor, bash, 2x sleep) per executor
+    status = client.kill(app, reason="test says stop")
+    assert status["job"]["state"] == "killed"
+    assert "test says stop" in status["job"]["reason"]
+    assert processes_of_job(app) == []
+    assert all(e["state"] == "killed" for e in status["executors"])
+
+
+def test_am_death_leaves_no_orphan_executors(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    am_pid = client.cluster.am_pid(app)
+    os.kill(am_pid, signal.SIGKILL)
+    # Executors notice within the heartbeat timeout (3s here), kill their trainers and exit.
+    wait_for(lambda: processes_of_job(app) == [], 20, "executors and trainers to exit")
+    assert client.status(app)["job"]["state"] == "lost"
+
+
+def test_sigterm_to_the_am_kills_the_job_gracefully(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    os.kill(client.cluster.am_pid(app), signal.SIGTERM)
+    status = client.wait(app, timeout=30)
+    assert status["job"]["state"] == "killed" and "SIGTERM" in status["job"]["reason"]
+    wait_for(lambda: processes_of_job(app) == [], 10, "all processes gone")
+
+
+def test_succeed_on_request_stops_executors_and_succeeds(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    client.succeed(app, reason="good enough")
+    status = client.wait(app, timeout=30)
+    assert status["job"]["state"] == "succeeded" and status["job"]["reason"] == "good enough"

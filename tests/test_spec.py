@@ -1,0 +1,128 @@
+"""The job spec rejects bad input with the path and value, and round-trips."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from primus_runtime.spec import JobSpec, SpecError, load_spec, parse_duration, parse_memory
+
+WORKER = {"name": "worker", "command": "python train.py"}
+
+
+def spec_with(**changes):
+    data = {"name": "job", "roles": [dict(WORKER)]}
+    data.update(changes)
+    return data
+
+
+BAD_SPECS = [
+    (spec_with(roles=[WORKER, {"name": "w2", "command": "x", "failover": {"max_failures_per_index": -2}}]),
+     "roles[1].failover.max_failures_per_index: must be >= 0, got -2"),
+    (spec_with(roles=[{**WORKER, "replicas": 0}]), "roles[0].replicas: must be >= 1, got 0"),
+    (spec_with(roles=[{**WORKER, "replicas": 2, "min_replicas": 3}]),
+     "roles[0].min_replicas: must be <= replicas (2), got 3"),
+    (spec_with(roles=[{**WORKER, "colour": "red"}]), "roles[0].colour: unknown field, got 'red'"),
+    (spec_with(roles=[{**WORKER, "resources": {"memory": "2Zi"}}]), "roles[0].resources.memory: must be a size"),
+    (spec_with(roles=[{**WORKER, "resources": {"cpu": 0}}]), "roles[0].resources.cpu: must be > 0, got 0"),
+    (spec_with(roles=[{**WORKER, "failover": {"restart": "sometimes"}}]),
+     "roles[0].failover.restart: must be one of 'never', 'on_failure' or 'always', got 'sometimes'"),
+    (spec_with(roles=[{**WORKER, "command": ""}]), "roles[0].command: must not be empty"),
+    (spec_with(roles=[{**WORKER, "env": {"BAD NAME": "1"}}]), "'BAD NAME' is not a valid environment variable"),
+    (spec_with(roles=[{**WORKER, "framework": "pytorch", "replicas": 2, "min_replicas": 1}]),
+     "roles[0].min_replicas: pytorch roles start with all replicas"),
+    (spec_with(roles=[WORKER, dict(WORKER)]), "roles: duplicate role names ['worker']"),
+    (spec_with(roles=[]), "roles: must have at least 1 item"),
+    (spec_with(name="Bad Name"), "name: must match"),
+    (spec_with(roles=[{"name": "ps", "command": "x"}]), "at least one role needs success_percent > 0"),
+    (spec_with(scheduling={"policy": "ordered", "order": ["worker", "ghost"]}), "scheduling.order: must list every role"),
+    (spec_with(scheduling={"policy": "whenever"}), "scheduling.policy: must be one of"),
+    (spec_with(am={"heartbeat_interval": "5s", "heartbeat_timeout": "6s"}),
+     "am.heartbeat_timeout: must be at least twice heartbeat_interval (5s), got 6s"),
+    (spec_with(am={"heartbeat_timeout": "soon"}), "am.heartbeat_timeout: must be a duration"),
+    (spec_with(backend={"type": "mesos"}), "backend: must be one of 'local', 'yarn', 'kubernetes', got 'mesos'"),
+    (spec_with(backend={"type": "local", "cpus": -1}), "backend.cpus: must be > 0, got -1"),
+    (spec_with(backend={"type": "kubernetes"}), "backend.image: is required"),
+    (spec_with(roles=[{**WORKER, "placement": {"anti_affinity": ["ghost"]}}]),
+     "roles[0].placement.anti_affinity: unknown role 'ghost'"),
+    ({"roles": [WORKER]}, "name: is required"),
+    (spec_with(roles=[{"name": "worker"}]), "roles[0].command: is required"),
+]
+
+
+@pytest.mark.parametrize("data,expected", BAD_SPECS, ids=[e[:40] for _, e in BAD_SPECS])
+def test_bad_spec_is_rejected_naming_the_path_and_value(data, expected):
+    with pytest.raises(SpecError) as info:
+        JobSpec.from_dict(data)
+    assert any(expected in line for line in info.value.problems), info.value.problems
+
+
+def test_every_problem_is_reported_at_once():
+    data = spec_with(roles=[{**WORKER, "replicas": -1, "ports": 99, "oops": 1}])
+    with pytest.raises(SpecError) as info:
+        JobSpec.from_dict(data)
+    assert len(info.value.problems) == 3
+
+
+def test_ps_roles_default_to_fail_the_job_and_not_be_waited_on():
+    spec = JobSpec.from_dict(spec_with(roles=[{"name": "ps", "command": "x"}, WORKER]))
+    ps, worker = spec.roles
+    assert ps.failover.restart == "never" and ps.failover.on_exhausted == "fail_job"
+    assert ps.required_successes == 0
+    assert worker.failover.restart == "on_failure" and worker.required_successes == 1
+
+
+def test_success_percent_rounds_up():
+    spec = JobSpec.from_dict(spec_with(roles=[{**WORKER, "replicas": 3, "success_percent": 50}]))
+    assert spec.roles[0].required_successes == 2
+
+
+def test_yaml_json_and_dict_load_the_same_spec(tmp_path):
+    data = spec_with(roles=[{**WORKER, "env": {"STEPS": 10, "DEBUG": True}, "resources": {"memory": "512Mi"}}])
+    (tmp_path / "job.json").write_text(json.dumps(data))
+    import yaml
+
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(data))
+    from_json, from_yaml, from_dict = (load_spec(tmp_path / "job.json"), load_spec(tmp_path / "job.yaml"),
+                                       load_spec(data))
+    assert from_json == from_yaml == from_dict
+    assert from_dict.roles[0].env == {"STEPS": "10", "DEBUG": "true"}
+    assert from_dict.roles[0].resources.memory == 512 * 2**20
+    # A dumped spec loads back to an equal spec (the AM reads what the client wrote).
+    assert JobSpec.model_validate_json(from_dict.to_json()) == from_dict
+
+
+def test_relative_files_resolve_against_the_spec_directory(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "job.yaml").write_text("name: j\nroles: [{name: worker, command: x, files: [train.py]}]\n")
+    assert load_spec(tmp_path / "job.yaml").roles[0].files == [str(tmp_path / "train.py")]
+
+
+def test_unreadable_or_malformed_files_are_spec_errors(tmp_path):
+    (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid yaml"):
+        load_spec(tmp_path / "bad.yaml")
+    with pytest.raises(SpecError, match="cannot read"):
+        load_spec(tmp_path / "missing.yaml")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(SpecError, match="must hold a mapping"):
+        load_spec(tmp_path / "list.json")
+
+
+def test_json_schema_describes_the_fields():
+    schema = JobSpec.json_schema()
+    role = schema["$defs"]["Role"]["properties"]
+    assert {"replicas", "min_replicas", "failover", "framework", "ports"} <= set(role)
+    assert "additionalProperties" in schema["$defs"]["Role"] and not schema["$defs"]["Role"]["additionalProperties"]
+
+
+@pytest.mark.parametrize("text,expected", [("2Gi", 2 * 2**30), ("512Mi", 512 * 2**20), ("1G", 10**9),
+                                           ("1.5GiB", int(1.5 * 2**30)), (256, 256 * 2**20)])
+def test_memory_units(text, expected):
+    assert parse_memory(text) == expected
+
+
+@pytest.mark.parametrize("text,expected", [(5, 5.0), ("500ms", 0.5), ("30s", 30.0), ("2m", 120.0), ("1h", 3600.0)])
+def test_durations(text, expected):
+    assert parse_duration(text) == expected
