@@ -1,0 +1,127 @@
+"""The AM's REST API: every endpoint needs the token; the protocol fences zombies."""
+
+from __future__ import annotations
+
+import http.client
+import json
+
+import pytest
+from conftest import executor, make_spec, wait_for
+
+from primus_runtime import protocol
+from primus_runtime.am.openapi import openapi_document
+from primus_runtime.api_client import AMClient
+from primus_runtime.backends.local import processes_of_job
+
+
+@pytest.fixture(scope="module")
+def module_client(tmp_path_factory):
+    from primus_runtime.client import PrimusClient
+
+    return PrimusClient(tmp_path_factory.mktemp("api") / "home")
+
+
+@pytest.fixture(scope="module")
+def running_job(module_client):
+    client = module_client
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    address, token = client.cluster.am_endpoint(app)
+    yield app, address, token
+    client.kill(app)
+
+
+def _raw(address: str, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None):
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request(method, path, body, headers or {})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, data
+
+
+ROUTES = [(method.upper(), path) for path, ops in openapi_document()["paths"].items() for method in ops]
+
+
+@pytest.mark.parametrize("method,path", ROUTES)
+def test_every_endpoint_answers_401_without_the_token(running_job, method, path):
+    _, address, token = running_job
+    path = path.replace("{role}", "worker")
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+        status, body = _raw(address, method, path, headers, b"{}" if method == "POST" else None)
+        assert status == 401, (path, headers)
+        assert b"token" in body and token.encode() not in body
+
+
+def test_openapi_lists_exactly_the_served_routes(running_job):
+    from primus_runtime.am.master import ApplicationMaster
+    from primus_runtime.am.server import build_app
+    from primus_runtime.spec import JobSpec
+
+    spec = JobSpec.from_dict(make_spec([{"name": "worker", "command": "x"}]))
+    app = build_app(ApplicationMaster(spec, "app", backend=None), "t")  # type: ignore[arg-type]
+    served = {(r.method, r.resource.canonical) for r in app.router.routes()}
+    assert served == set(ROUTES)
+
+
+def test_status_endpoints_describe_the_job(running_job):
+    app, address, token = running_job
+    api = AMClient(address, token)
+    job = api.get("/api/v1/job", timeout=10)
+    assert job["app_id"] == app and job["state"] == "running"
+    roles = api.get("/api/v1/roles", timeout=10)["roles"]
+    assert roles[0]["name"] == "worker" and roles[0]["states"]["running"] == 1
+    ex = api.get("/api/v1/executors?role=worker", timeout=10)["executors"][0]
+    assert ex["host"] == "127.0.0.1" and len(ex["ports"]) == 1 and ex["restarts"] == 0
+    assert set(ex["logs"]) == {"executor", "stdout", "stderr"}
+    events = api.get("/api/v1/events?since=1", timeout=10)["events"]
+    assert events[0]["seq"] == 2
+
+
+def test_bad_requests_get_clear_errors(running_job):
+    _, address, token = running_job
+    auth = {"Authorization": "Bearer " + token}
+    status, body = _raw(address, "POST", "/api/v1/roles/worker/scale", auth, b"not json")
+    assert status == 400 and b"not valid JSON" in body
+    status, body = _raw(address, "POST", "/api/v1/roles/worker/scale", auth, b'{"replicas": "many"}')
+    assert status == 400 and b"replicas must be an integer" in body
+    status, body = _raw(address, "GET", "/api/v1/events?since=x", auth)
+    assert status == 400
+
+
+def test_reports_from_an_old_incarnation_are_answered_with_kill(running_job, module_client):
+    client = module_client
+    app, address, token = running_job
+    api = AMClient(address, token)
+    ex = executor(client.status(app), "worker-0")
+    zombie = {"id": "worker-0", "incarnation": "not-" + ex["incarnation"], "state": "running"}
+    reply = api.post(protocol.HEARTBEAT_PATH, zombie, timeout=10)
+    assert reply["command"] == protocol.CMD_KILL
+    register = api.post(protocol.REGISTER_PATH, {**zombie, "host": "h", "ports": [1]}, timeout=10)
+    assert register["ok"] is False and register["command"] == protocol.CMD_KILL
+    api.post(protocol.UNREGISTER_PATH, {**zombie, "exit_code": 1}, timeout=10)
+    # The zombie's reports changed nothing.
+    assert executor(client.status(app), "worker-0")["state"] == "running"
+
+
+def test_token_never_reaches_logs_or_the_trainer(running_job, module_client):
+    client = module_client
+    app, _, token = running_job
+    job_dir = client.cluster.jobs / app
+    for path in job_dir.rglob("*"):
+        if path.is_file() and path.name != "token":
+            assert token not in path.read_text(errors="replace"), path
+    assert (job_dir / "token").stat().st_mode & 0o077 == 0
+    assert token not in json.dumps(client.status(app))
+    trainers = [pid for pid in processes_of_job(app) if b"primus" not in _cmdline(pid)]
+    assert trainers, "no trainer process found"
+    for pid in trainers:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read()
+        assert token.encode() not in environ and protocol.ENV_TOKEN_FILE.encode() not in environ
+
+
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read()

@@ -1,0 +1,98 @@
+"""The `primus` command: outcomes as exit codes, errors as one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+from conftest import make_spec, wait_for
+
+
+def primus(home, *args, timeout=120):
+    proc = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def write_spec(tmp_path, roles, **extra):
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(make_spec(roles, **extra)))
+    return path
+
+
+def test_submit_wait_shows_progress_and_exits_0_on_success(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "replicas": 2, "command": "echo hello from $PRIMUS_INDEX"}])
+    code, out, err = primus(home, "submit", str(spec), "--wait")
+    assert code == 0, err
+    app = out.strip()
+    assert app.startswith("primus-")
+    assert "worker-0: registered -> running" in err and "succeeded" in err.splitlines()[-1]
+    code, out, _ = primus(home, "logs", app, "--role", "worker", "--index", "1")
+    assert code == 0 and out == "hello from 1\n"
+    code, out, _ = primus(home, "status", app, "--json")
+    assert code == 0 and json.loads(out)["job"]["state"] == "succeeded"
+    code, out, _ = primus(home, "status", app)
+    assert "succeeded" in out.splitlines()[0] and "worker-1" in out
+    code, out, _ = primus(home, "logs", app)
+    assert "AM API at" in out
+    code, out, _ = primus(home, "list")
+    assert app in out and "succeeded" in out
+
+
+def test_submit_wait_exits_1_when_the_job_fails(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "exit 9", "failover": {"restart": "never"}}])
+    code, _, err = primus(home, "submit", str(spec), "--wait")
+    assert code == 1 and "failed" in err.splitlines()[-1] and "exit 9" in err.splitlines()[-1]
+
+
+def test_invalid_spec_is_one_clear_error_and_nothing_is_submitted(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "x", "replicas": -1}])
+    code, out, err = primus(home, "submit", str(spec))
+    assert code == 2 and out == ""
+    assert "roles[0].replicas: must be >= 1, got -1" in err
+    assert not (home / "jobs").exists() or not any((home / "jobs").iterdir())
+    code, _, err = primus(home, "validate", str(spec))
+    assert code == 2 and "roles[0].replicas" in err
+
+
+def test_unsatisfiable_resources_are_rejected_before_submit(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "x", "resources": {"gpu": 1}}],
+                      backend={"type": "local", "gpus": []})
+    code, _, err = primus(home, "submit", str(spec))
+    assert code == 2 and "roles.worker.resources.gpu: one executor needs 1" in err
+
+
+def test_unknown_job_exits_4(home):
+    for command in (["status", "nope"], ["kill", "nope"], ["logs", "nope"], ["scale", "nope", "worker", "2"]):
+        code, _, err = primus(home, *command)
+        assert code == 4 and "no job 'nope'" in err, command
+
+
+def test_kill_and_scale_from_the_cli(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}])
+    code, out, _ = primus(home, "submit", str(spec))
+    app = out.strip()
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    code, out, _ = primus(home, "scale", app, "worker", "2")
+    assert code == 0 and "now has 2 replicas" in out
+    code, out, _ = primus(home, "kill", app)
+    assert code == 0 and "killed" in out
+    code, _, err = primus(home, "scale", app, "worker", "3")
+    assert code == 5 and "killed" in err
+
+
+def test_list_filters_by_tag(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}], tags={"dag_id": "daily"})
+    code, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    _, out, _ = primus(home, "list", "--tag", "dag_id=daily", "--json")
+    assert [j["app_id"] for j in json.loads(out)] == [app]
+    _, out, _ = primus(home, "list", "--tag", "dag_id=other", "--json")
+    assert json.loads(out) == []
+
+
+def test_schema_prints_json_schema(home):
+    code, out, _ = primus(home, "schema")
+    assert code == 0 and json.loads(out)["title"] == "JobSpec"

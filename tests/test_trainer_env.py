@@ -1,0 +1,64 @@
+"""The environment each framework's trainer gets."""
+
+from __future__ import annotations
+
+import json
+
+from primus_runtime.am.state import Executor, ExecutorState, JobRecord, RoleState
+from primus_runtime.am.trainer_env import trainer_env
+from primus_runtime.spec import JobSpec
+
+
+def _record(spec: JobSpec) -> JobRecord:
+    record = JobRecord(app_id="app-1", name=spec.name)
+    for role in spec.roles:
+        record.roles[role.name] = RoleState(role.name, role.replicas)
+        for index in range(role.replicas):
+            ex = Executor(role=role.name, index=index, incarnation=f"{role.name}{index}", attempt=0,
+                          state=ExecutorState.REGISTERED, host=f"host-{role.name}-{index}",
+                          ports=[1000 + index, 2000 + index])
+            record.executors[ex.id] = ex
+    return record
+
+
+def test_tensorflow_roles_get_tf_config_without_the_evaluator():
+    spec = JobSpec.from_dict({"name": "tf", "roles": [
+        {"name": "chief", "command": "x", "framework": "tensorflow"},
+        {"name": "ps", "replicas": 2, "command": "x", "framework": "tensorflow"},
+        {"name": "worker", "replicas": 2, "command": "x", "framework": "tensorflow"},
+        {"name": "evaluator", "command": "x", "framework": "tensorflow"},
+    ]})
+    record = _record(spec)
+    env = trainer_env(spec, record, record.executors["worker-1"], "am:1")
+    tf = json.loads(env["TF_CONFIG"])
+    assert tf["task"] == {"type": "worker", "index": 1}
+    assert tf["cluster"] == {"chief": ["host-chief-0:1000"], "ps": ["host-ps-0:1000", "host-ps-1:1001"],
+                             "worker": ["host-worker-0:1000", "host-worker-1:1001"]}
+    evaluator = json.loads(trainer_env(spec, record, record.executors["evaluator-0"], "am:1")["TF_CONFIG"])
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+
+
+def test_pytorch_roles_get_the_rendezvous_of_rank_zero():
+    spec = JobSpec.from_dict({"name": "pt", "roles": [
+        {"name": "worker", "replicas": 3, "command": "x", "framework": "pytorch", "resources": {"gpu": 1}}]})
+    record = _record(spec)
+    record.executors["worker-2"].gpus = [5]
+    env = trainer_env(spec, record, record.executors["worker-2"], "am:1")
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("host-worker-0", "1000")
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("2", "3", "0")
+    assert env["CUDA_VISIBLE_DEVICES"] == "5"
+    assert "TF_CONFIG" not in env
+
+
+def test_every_trainer_gets_primus_variables_and_its_own_env():
+    spec = JobSpec.from_dict({"name": "plain", "roles": [
+        {"name": "ps", "command": "x"}, {"name": "worker", "replicas": 2, "command": "x", "env": {"LR": "0.1"}}]})
+    record = _record(spec)
+    env = trainer_env(spec, record, record.executors["worker-0"], "am:1")
+    assert env["PRIMUS_ROLE"] == "worker" and env["PRIMUS_INDEX"] == "0"
+    assert env["PRIMUS_PORTS"] == "1000,2000" and env["PRIMUS_PORT"] == "1000"
+    assert json.loads(env["PRIMUS_ROLE_COUNTS"]) == {"ps": 1, "worker": 2}
+    assert env["PRIMUS_NUM_PS"] == "1" and env["PRIMUS_NUM_WORKER"] == "2"
+    assert json.loads(env["PRIMUS_CLUSTER"])["ps"] == ["host-ps-0:1000"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["LR"] == "0.1"
+    assert "TF_CONFIG" not in env and "MASTER_ADDR" not in env
