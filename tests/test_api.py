@@ -6,8 +6,8 @@ import http.client
 import json
 
 import pytest
-from conftest import executor, make_spec, wait_for
 
+from conftest import executor, make_spec, wait_for
 from primus_runtime import protocol
 from primus_runtime.am.openapi import openapi_document
 from primus_runtime.api_client import AMClient

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import yaml
+
 from conftest import make_spec, wait_for
 
 

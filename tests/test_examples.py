@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import read_log
 
+from conftest import read_log
 from primus_runtime.spec import load_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -8,7 +8,6 @@ import signal
 import sys
 
 from conftest import executor, make_spec, read_log, wait_for
-
 from primus_runtime.backends.local import processes_of_job
 
 # Prints the worker membership each time the cluster file changes.

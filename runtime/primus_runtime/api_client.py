@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
-from typing import Any, Dict, Optional
+from typing import Any
 
 
 class AMUnavailable(Exception):
@@ -33,15 +33,15 @@ class AMClient:
         host, _, port = address.rpartition(":")
         self.host, self.port = host, int(port)
         self._headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
-        self._conn: Optional[http.client.HTTPConnection] = None
+        self._conn: http.client.HTTPConnection | None = None
 
-    def post(self, path: str, body: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+    def post(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         return self.request("POST", path, body, timeout)
 
-    def get(self, path: str, timeout: float) -> Dict[str, Any]:
+    def get(self, path: str, timeout: float) -> dict[str, Any]:
         return self.request("GET", path, None, timeout)
 
-    def request(self, method: str, path: str, body: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+    def request(self, method: str, path: str, body: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
         payload = json.dumps(body).encode() if body is not None else None
         try:
             conn = self._connection(timeout)

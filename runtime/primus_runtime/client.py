@@ -8,8 +8,9 @@ the AM is gone it reads the status the AM left behind.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from . import protocol
 from .api_client import AMClient, AMRejected, AMUnavailable

@@ -72,7 +72,7 @@ EXIT_LAUNCH_FAILED = 127
 
 
 def executor_id(role: str, index: int) -> str:
-    return "%s-%d" % (role, index)
+    return f"{role}-{index}"
 
 
 # Environment the executor gives the trainer (besides the role's own `env`):

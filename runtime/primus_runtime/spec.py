@@ -23,14 +23,14 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    PlainSerializer,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
     field_validator,
     model_validator,
@@ -353,7 +353,7 @@ class KubernetesBackend(_Strict):
     image_pull_secrets: list[str] = Field(default_factory=list)
 
 
-Backend = Annotated[Union[LocalBackend, YarnBackend, KubernetesBackend], Field(discriminator="type")]
+Backend = Annotated[LocalBackend | YarnBackend | KubernetesBackend, Field(discriminator="type")]
 
 
 class InputSpec(_Strict):

@@ -13,12 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from aiohttp import web
-
 from ..backends.local import LOCAL_HOST, JobDir, LocalExecutorBackend
 from ..spec import JobSpec, LocalBackend
 from .master import ApplicationMaster
-from .server import build_app
 from .state import JobState
 
 log = logging.getLogger("primus.am")
@@ -36,14 +33,13 @@ async def run(job: JobDir, bundle: Path) -> int:
     backend = LocalExecutorBackend(job, spec.backend, bundle)
     am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status)
 
-    runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
-    await runner.setup()
+    # Listen before launching anything: executors that connect while the API is still
+    # being set up wait in the socket's backlog instead of failing.
     host = spec.am.host or LOCAL_HOST
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, spec.am.port))
-    site = web.SockSite(runner, sock, backlog=2048)
-    await site.start()
+    sock.listen(2048)
     address = f"{host}:{sock.getsockname()[1]}"
     _write_json(job.am_info, {"address": address, "pid": os.getpid(), "started_at": time.time()})
     log.info("job %s (%s): AM API at http://%s/api/v1", job.app_id, spec.name, address)
@@ -51,8 +47,16 @@ async def run(job: JobDir, bundle: Path) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _on_signal, am, sig)
+    # Executors boot (a Python start each) while this process imports the HTTP stack.
+    await am.start(address)
+    from aiohttp import web  # imported only now, on purpose (see above)
+
+    from .server import build_app
+
+    runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock, backlog=2048).start()
     try:
-        await am.start(address)
         await am.done.wait()
         await asyncio.sleep(LINGER_SECONDS)
     finally:
@@ -65,8 +69,6 @@ async def run(job: JobDir, bundle: Path) -> int:
 
 def _on_signal(am: ApplicationMaster, sig: int) -> None:
     if am.record.finishing is None and not am.record.state.terminal:
-        from .state import JobState
-
         am.finish(JobState.KILLED, f"AM received {signal.Signals(sig).name}")
 
 

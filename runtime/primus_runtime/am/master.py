@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
-from ..backends.base import BackendEvents, ExecutorBackend, Exited, LaunchRequest, Launched
+from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
 from .scheduler import RoleScheduler
@@ -62,6 +62,7 @@ class ApplicationMaster(BackendEvents):
         self._finish_reason = ""
         self._gang_deadline: float | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._launching: set[asyncio.Task] = set()
 
     # --- life cycle -------------------------------------------------------------
 
@@ -80,6 +81,8 @@ class ApplicationMaster(BackendEvents):
             self._gang_deadline = time.monotonic() + self.spec.scheduling.gang_timeout
         self._spawn(self._sweep_forever())
         self._reconcile()
+        if self._launching:  # the first executors are on their way before start() returns
+            await asyncio.wait(list(self._launching))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -260,7 +263,9 @@ class ApplicationMaster(BackendEvents):
             if ex.state is ExecutorState.NEW and record.roles[ex.role].launched \
                     and ex.incarnation not in self._requested:
                 self._requested.add(ex.incarnation)
-                self._spawn(self._launch(ex))
+                task = self._spawn(self._launch(ex))
+                self._launching.add(task)
+                task.add_done_callback(self._launching.discard)
         self.scheduler.release_roles()
         for ex in list(self._live.values()):
             if self.scheduler.may_start(ex) and ex.incarnation not in self._commands and not ex.stop_reason:
@@ -385,7 +390,8 @@ class ApplicationMaster(BackendEvents):
         tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
         os.replace(tmp, self.status_path)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task

@@ -24,7 +24,7 @@ from typing import Any
 from .. import protocol
 from ..bundle import build_bundle
 from ..spec import JobSpec, LocalBackend, Resources, SpecError
-from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, LaunchRequest, Launched
+from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -213,7 +213,9 @@ class LocalExecutorBackend(ExecutorBackend):
         })
         with open(logs / "executor.log", "ab") as out:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-E", "-s", str(self.bundle), "executor",
+                # -E -S: no PYTHON* variables, no site-packages: the executor needs only the
+                # standard library, and skipping site saves part of every start.
+                sys.executable, "-E", "-S", str(self.bundle), "executor",
                 cwd=str(work), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own session: a forced stop kills everything in it
             )

@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
@@ -36,7 +36,7 @@ log = logging.getLogger("primus.executor")
 class Config:
     """What the backend tells the executor through its environment."""
 
-    def __init__(self, env: Dict[str, str]):
+    def __init__(self, env: dict[str, str]):
         def need(name: str) -> str:
             if not env.get(name):
                 raise SystemExit(f"primus executor: {name} is not set (the backend sets it)")
@@ -56,7 +56,7 @@ class Config:
         self.id = protocol.executor_id(self.role, self.index)
 
 
-def reserve_ports(count: int) -> List[socket.socket]:
+def reserve_ports(count: int) -> list[socket.socket]:
     """Bind ``count`` free ports and hold them until the trainer starts."""
     held = []
     for _ in range(count):
@@ -71,11 +71,11 @@ class Executor:
     def __init__(self, config: Config, client: AMClient):
         self.config = config
         self.client = client
-        self.trainer: Optional[Trainer] = None
+        self.trainer: Trainer | None = None
         self.interval = 1.0
         self.cluster_version = 0
         self.cluster_file = os.path.join(config.log_dir, "cluster.json")
-        self.stop_reason: Optional[str] = None
+        self.stop_reason: str | None = None
         self.last_contact = time.monotonic()
 
     # --- the run ---
@@ -100,7 +100,7 @@ class Executor:
             sock.close()  # release the ports to the trainer, as late as possible
         return self._supervise(start, ports)
 
-    def _wait_for_start(self) -> Optional[Dict[str, Any]]:
+    def _wait_for_start(self) -> dict[str, Any] | None:
         while self.stop_reason is None:
             reply = self._heartbeat(protocol.REPORT_REGISTERED, wait=True)
             if reply is None:
@@ -109,7 +109,7 @@ class Executor:
                 return reply["start"]
         return None
 
-    def _supervise(self, start: Dict[str, Any], ports: List[int]) -> int:
+    def _supervise(self, start: dict[str, Any], ports: list[int]) -> int:
         env = dict(os.environ)
         for name in list(env):
             if name.startswith("PRIMUS_"):
@@ -150,7 +150,7 @@ class Executor:
 
     # --- talking to the AM ---
 
-    def _heartbeat(self, state: str, wait: bool = False) -> Optional[Dict[str, Any]]:
+    def _heartbeat(self, state: str, wait: bool = False) -> dict[str, Any] | None:
         reply = self._call(protocol.HEARTBEAT_PATH, {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": state,
             "cluster_version": self.cluster_version, "wait": wait,
@@ -159,8 +159,8 @@ class Executor:
             self.request_stop(str(reply.get("reason", "killed by the AM")))
         return reply
 
-    def _call(self, path: str, body: Dict[str, Any],
-              give_up_after: Optional[float] = None) -> Optional[Dict[str, Any]]:
+    def _call(self, path: str, body: dict[str, Any],
+              give_up_after: float | None = None) -> dict[str, Any] | None:
         """POST to the AM, retrying until it answers or the heartbeat timeout passes
         since it last answered (or ``give_up_after`` seconds from now)."""
         if give_up_after is not None:
@@ -189,7 +189,7 @@ class Executor:
             log.info("stopping: %s", reason)
             self.stop_reason = reason
 
-    def _write_cluster(self, cluster: Dict[str, Any]) -> None:
+    def _write_cluster(self, cluster: dict[str, Any]) -> None:
         self.cluster_version = int(cluster.get("version", 0))
         tmp = self.cluster_file + ".tmp"
         with open(tmp, "w") as f:

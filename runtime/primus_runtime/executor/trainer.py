@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Dict, List, Optional
 
 
 def _die_with_parent() -> None:
@@ -28,7 +27,7 @@ class Trainer:
         self.pid = proc.pid
 
     @classmethod
-    def launch(cls, argv: List[str], env: Dict[str, str], cwd: str, log_dir: str) -> "Trainer":
+    def launch(cls, argv: list[str], env: dict[str, str], cwd: str, log_dir: str) -> Trainer:
         os.makedirs(cwd, exist_ok=True)
         with open(os.path.join(log_dir, "stdout.log"), "ab") as out, \
                 open(os.path.join(log_dir, "stderr.log"), "ab") as err:
@@ -36,7 +35,7 @@ class Trainer:
                                     preexec_fn=_die_with_parent, close_fds=True)
         return cls(proc)
 
-    def wait(self, timeout: float) -> Optional[int]:
+    def wait(self, timeout: float) -> int | None:
         """The exit code once it exits (128+N for signal N), None if still running after ``timeout``."""
         try:
             code = self.proc.wait(timeout)
@@ -60,7 +59,7 @@ class Trainer:
         self.signal(signal.SIGKILL)  # whatever the trainer forked and left in its group
         return code if code is not None else 137
 
-    def poll(self) -> Optional[int]:
+    def poll(self) -> int | None:
         return self.wait(0)
 
 
