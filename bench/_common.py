@@ -26,9 +26,13 @@ def median_ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms"
 
 
-def trainer_command(marker_dir: Path) -> str:
-    # The trainer's first act is to say it runs; then it idles like a real trainer would.
-    return f"touch {marker_dir}/$PRIMUS_ROLE-$PRIMUS_INDEX-$PRIMUS_INCARNATION; exec sleep 60"
+def trainer_command(marker_dir: Path) -> list[str]:
+    """A Python trainer whose first act is to say it runs; then it idles like a real one."""
+    code = ("import os, time\n"
+            f"open(os.path.join({str(marker_dir)!r}, '-'.join(os.environ[k] for k in "
+            "('PRIMUS_ROLE', 'PRIMUS_INDEX', 'PRIMUS_INCARNATION'))), 'w').close()\n"
+            "time.sleep(60)\n")
+    return ["python3", "-c", code]
 
 
 def markers(marker_dir: Path, pattern: str) -> list[Path]:

@@ -28,7 +28,7 @@ RUNS = int(os.environ.get("RUNS", 7))
 def plain_subprocess(marker_dir: Path) -> float:
     """Start the 8 commands directly, as a script would; seconds until all run."""
     start = time.monotonic()
-    procs = [subprocess.Popen(["bash", "-c", trainer_command(marker_dir)], start_new_session=True,
+    procs = [subprocess.Popen(trainer_command(marker_dir), start_new_session=True,
                               env={**os.environ, "PRIMUS_ROLE": "worker", "PRIMUS_INDEX": str(i),
                                    "PRIMUS_INCARNATION": "plain"})
              for i in range(EXECUTORS)]

@@ -38,12 +38,12 @@ def test_gang_barrier_holds_every_trainer_until_all_registered(client):
     # The ledger fits 3 executors at a time: the 4th cannot register until one ends,
     # so under gang scheduling nobody may start and the barrier times out.
     spec = make_spec([{"name": "worker", "replicas": 4, "command": "sleep 0.2"}],
-                     scheduling={"policy": "gang", "gang_timeout": "3s"},
+                     scheduling={"policy": "gang", "start_timeout": "3s"},
                      backend={"type": "local", "cpus": 3})
     app = client.submit(spec)
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "failed"
-    assert "gang barrier timed out" in status["job"]["reason"]
+    assert "start barrier of role worker timed out after 3s (gang scheduling): 3 of 4" in status["job"]["reason"]
     assert all(e["running_at"] is None for e in status["executors"]), "a trainer started before the gang was complete"
 
 
@@ -77,3 +77,11 @@ def test_job_state_moves_to_running_once_every_executor_runs(client):
     states = [e["to_state"] for e in client.status(app)["events"] if e["subject"] == "job"]
     assert states == ["starting", "running"]
     client.kill(app)
+
+
+def test_dynamic_start_times_out_when_min_replicas_never_fit(client):
+    spec = make_spec([{"name": "worker", "replicas": 3, "min_replicas": 3, "command": "sleep 1"}],
+                     scheduling={"policy": "dynamic", "start_timeout": "3s"}, backend={"type": "local", "cpus": 2})
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "failed"
+    assert "start barrier of role worker timed out after 3s (dynamic scheduling): 2 of 3" in status["job"]["reason"]

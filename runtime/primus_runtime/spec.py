@@ -275,17 +275,21 @@ class Role(_Strict):
 class Scheduling(_Strict):
     """When each role's trainers may start.
 
-    gang: no trainer starts until every executor of every role has registered
-    (within ``gang_timeout``). ordered: the roles of ``order`` are launched one
-    after another, each once every executor of the one before is running.
-    dynamic: each role starts once its ``min_replicas`` have registered.
+    gang: no trainer starts until every executor of every role has registered.
+    ordered: the roles of ``order`` are launched one after another, each once
+    every executor of the one before is running. dynamic: each role starts once
+    its ``min_replicas`` have registered. A role whose barrier has not opened
+    ``start_timeout`` after its executors were requested fails the job.
     """
 
     policy: Literal["gang", "ordered", "dynamic"] = "gang"
     order: list[str] | None = Field(
         None, description="Start order for `ordered` (default: the order of `roles`)."
     )
-    gang_timeout: Seconds = Field(300.0, description="How long the gang barrier waits before the job fails.")
+    start_timeout: Seconds = Field(
+        300.0, description="How long a role may wait for its start barrier (resources, registrations) "
+        "before the job fails."
+    )
 
 
 class AMSettings(_Strict):

@@ -57,10 +57,10 @@ class ApplicationMaster(BackendEvents):
         self._grace = spec.am.shutdown_grace
         self._live: dict[str, Executor] = {}  # incarnation -> executor not yet ended
         self._requested: set[str] = set()  # incarnations asked of the backend
+        self._start_sent: set[str] = set()  # incarnations whose start command is queued or delivered
         self._commands: dict[str, dict[str, Any]] = {}  # incarnation -> next heartbeat reply
         self._wakeups: dict[str, asyncio.Event] = {}  # incarnation -> long-poll waiting for a command
         self._finish_reason = ""
-        self._gang_deadline: float | None = None
         self._tasks: set[asyncio.Task] = set()
         self._launching: set[asyncio.Task] = set()
 
@@ -77,8 +77,6 @@ class ApplicationMaster(BackendEvents):
                 return
             for index in range(role.replicas):
                 self._new_incarnation(role.name, index, attempt=0)
-        if self.spec.scheduling.policy == "gang":
-            self._gang_deadline = time.monotonic() + self.spec.scheduling.gang_timeout
         self._spawn(self._sweep_forever())
         self._reconcile()
         if self._launching:  # the first executors are on their way before start() returns
@@ -169,7 +167,10 @@ class ApplicationMaster(BackendEvents):
             self._reconcile()
         reply = self._commands.pop(ex.incarnation, None)
         if reply is None and body.get("wait") and ex.state is ExecutorState.REGISTERED:
-            reply = await self._wait_for_command(ex)
+            if ex.incarnation in self._start_sent:
+                reply = self._start_command(ex)  # still waiting: the earlier reply was lost
+            else:
+                reply = await self._wait_for_command(ex)
         if reply is not None:
             return reply
         if ex.state is ExecutorState.RUNNING and body.get("cluster_version", 0) < self.record.cluster_version:
@@ -259,6 +260,7 @@ class ApplicationMaster(BackendEvents):
             return
         for role in self.scheduler.roles_to_launch():
             record.roles[role].launched = True
+            record.roles[role].launched_at = time.time()
         for ex in list(self._live.values()):
             if ex.state is ExecutorState.NEW and record.roles[ex.role].launched \
                     and ex.incarnation not in self._requested:
@@ -268,7 +270,8 @@ class ApplicationMaster(BackendEvents):
                 task.add_done_callback(self._launching.discard)
         self.scheduler.release_roles()
         for ex in list(self._live.values()):
-            if self.scheduler.may_start(ex) and ex.incarnation not in self._commands and not ex.stop_reason:
+            if self.scheduler.may_start(ex) and ex.incarnation not in self._start_sent and not ex.stop_reason:
+                self._start_sent.add(ex.incarnation)
                 self._send(ex, self._start_command(ex))
         if record.state is JobState.STARTING and all(
             ex.state is ExecutorState.RUNNING for ex in record.executors.values()
@@ -333,6 +336,7 @@ class ApplicationMaster(BackendEvents):
         self._live.pop(ex.incarnation, None)
         self._commands.pop(ex.incarnation, None)
         self._requested.discard(ex.incarnation)
+        self._start_sent.discard(ex.incarnation)
 
     def _membership_changed(self) -> None:
         self.record.cluster_version += 1
@@ -348,7 +352,7 @@ class ApplicationMaster(BackendEvents):
                 log.exception("sweep failed")
 
     def sweep(self) -> None:
-        """Heartbeat expiry, forced stops past their grace, the gang timeout."""
+        """Heartbeat expiry, forced stops past their grace, start barriers that never opened."""
         now = time.monotonic()
         for ex in list(self._live.values()):
             if ex.stop_deadline is not None and now > ex.stop_deadline:
@@ -361,13 +365,9 @@ class ApplicationMaster(BackendEvents):
                 self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
                 self._ended(ex, ExecutorState.LOST, f"no heartbeat for {silent:.1f}s "
                                                     f"(timeout {self._timeout:g}s)", None)
-        if self._gang_deadline is not None and now > self._gang_deadline:
-            self._gang_deadline = None
-            if not any(r.released for r in self.record.roles.values()):
-                waiting = [ex.id for ex in self.record.executors.values()
-                           if ex.state not in (ExecutorState.REGISTERED, ExecutorState.RUNNING)]
-                self.finish(JobState.FAILED, f"gang barrier timed out after "
-                                             f"{self.spec.scheduling.gang_timeout:g}s waiting for {waiting}")
+        stuck = self.scheduler.waiting_too_long(time.time(), self.spec.scheduling.start_timeout)
+        if stuck:
+            self.finish(JobState.FAILED, stuck)
 
     # --- helpers ------------------------------------------------------------------------------
 

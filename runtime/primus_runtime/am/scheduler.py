@@ -62,20 +62,33 @@ class RoleScheduler:
             ):
                 newly = list(roles)
         else:
-            for name, role in roles.items():
-                if role.released:
-                    continue
-                needed = self.spec.role(name).min_replicas if self.policy == "dynamic" else 1
-                if self.spec.role(name).framework == "pytorch":
-                    needed = role.replicas  # WORLD_SIZE is fixed: everyone or no one
-                if self._up_count(name) >= min(needed or 1, role.replicas):
-                    newly.append(name)
+            newly = [name for name, role in roles.items()
+                     if not role.released and self._up_count(name) >= self._needed(name)]
         for name in newly:
             roles[name].released = True
         return newly
 
     def _up_count(self, role: str) -> int:
         return sum(ex.state in _UP for ex in self.record.role_executors(role))
+
+    def waiting_too_long(self, now: float, timeout: float) -> str | None:
+        """Why the job cannot start: a role requested ``timeout`` ago is still not released."""
+        for name, role in self.record.roles.items():
+            if role.launched and not role.released and role.launched_at is not None \
+                    and now - role.launched_at > timeout:
+                up = self._up_count(name)
+                needed = self._needed(name)
+                return (f"start barrier of role {name} timed out after {timeout:g}s ({self.policy} scheduling): "
+                        f"{up} of {needed} executors registered; check resources and the executor logs")
+        return None
+
+    def _needed(self, name: str) -> int:
+        role = self.record.roles[name]
+        if self.policy == "gang" or self.spec.role(name).framework == "pytorch":
+            return role.replicas
+        if self.policy == "dynamic":
+            return min(self.spec.role(name).min_replicas or 1, role.replicas)
+        return min(1, role.replicas)
 
     def may_start(self, ex: Executor) -> bool:
         return self.record.roles[ex.role].released and ex.state is ExecutorState.REGISTERED

@@ -135,6 +135,7 @@ class RoleState:
     replicas: int
     released: bool = False  # its trainers may start (the start barrier opened for it)
     launched: bool = False  # its executors were requested from the backend (ordered start)
+    launched_at: float | None = None  # wall-clock time they were requested
     ignored: bool = False  # budget exhausted with on_exhausted=ignore_role
     failures: int = 0  # charged failures, all indices
     failures_by_index: dict[int, int] = field(default_factory=dict)

@@ -1,0 +1,64 @@
+"""Local backend specifics: the resource ledger, files, launch errors."""
+
+from __future__ import annotations
+
+from conftest import executor, make_spec, read_log
+
+
+def test_gpus_are_handed_out_exclusively_and_wait_when_taken(client):
+    spec = make_spec([{"name": "worker", "replicas": 3, "min_replicas": 1,
+                       "command": "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 0.5",
+                       "resources": {"gpu": 1}}],
+                     scheduling={"policy": "dynamic"}, backend={"type": "local", "gpus": [3, 5]})
+    app = client.submit(spec)
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    seen = [read_log(client, app, "worker", i).strip() for i in range(3)]
+    assert sorted(seen) == sorted(["gpus=3", "gpus=5", seen[2]]) and set(seen) <= {"gpus=3", "gpus=5"}
+    # Only two GPUs: the third executor launched after one of the first two ended.
+    by_launch = sorted(status["executors"], key=lambda e: e["registered_at"])
+    assert by_launch[2]["registered_at"] > min(e["finished_at"] for e in by_launch[:2])
+    assert executor(status, "worker-0")["gpus"] in ([3], [5])
+
+
+def test_executors_without_gpus_see_none(client):
+    app = client.submit(make_spec([{"name": "worker", "command": "echo \"[$CUDA_VISIBLE_DEVICES]\""}]))
+    client.wait(app, timeout=60)
+    assert read_log(client, app, "worker", 0).strip() == "[]"
+
+
+def test_files_are_available_in_the_trainer_working_directory(client, tmp_path):
+    (tmp_path / "train.py").write_text("print('trained with', __file__)\n")
+    spec = make_spec([{"name": "worker", "command": "python3 train.py", "files": [str(tmp_path / "train.py")]}])
+    app = client.submit(spec)
+    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    assert "trained with" in read_log(client, app, "worker", 0)
+
+
+def test_a_command_that_cannot_start_fails_with_the_reason(client):
+    spec = make_spec([{"name": "worker", "command": ["/nonexistent/trainer"], "failover": {"restart": "never"}}])
+    app = client.submit(spec)
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "failed"
+    assert "exit 127" in status["job"]["reason"] and "cannot launch '/nonexistent/trainer'" in status["job"]["reason"]
+
+
+def test_missing_files_are_refused_at_submit(client, tmp_path):
+    import pytest
+
+    from primus_runtime.spec import SpecError
+
+    with pytest.raises(SpecError, match="does not exist"):
+        client.submit(make_spec([{"name": "worker", "command": "x", "files": [str(tmp_path / "nope.py")]}]))
+    assert client.list() == []
+
+
+def test_stderr_and_executor_logs_are_kept_per_attempt(client):
+    fail_first = 'echo "attempt $PRIMUS_ATTEMPT" >&2; [ "$PRIMUS_ATTEMPT" != 0 ]'
+    app = client.submit(make_spec([{"name": "worker", "command": fail_first}]))
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded"
+    assert read_log(client, app, "worker", 0, "stderr").strip() == "attempt 1"
+    first = client.cluster.jobs / app / "executors" / "worker-0" / "attempt-0"
+    assert (first / "stderr.log").read_text().strip() == "attempt 0"
+    assert "registered as worker-0" in (first / "executor.log").read_text()

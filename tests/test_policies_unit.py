@@ -1,0 +1,135 @@
+"""The scheduler and the failover engine alone, on hand-made job records."""
+
+from __future__ import annotations
+
+import pytest
+
+from primus_runtime.am.failover import Action, FailoverEngine
+from primus_runtime.am.scheduler import RoleScheduler
+from primus_runtime.am.state import (
+    Executor,
+    ExecutorState,
+    InvalidTransition,
+    JobRecord,
+    JobState,
+    RoleState,
+)
+from primus_runtime.spec import JobSpec
+
+
+def build(roles, policy="gang", **scheduling):
+    spec = JobSpec.from_dict({"name": "j", "roles": roles, "scheduling": {"policy": policy, **scheduling}})
+    record = JobRecord(app_id="a", name="j")
+    for role in spec.roles:
+        record.roles[role.name] = RoleState(role.name, role.replicas)
+        for i in range(role.replicas):
+            ex = Executor(role=role.name, index=i, incarnation=f"{role.name}{i}", attempt=0)
+            record.executors[ex.id] = ex
+    return spec, record, RoleScheduler(spec, record)
+
+
+def advance(record, ex_id, *states):
+    for state in states:
+        record.set_executor_state(record.executors[ex_id], state)
+
+
+S = ExecutorState
+PS_WORKER = [{"name": "ps", "replicas": 1, "command": "x"}, {"name": "worker", "replicas": 2, "command": "x"}]
+
+
+def test_ordered_launches_the_next_role_only_when_the_previous_runs():
+    spec, record, sched = build(PS_WORKER, "ordered")
+    assert sched.roles_to_launch() == ["ps"]
+    record.roles["ps"].launched = True
+    assert sched.roles_to_launch() == []
+    advance(record, "ps-0", S.STARTING, S.REGISTERED)
+    assert sched.roles_to_launch() == []
+    advance(record, "ps-0", S.RUNNING)
+    assert sched.roles_to_launch() == ["worker"]
+
+
+def test_gang_releases_nobody_until_everyone_registered():
+    spec, record, sched = build(PS_WORKER, "gang")
+    assert sched.roles_to_launch() == ["ps", "worker"]
+    advance(record, "ps-0", S.STARTING, S.REGISTERED)
+    advance(record, "worker-0", S.STARTING, S.REGISTERED)
+    assert sched.release_roles() == []
+    advance(record, "worker-1", S.STARTING, S.REGISTERED)
+    assert sched.release_roles() == ["ps", "worker"]
+    assert sched.may_start(record.executors["worker-1"])
+
+
+def test_dynamic_releases_each_role_at_its_min_replicas():
+    spec, record, sched = build([{"name": "worker", "replicas": 3, "min_replicas": 2, "command": "x"}], "dynamic")
+    advance(record, "worker-0", S.STARTING, S.REGISTERED)
+    assert sched.release_roles() == []
+    advance(record, "worker-2", S.STARTING, S.REGISTERED)
+    assert sched.release_roles() == ["worker"]
+
+
+def test_verdict_success_failure_and_undecided():
+    spec, record, sched = build(PS_WORKER)
+    assert sched.verdict() is None
+    advance(record, "worker-0", S.STARTING, S.REGISTERED, S.RUNNING, S.SUCCEEDED)
+    assert sched.verdict() is None
+    record.set_executor_state(record.executors["worker-1"], S.FAILED, "boom", 1)
+    verdict = sched.verdict()
+    assert verdict.state is JobState.FAILED
+    assert "role worker: 1 of 2 executors succeeded, 2 required" in verdict.reason
+    assert "worker-1 failed (exit 1)" in verdict.reason
+
+
+def test_transitions_outside_the_table_are_refused():
+    spec, record, sched = build(PS_WORKER)
+    with pytest.raises(InvalidTransition):
+        record.set_executor_state(record.executors["ps-0"], S.RUNNING)
+    record.set_job_state(JobState.STARTING)
+    record.set_job_state(JobState.KILLED, "k")
+    with pytest.raises(InvalidTransition):
+        record.set_job_state(JobState.RUNNING)
+    assert [e.to_state for e in record.events] == ["starting", "killed"]
+
+
+def ended(record, ex_id, state, code=None):
+    ex = record.executors[ex_id]
+    record.set_executor_state(ex, S.STARTING)
+    record.set_executor_state(ex, state, "r", code)
+    return ex
+
+
+@pytest.mark.parametrize("failover,outcomes", [
+    ({"max_failures_per_index": 2}, [Action.RESTART, Action.RESTART, Action.FAIL_JOB]),
+    ({"max_failures_per_index": 0}, [Action.FAIL_JOB]),
+    ({"restart": "never"}, [Action.FAIL_JOB]),
+    ({"max_failures_per_index": 0, "on_exhausted": "ignore_role"}, [Action.IGNORE_ROLE]),
+])
+def test_failure_budgets(failover, outcomes):
+    spec, record, _ = build([{"name": "worker", "command": "x", "failover": failover}])
+    engine = FailoverEngine(spec)
+    for expected in outcomes:
+        ex = record.executors["worker-0"]
+        record.set_executor_state(ex, S.FAILED, "r", 1)
+        assert engine.decide(record.roles["worker"], ex).action is expected
+        record.executors["worker-0"] = Executor("worker", 0, f"x{len(record.events)}", ex.attempt + 1)
+
+
+def test_lost_counts_as_a_charged_failure_and_preemption_does_not():
+    spec, record, _ = build([{"name": "worker", "command": "x",
+                              "failover": {"max_failures_per_index": 1, "preemption_exit_codes": [143]}}])
+    engine, role = FailoverEngine(spec), record.roles["worker"]
+    preempted = engine.decide(role, ended(record, "worker-0", S.FAILED, 143))
+    assert preempted.action is Action.RESTART and not preempted.charged
+    record.executors["worker-0"] = Executor("worker", 0, "b", 1)
+    flagged = engine.decide(role, ended(record, "worker-0", S.FAILED, 1), preempted=True)
+    assert flagged.action is Action.RESTART and not flagged.charged  # the backend said so
+    record.executors["worker-0"] = Executor("worker", 0, "c", 2)
+    lost = engine.decide(role, ended(record, "worker-0", S.LOST))
+    assert lost.action is Action.RESTART and lost.charged and role.failures == 1
+
+
+def test_killed_and_succeeded_executors_are_left_alone():
+    spec, record, _ = build([{"name": "worker", "command": "x"}])
+    engine = FailoverEngine(spec)
+    assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.KILLED)).action is Action.NOTHING
+    spec, record, _ = build([{"name": "worker", "command": "x"}])
+    assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.SUCCEEDED, 0)).action is Action.NOTHING
