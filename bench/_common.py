@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 
-def wait_for_files(paths: list[Path], timeout: float = 60.0, poll: float = 0.002) -> float:
+def wait_for_files(paths: list[Path], timeout: float = 60.0, poll: float = 0.005) -> float:
     """Block until every path exists; the monotonic time it happened."""
     deadline = time.monotonic() + timeout
     pending = list(paths)
@@ -32,7 +33,7 @@ def trainer_command(marker_dir: Path) -> list[str]:
             f"open(os.path.join({str(marker_dir)!r}, '-'.join(os.environ[k] for k in "
             "('PRIMUS_ROLE', 'PRIMUS_INDEX', 'PRIMUS_INCARNATION'))), 'w').close()\n"
             "time.sleep(60)\n")
-    return ["python3", "-c", code]
+    return [sys.executable, "-c", code]
 
 
 def markers(marker_dir: Path, pattern: str) -> list[Path]:

@@ -41,7 +41,7 @@ def _wait_new(marker_dir: Path, pattern: str, seen: set[str], start: float, time
             return time.monotonic()
         if time.monotonic() - start > timeout:
             raise TimeoutError(f"no new {pattern} marker")
-        time.sleep(0.002)
+        time.sleep(0.005)
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ def primus(client: PrimusClient, marker_dir: Path) -> float:
     while len(list(marker_dir.glob("worker-*"))) < EXECUTORS:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{app}: executors never all ran")
-        time.sleep(0.002)
+        time.sleep(0.005)
     done = time.monotonic()
     client.kill(app)
     return done - start

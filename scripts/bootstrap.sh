@@ -11,3 +11,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
+# Byte-compile the editable runtime once: with PYTHONDONTWRITEBYTECODE set (as on
+# some machines) every AM start would otherwise compile it again.
+.venv/bin/python -m compileall -q runtime

@@ -65,6 +65,9 @@ def test_scale_rejects_unknown_roles_and_bad_counts(client):
     with pytest.raises(AMRejected) as info:
         client.scale(app, "worker", -1)
     assert info.value.status == 400
+    with pytest.raises(AMRejected) as info:
+        client.scale(app, "worker", 0)
+    assert info.value.status == 409 and "must keep at least 1 replica" in info.value.message
     client.kill(app)
 
 

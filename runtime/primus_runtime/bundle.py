@@ -8,7 +8,10 @@ Python interpreter: ``python primus-runtime-<hash>.zip executor``.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import marshal
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -31,10 +34,23 @@ def _sources() -> list[tuple[str, bytes]]:
     return files
 
 
+def _pyc(source: bytes, name: str) -> bytes:
+    """Bytecode for this interpreter, as an unchecked-hash .pyc.
+
+    zipimport cannot cache compiled modules, so without these every executor
+    would compile the runtime again at start. An interpreter of another
+    version sees a foreign magic number, skips the .pyc and uses the .py.
+    """
+    code = compile(source, name, "exec", dont_inherit=True)
+    flags = (0b01).to_bytes(4, "little")  # hash-based, not checked against the source
+    source_hash = importlib.util.source_hash(source)
+    return importlib.util.MAGIC_NUMBER + flags + source_hash + marshal.dumps(code)
+
+
 def build_bundle(cache_dir: Path) -> Path:
     """The bundle for this runtime, built once per content hash into ``cache_dir``."""
     files = _sources()
-    digest = hashlib.sha256(_MAIN)
+    digest = hashlib.sha256(_MAIN + sys.version.encode())
     for name, data in files:
         digest.update(name.encode() + b"\0" + data + b"\0")
     target = cache_dir / f"primus-runtime-{digest.hexdigest()[:16]}.zip"
@@ -46,5 +62,6 @@ def build_bundle(cache_dir: Path) -> Path:
         zf.writestr("__main__.py", _MAIN)
         for name, data in files:
             zf.writestr(name, data)
+            zf.writestr(name + "c", _pyc(data, name))
     os.replace(tmp, target)  # atomic: concurrent submits never see half a zip
     return target

@@ -114,6 +114,9 @@ class ApplicationMaster(BackendEvents):
             raise RequestError(404, f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
         if replicas < 0:
             raise RequestError(400, f"replicas must be >= 0, got {replicas}")
+        if replicas == 0 and (self.spec.role(role_name).success_percent or 0) > 0:
+            raise RequestError(409, f"role {role_name} must keep at least 1 replica: the job waits for it to "
+                                    f"succeed (success_percent {self.spec.role(role_name).success_percent:g})")
         if self.spec.role(role_name).framework == "pytorch":
             raise RequestError(409, f"role {role_name} is a pytorch role: WORLD_SIZE is fixed at start")
         role = self.record.roles[role_name]
@@ -121,7 +124,7 @@ class ApplicationMaster(BackendEvents):
         if replicas == old:
             return {"role": role_name, "replicas": old}
         role.replicas = replicas
-        self.record._record(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}")
+        self.record.add_event(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}")
         log.info("role %s scaled %d -> %d", role_name, old, replicas)
         for index in range(replicas, old):
             ex = self.record.executors.pop(f"{role_name}-{index}")
@@ -244,7 +247,7 @@ class ApplicationMaster(BackendEvents):
             elif decision.action is Action.FAIL_JOB:
                 self.finish(JobState.FAILED, decision.reason)
             elif decision.action is Action.IGNORE_ROLE:
-                self.record._record(f"role/{ex.role}", None, "ignored", decision.reason)
+                self.record.add_event(f"role/{ex.role}", None, "ignored", decision.reason)
                 log.warning("%s", decision.reason)
         self._reconcile()
 
@@ -297,7 +300,7 @@ class ApplicationMaster(BackendEvents):
         ex = Executor(role=role, index=index, incarnation=uuid.uuid4().hex[:12], attempt=attempt)
         self.record.executors[ex.id] = ex
         self._live[ex.incarnation] = ex
-        self.record._record(ex.id, None, ExecutorState.NEW.value,
+        self.record.add_event(ex.id, None, ExecutorState.NEW.value,
                             "created" if attempt == 0 else f"replacement #{attempt}", incarnation=ex.incarnation)
         return ex
 

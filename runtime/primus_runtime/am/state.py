@@ -165,7 +165,7 @@ class JobRecord:
 
     # --- transitions ---
 
-    def _record(self, subject: str, old: str | None, new: str, reason: str,
+    def add_event(self, subject: str, old: str | None, new: str, reason: str,
                 exit_code: int | None = None, incarnation: str | None = None) -> Event:
         event = Event(len(self.events) + 1, time.time(), subject, old, new, reason, exit_code, incarnation)
         self.events.append(event)
@@ -180,7 +180,7 @@ class JobRecord:
         if new.terminal:
             self.finished_at = time.time()
             self.reason = reason
-        return self._record("job", old.value, new.value, reason)
+        return self.add_event("job", old.value, new.value, reason)
 
     def set_executor_state(self, ex: Executor, new: ExecutorState, reason: str = "",
                            exit_code: int | None = None) -> Event:
@@ -196,7 +196,7 @@ class JobRecord:
             ex.finished_at = now
             ex.exit_code = exit_code
             ex.reason = reason
-        return self._record(ex.id, old.value, new.value, reason, exit_code, ex.incarnation)
+        return self.add_event(ex.id, old.value, new.value, reason, exit_code, ex.incarnation)
 
     # --- queries ---
 
