@@ -19,10 +19,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 _MAIN = b'''import sys
 
-if sys.argv[1:2] != ["executor"]:
-    sys.exit("usage: python primus-runtime.zip executor")
-from primus_runtime.executor.main import main
-
+if sys.argv[1:2] == ["executor"]:
+    from primus_runtime.executor.main import main
+elif sys.argv[1:2] == ["forkserver"]:
+    from primus_runtime.executor.forkserver import serve as main
+else:
+    sys.exit("usage: python primus-runtime.zip executor|forkserver")
 sys.exit(main())
 '''
 

@@ -7,7 +7,7 @@ have nothing but Python. Every message is a JSON object sent over HTTP/1.1
 Executor -> AM (all POST, JSON bodies):
 
 ``/api/v1/executors/register``
-    ``{"id", "role", "index", "incarnation", "host", "ports": [int], "pid"}``
+    ``{"id", "role", "index", "incarnation", "host", "ports": [int], "pid", "gpus": [int]}``
     -> ``{"ok": true, "heartbeat_interval": s, "heartbeat_timeout": s}`` or
     ``{"ok": false, "command": "kill", "reason": ...}`` for a zombie.
 

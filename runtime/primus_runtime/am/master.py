@@ -150,6 +150,7 @@ class ApplicationMaster(BackendEvents):
         ex.host = str(body["host"])
         ex.ports = [int(p) for p in body.get("ports", [])]
         ex.pid = body.get("pid")
+        ex.gpus = [int(g) for g in body.get("gpus", [])]  # what the backend gave it, as it saw them
         ex.last_seen = time.monotonic()
         if ex.state is ExecutorState.NEW:  # registered before the backend's launch callback ran
             self._set(ex, ExecutorState.STARTING, "launched")
@@ -216,7 +217,7 @@ class ApplicationMaster(BackendEvents):
         if ex is None:
             return
         ex.host = ex.host or launched.host
-        ex.gpus = list(launched.gpus)
+        ex.gpus = ex.gpus or list(launched.gpus)
         ex.logs = dict(launched.logs)
         if ex.state is ExecutorState.NEW:
             ex.last_seen = time.monotonic()

@@ -164,17 +164,33 @@ def pid_alive(pid: int) -> bool:
 
 
 class LocalExecutorBackend(ExecutorBackend):
+    """Executors are forked by a fork server (``executor/forkserver.py``) that
+    has the executor already imported: a launch costs a fork, not an interpreter."""
+
     def __init__(self, job: JobDir, config: LocalBackend, bundle: Path):
         self.job = job
         self.ledger = ResourceLedger(config)
         self.bundle = bundle
         self._events: BackendEvents | None = None
-        self._procs: dict[str, asyncio.subprocess.Process] = {}  # incarnation -> executor process
+        self._server: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task | None = None
+        self._requests: dict[str, LaunchRequest] = {}  # incarnation -> launched or launching
+        self._pending: dict[str, asyncio.Future] = {}  # incarnation -> pid once forked
+        self._pids: dict[str, int] = {}  # incarnation -> executor pid (its session id too)
         self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
-        self._watchers: set[asyncio.Task] = set()
 
     async def start(self, events: BackendEvents) -> None:
         self._events = events
+        await self._start_server()
+
+    async def _start_server(self) -> None:
+        self._server = await asyncio.create_subprocess_exec(
+            # -E -S: no PYTHON* variables, no site-packages: the executor needs only the
+            # standard library, and skipping site saves part of the start.
+            sys.executable, "-E", "-S", str(self.bundle), "forkserver",
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(self.job.path),
+        )
+        self._reader = asyncio.ensure_future(self._read_server(self._server))
 
     def check_fits(self, role: str, resources: Resources) -> str | None:
         return self.ledger.never_fits(role, resources)
@@ -191,12 +207,13 @@ class LocalExecutorBackend(ExecutorBackend):
                 return  # first come, first served: wait for resources to free up
             self._waiting.pop(0)
             try:
-                await self._spawn(request, gpus)
-            except OSError as exc:
+                await self._fork(request, gpus)
+            except (OSError, RuntimeError) as exc:
                 self.ledger.release(request.incarnation)
+                self._requests.pop(request.incarnation, None)
                 self._exited(request, None, f"cannot start the executor process: {exc}")
 
-    async def _spawn(self, request: LaunchRequest, gpus: list[int]) -> None:
+    async def _fork(self, request: LaunchRequest, gpus: list[int]) -> None:
         base = self.job.executor_dir(request.role, request.index)
         work, logs = base / "work", base / f"attempt-{request.attempt}"
         work.mkdir(parents=True, exist_ok=True)
@@ -211,33 +228,55 @@ class LocalExecutorBackend(ExecutorBackend):
             protocol.ENV_GPUS: ",".join(map(str, gpus)),
             protocol.ENV_EXECUTOR_HOST: LOCAL_HOST,
         })
-        with open(logs / "executor.log", "ab") as out:
-            proc = await asyncio.create_subprocess_exec(
-                # -E -S: no PYTHON* variables, no site-packages: the executor needs only the
-                # standard library, and skipping site saves part of every start.
-                sys.executable, "-E", "-S", str(self.bundle), "executor",
-                cwd=str(work), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own session: a forced stop kills everything in it
-            )
-        self._procs[request.incarnation] = proc
+        if self._server is None or self._server.returncode is not None:
+            await self._start_server()
+        assert self._server is not None and self._server.stdin is not None
+        forked = asyncio.get_running_loop().create_future()
+        self._pending[request.incarnation] = forked
+        self._requests[request.incarnation] = request
+        line = {"launch": request.incarnation, "env": env, "cwd": str(work), "log": str(logs / "executor.log")}
+        self._server.stdin.write(json.dumps(line).encode() + b"\n")
+        await self._server.stdin.drain()
+        self._pids[request.incarnation] = await forked
         assert self._events is not None
         self._events.on_launched(Launched(
             request.role, request.index, request.incarnation, LOCAL_HOST, gpus,
             {name: str(logs / f"{name}.log") for name in ("executor", "stdout", "stderr")},
         ))
-        task = asyncio.ensure_future(self._watch(request, proc))
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
 
-    async def _watch(self, request: LaunchRequest, proc: asyncio.subprocess.Process) -> None:
-        code = await proc.wait()
-        kill_session(proc.pid)  # the trainer must not outlive its executor
-        self._procs.pop(request.incarnation, None)
-        self.ledger.release(request.incarnation)
-        if code < 0:
-            self._exited(request, 128 - code, f"executor killed by signal {-code}")
+    async def _read_server(self, server: asyncio.subprocess.Process) -> None:
+        assert server.stdout is not None
+        async for line in server.stdout:
+            message = json.loads(line)
+            if "launched" in message:
+                self._resolve(message["launched"], result=int(message["pid"]))
+            elif "failed" in message:
+                self._resolve(message["failed"], error=RuntimeError(message["error"]))
+            elif "exited" in message:
+                await self._on_exit(message["exited"], int(message["code"]))
+        for incarnation in list(self._pending):  # the server died: nothing more will be forked
+            self._resolve(incarnation, error=RuntimeError("the executor fork server exited"))
+
+    def _resolve(self, incarnation: str, result: int | None = None, error: Exception | None = None) -> None:
+        future = self._pending.pop(incarnation, None)
+        if future is None or future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
         else:
-            self._exited(request, code, f"executor exited {code}")
+            future.set_result(result)
+
+    async def _on_exit(self, incarnation: str, code: int) -> None:
+        pid = self._pids.pop(incarnation, None)
+        request = self._requests.pop(incarnation, None)
+        if pid is not None:
+            kill_session(pid)  # the trainer must not outlive its executor
+        self.ledger.release(incarnation)
+        if request is not None:
+            if code < 0:
+                self._exited(request, 128 - code, f"executor killed by signal {-code}")
+            else:
+                self._exited(request, code, f"executor exited {code}")
         await self._launch_waiting()
 
     def _exited(self, request: LaunchRequest, code: int | None, reason: str) -> None:
@@ -246,23 +285,31 @@ class LocalExecutorBackend(ExecutorBackend):
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         self._waiting = [r for r in self._waiting if r.incarnation != incarnation]
-        proc = self._procs.get(incarnation)
-        if proc is None or proc.returncode is not None:
+        pid = self._pids.get(incarnation)
+        if pid is None:
             return
         if force:
-            kill_session(proc.pid)
+            kill_session(pid)
         else:
             try:
-                proc.send_signal(signal.SIGTERM)  # the executor forwards it to its trainer
+                os.kill(pid, signal.SIGTERM)  # the executor forwards it to its trainer
             except ProcessLookupError:
                 pass
 
     async def close(self) -> None:
         self._waiting.clear()
-        for proc in list(self._procs.values()):
-            kill_session(proc.pid)
-        if self._watchers:
-            await asyncio.wait(list(self._watchers), timeout=5)
+        for pid in self._pids.values():
+            kill_session(pid)
+        if self._server is not None and self._server.returncode is None:
+            deadline = asyncio.get_running_loop().time() + 5
+            while self._pids and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)  # let the exit reports arrive
+            assert self._server.stdin is not None
+            self._server.stdin.close()
+            try:
+                await asyncio.wait_for(self._server.wait(), 5)
+            except asyncio.TimeoutError:
+                self._server.kill()
 
 
 def _link_files(files: list[str], work: Path) -> None:

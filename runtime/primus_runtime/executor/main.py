@@ -53,6 +53,7 @@ class Config:
         self.heartbeat_timeout = float(env.get(protocol.ENV_HEARTBEAT_TIMEOUT, "10"))
         self.kill_grace = float(env.get(protocol.ENV_KILL_GRACE, "10"))
         self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
+        self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
         self.id = protocol.executor_id(self.role, self.index)
 
 
@@ -86,7 +87,7 @@ class Executor:
         reply = self._call(protocol.REGISTER_PATH, {
             "id": self.config.id, "role": self.config.role, "index": self.config.index,
             "incarnation": self.config.incarnation, "host": self.config.host, "ports": ports,
-            "pid": os.getpid(),
+            "pid": os.getpid(), "gpus": self.config.gpus,
         })
         if reply is None or not reply.get("ok"):
             log.error("registration refused: %s", (reply or {}).get("reason", "AM unreachable"))
