@@ -22,12 +22,12 @@ from primus_runtime.client import PrimusClient  # noqa: E402
 RUNS = int(os.environ.get("RUNS", 7))
 
 
-def plain_restart(marker_dir: Path) -> float:
+def plain_restart(marker_dir: Path, seen: set[str]) -> float:
     start = time.monotonic()
     proc = subprocess.Popen(trainer_command(marker_dir), start_new_session=True,
                             env={**os.environ, "PRIMUS_ROLE": "plain", "PRIMUS_INDEX": "0",
                                  "PRIMUS_INCARNATION": str(time.monotonic_ns())})
-    done = _wait_new(marker_dir, "plain-*", set(), start)
+    done = _wait_new(marker_dir, "plain-*", seen, start)
     proc.kill()
     proc.wait()
     return done - start
@@ -60,7 +60,7 @@ def main() -> None:
         _wait_new(marker_dir, "worker-1-*", seen, time.monotonic())
         plain, ours = [], []
         for run in range(RUNS):
-            plain.append(plain_restart(marker_dir))
+            plain.append(plain_restart(marker_dir, seen))
             victim = next(e for e in client.status(app)["executors"] if e["id"] == "worker-1")
             while victim["state"] != "running":
                 time.sleep(0.01)

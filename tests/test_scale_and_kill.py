@@ -110,3 +110,10 @@ def test_succeed_on_request_stops_executors_and_succeeds(client):
     client.succeed(app, reason="good enough")
     status = client.wait(app, timeout=30)
     assert status["job"]["state"] == "succeeded" and status["job"]["reason"] == "good enough"
+
+
+def test_kill_right_after_submit_stops_the_job_through_its_am(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    status = client.kill(app, reason="changed my mind")
+    assert status["job"]["state"] == "killed" and status["job"]["reason"] == "changed my mind"
+    assert processes_of_job(app) == []

@@ -82,11 +82,18 @@ class PrimusClient:
         """Stop the job gracefully through its AM, then by force; the final status."""
         spec = self.spec(app_id)
         grace = spec.am.shutdown_grace + 2 * spec.am.heartbeat_interval + 5
-        try:
-            self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by user"})
-        except AMRejected as exc:
-            if exc.status != 409:  # 409: already finishing or finished
-                raise
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                delivered = self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by user"})
+            except AMRejected as exc:
+                if exc.status != 409:  # 409: already finishing or finished
+                    raise
+                break
+            # A just-submitted AM may not serve yet: give it a moment rather than force-kill.
+            if delivered is not None or self.cluster.am_pid(app_id) is None or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         status = None
         try:
             status = self.wait(app_id, timeout=timeout or grace, poll=0.2)
