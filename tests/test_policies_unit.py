@@ -24,7 +24,7 @@ def build(roles, policy="gang", **scheduling):
         record.roles[role.name] = RoleState(role.name, role.replicas)
         for i in range(role.replicas):
             ex = Executor(role=role.name, index=i, incarnation=f"{role.name}{i}", attempt=0)
-            record.executors[ex.id] = ex
+            record.put_executor(ex)
     return spec, record, RoleScheduler(spec, record)
 
 
@@ -110,7 +110,7 @@ def test_failure_budgets(failover, outcomes):
         ex = record.executors["worker-0"]
         record.set_executor_state(ex, S.FAILED, "r", 1)
         assert engine.decide(record.roles["worker"], ex).action is expected
-        record.executors["worker-0"] = Executor("worker", 0, f"x{len(record.events)}", ex.attempt + 1)
+        record.put_executor(Executor("worker", 0, f"x{len(record.events)}", ex.attempt + 1))
 
 
 def test_lost_counts_as_a_charged_failure_and_preemption_does_not():
@@ -119,10 +119,10 @@ def test_lost_counts_as_a_charged_failure_and_preemption_does_not():
     engine, role = FailoverEngine(spec), record.roles["worker"]
     preempted = engine.decide(role, ended(record, "worker-0", S.FAILED, 143))
     assert preempted.action is Action.RESTART and not preempted.charged
-    record.executors["worker-0"] = Executor("worker", 0, "b", 1)
+    record.put_executor(Executor("worker", 0, "b", 1))
     flagged = engine.decide(role, ended(record, "worker-0", S.FAILED, 1), preempted=True)
     assert flagged.action is Action.RESTART and not flagged.charged  # the backend said so
-    record.executors["worker-0"] = Executor("worker", 0, "c", 2)
+    record.put_executor(Executor("worker", 0, "c", 2))
     lost = engine.decide(role, ended(record, "worker-0", S.LOST))
     assert lost.action is Action.RESTART and lost.charged and role.failures == 1
 

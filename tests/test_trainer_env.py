@@ -17,7 +17,7 @@ def _record(spec: JobSpec) -> JobRecord:
             ex = Executor(role=role.name, index=index, incarnation=f"{role.name}{index}", attempt=0,
                           state=ExecutorState.REGISTERED, host=f"host-{role.name}-{index}",
                           ports=[1000 + index, 2000 + index])
-            record.executors[ex.id] = ex
+            record.put_executor(ex)
     return record
 
 

@@ -56,7 +56,8 @@ class ApplicationMaster(BackendEvents):
         self._timeout = spec.am.heartbeat_timeout
         self._grace = spec.am.shutdown_grace
         self._live: dict[str, Executor] = {}  # incarnation -> executor not yet ended
-        self._requested: set[str] = set()  # incarnations asked of the backend
+        self._to_launch: set[str] = set()  # NEW incarnations not yet asked of the backend
+        self._awaiting_start: set[str] = set()  # registered incarnations without a start command
         self._start_sent: set[str] = set()  # incarnations whose start command is queued or delivered
         self._commands: dict[str, dict[str, Any]] = {}  # incarnation -> next heartbeat reply
         self._wakeups: dict[str, asyncio.Event] = {}  # incarnation -> long-poll waiting for a command
@@ -127,7 +128,7 @@ class ApplicationMaster(BackendEvents):
         self.record.add_event(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}")
         log.info("role %s scaled %d -> %d", role_name, old, replicas)
         for index in range(replicas, old):
-            ex = self.record.executors.pop(f"{role_name}-{index}")
+            ex = self.record.drop_executor(f"{role_name}-{index}")
             self.record.history.append(ex)
             self._stop(ex, f"scaled down to {replicas}")
         for index in range(old, replicas):
@@ -155,6 +156,7 @@ class ApplicationMaster(BackendEvents):
         if ex.state is ExecutorState.NEW:  # registered before the backend's launch callback ran
             self._set(ex, ExecutorState.STARTING, "launched")
         self._set(ex, ExecutorState.REGISTERED, f"registered from {ex.host} ports {ex.ports}")
+        self._awaiting_start.add(ex.incarnation)
         self._membership_changed()
         self._reconcile()
         return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
@@ -265,21 +267,23 @@ class ApplicationMaster(BackendEvents):
         for role in self.scheduler.roles_to_launch():
             record.roles[role].launched = True
             record.roles[role].launched_at = time.time()
-        for ex in list(self._live.values()):
-            if ex.state is ExecutorState.NEW and record.roles[ex.role].launched \
-                    and ex.incarnation not in self._requested:
-                self._requested.add(ex.incarnation)
+        for incarnation in list(self._to_launch):
+            ex = self._live[incarnation]
+            if record.roles[ex.role].launched:
+                self._to_launch.discard(incarnation)
                 task = self._spawn(self._launch(ex))
                 self._launching.add(task)
                 task.add_done_callback(self._launching.discard)
         self.scheduler.release_roles()
-        for ex in list(self._live.values()):
-            if self.scheduler.may_start(ex) and ex.incarnation not in self._start_sent and not ex.stop_reason:
-                self._start_sent.add(ex.incarnation)
+        released = {name for name, role in record.roles.items() if role.released}
+        for incarnation in list(self._awaiting_start) if released else ():
+            ex = self._live[incarnation]
+            if ex.role in released and self.scheduler.may_start(ex):
+                self._awaiting_start.discard(incarnation)
+                self._start_sent.add(incarnation)
                 self._send(ex, self._start_command(ex))
-        if record.state is JobState.STARTING and all(
-            ex.state is ExecutorState.RUNNING for ex in record.executors.values()
-        ):
+        if record.state is JobState.STARTING and \
+                sum(record.count(role, ExecutorState.RUNNING) for role in record.roles) == len(record.executors):
             self._set_job(JobState.RUNNING, "every executor is running")
         verdict = self.scheduler.verdict()
         if verdict is not None:
@@ -299,8 +303,9 @@ class ApplicationMaster(BackendEvents):
 
     def _new_incarnation(self, role: str, index: int, attempt: int) -> Executor:
         ex = Executor(role=role, index=index, incarnation=uuid.uuid4().hex[:12], attempt=attempt)
-        self.record.executors[ex.id] = ex
+        self.record.put_executor(ex)
         self._live[ex.incarnation] = ex
+        self._to_launch.add(ex.incarnation)
         self.record.add_event(ex.id, None, ExecutorState.NEW.value,
                             "created" if attempt == 0 else f"replacement #{attempt}", incarnation=ex.incarnation)
         return ex
@@ -329,7 +334,7 @@ class ApplicationMaster(BackendEvents):
         if ex.stop_reason is not None or ex.state.terminal:
             return
         ex.stop_reason = reason
-        if ex.state is ExecutorState.NEW and ex.incarnation not in self._requested:
+        if ex.incarnation in self._to_launch:  # never launched: nothing to stop
             self._ended(ex, ExecutorState.KILLED, reason, None)
             return
         ex.stop_deadline = time.monotonic() + self._grace + 2 * self._interval
@@ -339,8 +344,9 @@ class ApplicationMaster(BackendEvents):
     def _forget(self, ex: Executor) -> None:
         self._live.pop(ex.incarnation, None)
         self._commands.pop(ex.incarnation, None)
-        self._requested.discard(ex.incarnation)
         self._start_sent.discard(ex.incarnation)
+        self._to_launch.discard(ex.incarnation)
+        self._awaiting_start.discard(ex.incarnation)
 
     def _membership_changed(self) -> None:
         self.record.cluster_version += 1

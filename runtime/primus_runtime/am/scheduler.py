@@ -48,7 +48,7 @@ class RoleScheduler:
         return []
 
     def _all_running(self, role: str) -> bool:
-        return all(ex.state is ExecutorState.RUNNING for ex in self.record.role_executors(role))
+        return self.record.count(role, ExecutorState.RUNNING) == self.record.count(role)
 
     # --- start barrier ---
 
@@ -69,7 +69,7 @@ class RoleScheduler:
         return newly
 
     def _up_count(self, role: str) -> int:
-        return sum(ex.state in _UP for ex in self.record.role_executors(role))
+        return self.record.count(role, *_UP)
 
     def waiting_too_long(self, now: float, timeout: float) -> str | None:
         """Why the job cannot start: a role requested ``timeout`` ago is still not released."""
@@ -117,16 +117,18 @@ class RoleScheduler:
         return math.ceil(self.record.roles[role].replicas * percent / 100)
 
     def _succeeded(self, role: str) -> int:
-        return sum(ex.state is ExecutorState.SUCCEEDED for ex in self.record.role_executors(role))
+        return self.record.count(role, ExecutorState.SUCCEEDED)
 
     def _cannot_succeed(self, role: str) -> str | None:
-        executors = self.record.role_executors(role)
-        if len(executors) < self.record.roles[role].replicas:
+        record = self.record
+        present = record.count(role)
+        if present < record.roles[role].replicas:
             return None  # some indices are being created or replaced
-        still_possible = sum(not ex.state.terminal or ex.state is ExecutorState.SUCCEEDED for ex in executors)
-        if still_possible >= self._required(role):
+        ended_badly = record.count(role, ExecutorState.FAILED, ExecutorState.LOST, ExecutorState.KILLED)
+        if present - ended_badly >= self._required(role):
             return None
         ended = [f"{ex.id} {ex.state.value}" + (f" (exit {ex.exit_code})" if ex.exit_code is not None else "")
-                 for ex in executors if ex.state.terminal and ex.state is not ExecutorState.SUCCEEDED]
-        return (f"role {role}: {self._succeeded(role)} of {len(executors)} executors succeeded, "
+                 for ex in record.role_executors(role)
+                 if ex.state.terminal and ex.state is not ExecutorState.SUCCEEDED]
+        return (f"role {role}: {self._succeeded(role)} of {present} executors succeeded, "
                 f"{self._required(role)} required; ended without success: {', '.join(ended)}")

@@ -9,7 +9,9 @@ table and records an ``Event``. ``to_dict()`` gives a JSON-ready snapshot
 from __future__ import annotations
 
 import enum
+import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -162,6 +164,33 @@ class JobRecord:
     # Final state requested by kill/succeed/success/failure while executors stop.
     finishing: JobState | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # Derived from `executors`, kept up to date so that each scheduling pass costs
+    # O(roles), not O(executors): role -> state -> current executors in it.
+    counts: dict[str, Counter] = field(default_factory=dict, repr=False)
+    _cluster_cache: tuple[int, dict, str] | None = field(default=None, repr=False)
+
+    # --- membership ---
+
+    def put_executor(self, ex: Executor) -> None:
+        """Make ``ex`` the current incarnation of its index (replacing an earlier one)."""
+        old = self.executors.get(ex.id)
+        if old is not None:
+            self.counts[old.role][old.state] -= 1
+        self.executors[ex.id] = ex
+        self.counts.setdefault(ex.role, Counter())[ex.state] += 1
+
+    def drop_executor(self, executor_id: str) -> Executor:
+        """Remove an index from the job (scale down); returns its current incarnation."""
+        ex = self.executors.pop(executor_id)
+        self.counts[ex.role][ex.state] -= 1
+        return ex
+
+    def count(self, role: str, *states: ExecutorState) -> int:
+        """Current executors of ``role`` in any of ``states`` (all of them without states)."""
+        counts = self.counts.get(role)
+        if not counts:
+            return 0
+        return sum(counts[s] for s in states) if states else sum(counts.values())
 
     # --- transitions ---
 
@@ -187,6 +216,9 @@ class JobRecord:
         if new not in EXECUTOR_TRANSITIONS.get(ex.state, frozenset()):
             raise InvalidTransition(f"{ex.id} ({ex.incarnation}): {ex.state.value} -> {new.value}")
         old, ex.state = ex.state, new
+        if self.executors.get(ex.id) is ex:
+            self.counts[ex.role][old] -= 1
+            self.counts[ex.role][new] += 1
         now = time.time()
         if new is ExecutorState.REGISTERED:
             ex.registered_at = now
@@ -201,17 +233,27 @@ class JobRecord:
     # --- queries ---
 
     def role_executors(self, role: str) -> list[Executor]:
-        replicas = self.roles[role].replicas
-        return [self.executors[f"{role}-{i}"] for i in range(replicas) if f"{role}-{i}" in self.executors]
+        return [ex for ex in self.executors.values() if ex.role == role]
 
     def cluster(self) -> dict[str, list[str | None]]:
-        return {name: [ex.address for ex in self.role_executors(name)] for name in self.roles}
+        """role -> address by index; rebuilt only when ``cluster_version`` moves on."""
+        return self._cluster()[1]
+
+    def cluster_json(self) -> str:
+        return self._cluster()[2]
+
+    def _cluster(self) -> tuple[int, dict, str]:
+        if self._cluster_cache is None or self._cluster_cache[0] != self.cluster_version:
+            view: dict[str, list[str | None]] = {name: [None] * role.replicas for name, role in self.roles.items()}
+            for ex in self.executors.values():
+                if ex.index < len(view[ex.role]):
+                    view[ex.role][ex.index] = ex.address
+            self._cluster_cache = (self.cluster_version, view, json.dumps(view, sort_keys=True))
+        return self._cluster_cache
 
     def role_counts(self, role: str) -> dict[str, int]:
-        counts = {state.value: 0 for state in ExecutorState}
-        for ex in self.role_executors(role):
-            counts[ex.state.value] += 1
-        return counts
+        counts = self.counts.get(role, Counter())
+        return {state.value: counts[state] for state in ExecutorState}
 
     def summary(self) -> dict[str, Any]:
         return {
