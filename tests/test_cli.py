@@ -97,3 +97,10 @@ def test_list_filters_by_tag(tmp_path, home):
 def test_schema_prints_json_schema(home):
     code, out, _ = primus(home, "schema")
     assert code == 0 and json.loads(out)["title"] == "JobSpec"
+
+
+def test_backends_not_built_yet_are_refused_clearly(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "x"}], backend={"type": "yarn", "queue": "ml"})
+    code, out, err = primus(home, "submit", str(spec))
+    assert code == 2 and out == ""
+    assert "backend.type: the yarn backend is not available in this version yet" in err

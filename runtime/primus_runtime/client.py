@@ -15,7 +15,7 @@ from typing import Any
 from . import protocol
 from .api_client import AMClient, AMRejected, AMUnavailable
 from .backends.local import LocalClusterClient
-from .spec import JobSpec, load_spec
+from .spec import JobSpec, SpecError, load_spec
 
 TERMINAL = ("succeeded", "failed", "killed")
 
@@ -39,7 +39,11 @@ class PrimusClient:
 
     def submit(self, spec: JobSpec | dict[str, Any] | str | Path) -> str:
         """Validate the spec and start its AM; the application id."""
-        return self.cluster.submit(load_spec(spec))
+        job = load_spec(spec)
+        if job.backend.type != "local":
+            raise SpecError([f"backend.type: the {job.backend.type} backend is not available in this version "
+                             f"yet, got {job.backend.type!r} (use 'local')"])
+        return self.cluster.submit(job)
 
     # --- status ---
 

@@ -335,7 +335,8 @@ class LocalClusterClient(ClusterClient):
 
     def submit(self, spec: JobSpec) -> str:
         config = spec.backend
-        assert isinstance(config, LocalBackend)
+        if not isinstance(config, LocalBackend):
+            raise SpecError([f"backend.type: the local backend cannot run a {config.type!r} job"])
         ledger = ResourceLedger(config)
         problems = [why for role in spec.roles if (why := ledger.never_fits(role.name, role.resources))]
         problems += [f"roles.{role.name}.files: {f} does not exist" for role in spec.roles
