@@ -5,5 +5,6 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 scripts/install-framework.sh
 .venv/bin/ruff check runtime airflow_provider_primus tests examples bench
+.venv/bin/mypy
 export PRIMUS_HOME="${PRIMUS_HOME:-$(mktemp -d /tmp/primus-test-home.XXXXXX)}"
 exec .venv/bin/python -m pytest -q -ra "$@"

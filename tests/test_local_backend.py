@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import executor, make_spec, read_log
+from conftest import make_spec, read_log
 
 
 def test_gpus_are_handed_out_exclusively_and_wait_when_taken(client):
@@ -13,12 +13,14 @@ def test_gpus_are_handed_out_exclusively_and_wait_when_taken(client):
     app = client.submit(spec)
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
-    seen = [read_log(client, app, "worker", i).strip() for i in range(3)]
-    assert sorted(seen) == sorted(["gpus=3", "gpus=5", seen[2]]) and set(seen) <= {"gpus=3", "gpus=5"}
-    # Only two GPUs: the third executor launched after one of the first two ended.
     by_launch = sorted(status["executors"], key=lambda e: e["registered_at"])
+    seen = [read_log(client, app, "worker", e["index"]).strip() for e in by_launch]
+    assert sorted(seen[:2]) == ["gpus=3", "gpus=5"] and seen[2] in ("gpus=3", "gpus=5")
+    assert [e["gpus"] for e in by_launch] == [[int(s.split("=")[1])] for s in seen]
+    # Only two GPUs: the third executor launched after one of the first two ended.
     assert by_launch[2]["registered_at"] > min(e["finished_at"] for e in by_launch[:2])
-    assert executor(status, "worker-0")["gpus"] in ([3], [5])
+    # Launched in index order: worker-2 was the one that waited.
+    assert sorted(e["index"] for e in by_launch[:2]) == [0, 1]
 
 
 def test_executors_without_gpus_see_none(client):

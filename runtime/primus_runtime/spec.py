@@ -249,7 +249,7 @@ class Role(_Strict):
             object.__setattr__(self, "success_percent", 0.0 if is_ps else 100.0)
         if self.failover is None:
             object.__setattr__(self, "failover", Failover(restart="never") if is_ps else Failover())
-        if self.min_replicas > self.replicas:
+        if self.min_replicas is not None and self.min_replicas > self.replicas:
             raise ValueError(f"min_replicas: must be <= replicas ({self.replicas}), got {self.min_replicas}")
         if self.framework == "pytorch" and self.min_replicas != self.replicas:
             raise ValueError(

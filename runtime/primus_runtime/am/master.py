@@ -56,7 +56,7 @@ class ApplicationMaster(BackendEvents):
         self._timeout = spec.am.heartbeat_timeout
         self._grace = spec.am.shutdown_grace
         self._live: dict[str, Executor] = {}  # incarnation -> executor not yet ended
-        self._to_launch: set[str] = set()  # NEW incarnations not yet asked of the backend
+        self._to_launch: dict[str, None] = {}  # NEW incarnations not yet asked of the backend, in order
         self._awaiting_start: set[str] = set()  # registered incarnations without a start command
         self._start_sent: set[str] = set()  # incarnations whose start command is queued or delivered
         self._commands: dict[str, dict[str, Any]] = {}  # incarnation -> next heartbeat reply
@@ -270,7 +270,7 @@ class ApplicationMaster(BackendEvents):
         for incarnation in list(self._to_launch):
             ex = self._live[incarnation]
             if record.roles[ex.role].launched:
-                self._to_launch.discard(incarnation)
+                del self._to_launch[incarnation]
                 task = self._spawn(self._launch(ex))
                 self._launching.add(task)
                 task.add_done_callback(self._launching.discard)
@@ -305,7 +305,7 @@ class ApplicationMaster(BackendEvents):
         ex = Executor(role=role, index=index, incarnation=uuid.uuid4().hex[:12], attempt=attempt)
         self.record.put_executor(ex)
         self._live[ex.incarnation] = ex
-        self._to_launch.add(ex.incarnation)
+        self._to_launch[ex.incarnation] = None
         self.record.add_event(ex.id, None, ExecutorState.NEW.value,
                             "created" if attempt == 0 else f"replacement #{attempt}", incarnation=ex.incarnation)
         return ex
@@ -345,7 +345,7 @@ class ApplicationMaster(BackendEvents):
         self._live.pop(ex.incarnation, None)
         self._commands.pop(ex.incarnation, None)
         self._start_sent.discard(ex.incarnation)
-        self._to_launch.discard(ex.incarnation)
+        self._to_launch.pop(ex.incarnation, None)
         self._awaiting_start.discard(ex.incarnation)
 
     def _membership_changed(self) -> None:

@@ -173,10 +173,8 @@ class LocalExecutorBackend(ExecutorBackend):
         self.bundle = bundle
         self._events: BackendEvents | None = None
         self._server: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task | None = None
-        self._requests: dict[str, LaunchRequest] = {}  # incarnation -> launched or launching
-        self._pending: dict[str, asyncio.Future] = {}  # incarnation -> pid once forked
-        self._pids: dict[str, int] = {}  # incarnation -> executor pid (its session id too)
+        self._forking: dict[str, Launched] = {}  # incarnation -> asked of the fork server
+        self._running: dict[str, tuple[Launched, int]] = {}  # incarnation -> (launch, executor pid)
         self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
 
     async def start(self, events: BackendEvents) -> None:
@@ -190,16 +188,20 @@ class LocalExecutorBackend(ExecutorBackend):
             sys.executable, "-E", "-S", str(self.bundle), "forkserver",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(self.job.path),
         )
-        self._reader = asyncio.ensure_future(self._read_server(self._server))
+        asyncio.ensure_future(self._read_server(self._server))
 
     def check_fits(self, role: str, resources: Resources) -> str | None:
         return self.ledger.never_fits(role, resources)
 
     async def launch(self, request: LaunchRequest) -> None:
+        if self._server is None or self._server.returncode is not None:
+            await self._start_server()
         self._waiting.append(request)
-        await self._launch_waiting()
+        self._launch_waiting()
 
-    async def _launch_waiting(self) -> None:
+    def _launch_waiting(self) -> None:
+        # Requests are only written here; the fork server's replies arrive in _read_server.
+        # So a launch never waits for the one before it, nor for the AM's loop.
         while self._waiting:
             request = self._waiting[0]
             gpus = self.ledger.take(request.incarnation, request.resources)
@@ -207,13 +209,13 @@ class LocalExecutorBackend(ExecutorBackend):
                 return  # first come, first served: wait for resources to free up
             self._waiting.pop(0)
             try:
-                await self._fork(request, gpus)
+                self._ask_fork(request, gpus)
             except (OSError, RuntimeError) as exc:
                 self.ledger.release(request.incarnation)
-                self._requests.pop(request.incarnation, None)
-                self._exited(request, None, f"cannot start the executor process: {exc}")
+                self._exited(request.role, request.index, request.incarnation, None,
+                             f"cannot start the executor process: {exc}")
 
-    async def _fork(self, request: LaunchRequest, gpus: list[int]) -> None:
+    def _ask_fork(self, request: LaunchRequest, gpus: list[int]) -> None:
         base = self.job.executor_dir(request.role, request.index)
         work, logs = base / "work", base / f"attempt-{request.attempt}"
         work.mkdir(parents=True, exist_ok=True)
@@ -228,66 +230,54 @@ class LocalExecutorBackend(ExecutorBackend):
             protocol.ENV_GPUS: ",".join(map(str, gpus)),
             protocol.ENV_EXECUTOR_HOST: LOCAL_HOST,
         })
-        if self._server is None or self._server.returncode is not None:
-            await self._start_server()
-        assert self._server is not None and self._server.stdin is not None
-        forked = asyncio.get_running_loop().create_future()
-        self._pending[request.incarnation] = forked
-        self._requests[request.incarnation] = request
+        if self._server is None or self._server.stdin is None or self._server.returncode is not None:
+            raise RuntimeError("the executor fork server is not running")
         line = {"launch": request.incarnation, "env": env, "cwd": str(work), "log": str(logs / "executor.log")}
         self._server.stdin.write(json.dumps(line).encode() + b"\n")
-        await self._server.stdin.drain()
-        self._pids[request.incarnation] = await forked
-        assert self._events is not None
-        self._events.on_launched(Launched(
+        self._forking[request.incarnation] = Launched(
             request.role, request.index, request.incarnation, LOCAL_HOST, gpus,
             {name: str(logs / f"{name}.log") for name in ("executor", "stdout", "stderr")},
-        ))
+        )
 
     async def _read_server(self, server: asyncio.subprocess.Process) -> None:
-        assert server.stdout is not None
+        assert server.stdout is not None and self._events is not None
         async for line in server.stdout:
             message = json.loads(line)
             if "launched" in message:
-                self._resolve(message["launched"], result=int(message["pid"]))
+                launched = self._forking.pop(message["launched"])
+                self._running[launched.incarnation] = (launched, int(message["pid"]))
+                self._events.on_launched(launched)
             elif "failed" in message:
-                self._resolve(message["failed"], error=RuntimeError(message["error"]))
+                launched = self._forking.pop(message["failed"])
+                self.ledger.release(launched.incarnation)
+                self._exited(launched.role, launched.index, launched.incarnation, None,
+                             f"cannot fork the executor: {message['error']}")
             elif "exited" in message:
-                await self._on_exit(message["exited"], int(message["code"]))
-        for incarnation in list(self._pending):  # the server died: nothing more will be forked
-            self._resolve(incarnation, error=RuntimeError("the executor fork server exited"))
+                self._on_exit(message["exited"], int(message["code"]))
+        for incarnation, launched in list(self._forking.items()):  # asked, never forked
+            self._forking.pop(incarnation)
+            self.ledger.release(incarnation)
+            self._exited(launched.role, launched.index, incarnation, None, "the executor fork server exited")
 
-    def _resolve(self, incarnation: str, result: int | None = None, error: Exception | None = None) -> None:
-        future = self._pending.pop(incarnation, None)
-        if future is None or future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    async def _on_exit(self, incarnation: str, code: int) -> None:
-        pid = self._pids.pop(incarnation, None)
-        request = self._requests.pop(incarnation, None)
-        if pid is not None:
-            kill_session(pid)  # the trainer must not outlive its executor
+    def _on_exit(self, incarnation: str, code: int) -> None:
+        launched, pid = self._running.pop(incarnation)
+        kill_session(pid)  # the trainer must not outlive its executor
         self.ledger.release(incarnation)
-        if request is not None:
-            if code < 0:
-                self._exited(request, 128 - code, f"executor killed by signal {-code}")
-            else:
-                self._exited(request, code, f"executor exited {code}")
-        await self._launch_waiting()
+        if code < 0:
+            self._exited(launched.role, launched.index, incarnation, 128 - code, f"executor killed by signal {-code}")
+        else:
+            self._exited(launched.role, launched.index, incarnation, code, f"executor exited {code}")
+        self._launch_waiting()
 
-    def _exited(self, request: LaunchRequest, code: int | None, reason: str) -> None:
+    def _exited(self, role: str, index: int, incarnation: str, code: int | None, reason: str) -> None:
         assert self._events is not None
-        self._events.on_exited(Exited(request.role, request.index, request.incarnation, code, reason))
+        self._events.on_exited(Exited(role, index, incarnation, code, reason))
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         self._waiting = [r for r in self._waiting if r.incarnation != incarnation]
-        pid = self._pids.get(incarnation)
-        if pid is None:
+        if incarnation not in self._running:
             return
+        pid = self._running[incarnation][1]
         if force:
             kill_session(pid)
         else:
@@ -298,11 +288,11 @@ class LocalExecutorBackend(ExecutorBackend):
 
     async def close(self) -> None:
         self._waiting.clear()
-        for pid in self._pids.values():
+        for _, pid in self._running.values():
             kill_session(pid)
         if self._server is not None and self._server.returncode is None:
             deadline = asyncio.get_running_loop().time() + 5
-            while self._pids and asyncio.get_running_loop().time() < deadline:
+            while self._running and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.05)  # let the exit reports arrive
             assert self._server.stdin is not None
             self._server.stdin.close()

@@ -132,12 +132,11 @@ class Executor:
                 if reply.get("command") == protocol.CMD_CLUSTER:
                     self._write_cluster(reply["cluster"])
             if self.stop_reason is not None:
-                code = self.trainer.stop(self.config.kill_grace)
-                return self._finish(code, self.stop_reason)
-            code = self.trainer.wait(self.interval)  # returns as soon as the trainer exits
-            if code is not None:
-                log.info("trainer exited with %d", code)
-                return self._finish(code, f"trainer exited {code}")
+                return self._finish(self.trainer.stop(self.config.kill_grace), self.stop_reason)
+            exited = self.trainer.wait(self.interval)  # returns as soon as the trainer exits
+            if exited is not None:
+                log.info("trainer exited with %d", exited)
+                return self._finish(exited, f"trainer exited {exited}")
 
     def _finish(self, code: int, message: str) -> int:
         self._call(protocol.UNREGISTER_PATH, {
