@@ -140,9 +140,7 @@ async def bring_up(conns, token: str) -> list[bytes]:
     beats = [http(token, protocol.HEARTBEAT_PATH, {
         "id": e["id"], "incarnation": e["incarnation"], "state": "running",
         "cluster_version": s["start"]["cluster"]["version"], "wait": False}) for e, s in zip(exs, starts, strict=True)]
-    # Like the real executor, ignore a repeated start once running (older AMs queued one for every
-    # executor still registered each time another reported running); after this, only "none" is right.
-    await fan_out(conns, beats, lambda r: r.get("command") in ("none", "start"), "the first running heartbeat")
+    await fan_out(conns, beats, lambda r: r.get("command") == "none", "the first running heartbeat")
     print(f"  {len(exs)} executors registered, started and running in {now() - t:.1f} s", flush=True)
     gc.collect()
     gc.freeze()  # the bring-up garbage is gone, the rest stays: no long collections in our timings

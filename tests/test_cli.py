@@ -104,3 +104,10 @@ def test_backends_not_built_yet_are_refused_clearly(tmp_path, home):
     code, out, err = primus(home, "submit", str(spec))
     assert code == 2 and out == ""
     assert "backend.type: the yarn backend is not available in this version yet" in err
+
+
+def test_logs_follow_streams_until_the_job_ends(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "for i in 1 2 3; do echo tick $i; sleep 0.3; done"}])
+    _, out, _ = primus(home, "submit", str(spec))
+    code, out, _ = primus(home, "logs", out.strip(), "--role", "worker", "--follow")
+    assert code == 0 and out == "tick 1\ntick 2\ntick 3\n"

@@ -157,7 +157,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
-    path = client.log_path(args.app_id, args.role, args.index if args.role else None, args.stream)
+    path = client.log_path(args.app_id, args.role, args.index if args.role else None, args.stream,
+                           wait=60.0 if args.follow else 0.0)
     for chunk in client.follow_log(args.app_id, path, follow=args.follow):
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()

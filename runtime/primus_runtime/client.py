@@ -125,20 +125,26 @@ class PrimusClient:
     # --- logs ---
 
     def log_path(self, app_id: str, role: str | None = None, index: int | None = None,
-                 stream: str = "stdout") -> str:
-        """The log file of an executor's current incarnation (or the AM log without a role)."""
+                 stream: str = "stdout", wait: float = 0.0) -> str:
+        """The log file of an executor's current incarnation (or the AM log without a role).
+
+        ``wait``: seconds to wait for an executor that has not been launched yet."""
         job = self._known(app_id).job(app_id)
         if role is None:
             return str(job.am_log)
-        executors = self.status(app_id).get("executors", [])
-        for ex in executors:
-            if ex["role"] == role and (index is None or ex["index"] == index) and ex.get("logs"):
-                return ex["logs"][stream]
-        attempts = sorted(job.executor_dir(role, index or 0).glob("attempt-*"),
-                          key=lambda p: int(p.name.split("-")[1]))
-        if attempts:
-            return str(attempts[-1] / f"{stream}.log")
-        raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
+        deadline = time.monotonic() + wait
+        while True:
+            status = self.status(app_id)
+            for ex in status.get("executors", []):
+                if ex["role"] == role and (index is None or ex["index"] == index) and ex.get("logs"):
+                    return ex["logs"][stream]
+            attempts = sorted(job.executor_dir(role, index or 0).glob("attempt-*"),
+                              key=lambda p: int(p.name.split("-")[1]))
+            if attempts:
+                return str(attempts[-1] / f"{stream}.log")
+            if time.monotonic() > deadline or status["job"]["state"] in TERMINAL + ("lost",):
+                raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
+            time.sleep(0.2)
 
     def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
         offset = 0

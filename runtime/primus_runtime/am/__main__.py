@@ -1,5 +1,11 @@
 """Entry point of the AM process: ``python -m primus_runtime.am JOB_DIR``."""
 
-from .main import main
+import os
+
+# The AM validates one spec and never needs pydantic plugins; looking them up
+# scans every installed distribution's entry points on each AM start.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from .main import main  # noqa: E402
 
 main()

@@ -1,0 +1,21 @@
+"""The benchmarks still run and end with their ratio line (no timing is asserted)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.mark.parametrize("script", ["startup.py", "recovery.py"])
+def test_benchmark_prints_its_ratio_last(script):
+    proc = subprocess.run([sys.executable, str(BENCH / script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RUNS": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r": [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
