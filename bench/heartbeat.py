@@ -26,7 +26,7 @@ from aiohttp import web
 from primus_runtime import protocol
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.server import build_app
-from primus_runtime.backends.base import ExecutorBackend, Launched
+from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.spec import AMSettings, JobSpec, Role
 
 EXECUTORS = 1000
@@ -38,25 +38,6 @@ now = time.perf_counter
 
 
 # --- server processes -----------------------------------------------------------------------------
-
-
-class NullBackend(ExecutorBackend):
-    """Spawns nothing: each executor is 'launched' at once and the load generator plays it."""
-
-    async def start(self, events):
-        self.events = events
-
-    def check_fits(self, role, resources):
-        return None
-
-    async def launch(self, r):
-        self.events.on_launched(Launched(r.role, r.index, r.incarnation, "127.0.0.1", [], {}))
-
-    async def stop(self, role, index, incarnation, force):
-        pass
-
-    async def close(self):
-        pass
 
 
 async def bare_heartbeat(request: web.Request) -> web.Response:
@@ -72,7 +53,7 @@ async def serve(kind: str, token: str) -> None:
     if kind == "am":
         spec = JobSpec(name="heartbeat-bench", roles=[Role(name="worker", replicas=EXECUTORS, command=["true"])],
                        am=AMSettings(heartbeat_interval=1.0, heartbeat_timeout=30.0))  # nobody lost on ramp-up
-        am = ApplicationMaster(spec, "bench-app", NullBackend())
+        am = ApplicationMaster(spec, "bench-app", SimulatedBackend())  # the load generator plays them
         await am.start(address)
         app = build_app(am, token)
     else:

@@ -88,6 +88,34 @@ def test_bad_requests_get_clear_errors(running_job):
     assert status == 400 and b"replicas must be an integer" in body
     status, body = _raw(address, "GET", "/api/v1/events?since=x", auth)
     assert status == 400
+    status, body = _raw(address, "POST", protocol.REGISTER_PATH, auth, b'{"incarnation": "x"}')
+    assert status == 200 and b'"ok": false' in body  # unknown incarnation: told to die, nothing else
+
+
+def test_a_malformed_executor_report_is_a_400_and_changes_nothing():
+    import asyncio
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from primus_runtime.am.master import ApplicationMaster
+    from primus_runtime.am.server import build_app
+    from primus_runtime.backends.simulated import SimulatedBackend
+    from primus_runtime.spec import JobSpec
+
+    async def scenario():
+        spec = JobSpec.from_dict(make_spec([{"name": "worker", "command": "x"}]))
+        am = ApplicationMaster(spec, "app", SimulatedBackend())
+        await am.start("127.0.0.1:1")
+        incarnation = am.record.executors["worker-0"].incarnation
+        async with TestClient(TestServer(build_app(am, "t"))) as http:
+            reply = await http.post(protocol.REGISTER_PATH, json={"incarnation": incarnation},
+                                    headers={"Authorization": "Bearer t"})
+            assert reply.status == 400
+            assert "malformed executor report: KeyError: 'host'" in (await reply.json())["error"]
+        assert am.record.executors["worker-0"].state.value == "starting"
+        await am.close()
+
+    asyncio.run(scenario())
 
 
 def test_reports_from_an_old_incarnation_are_answered_with_kill(running_job, module_client):

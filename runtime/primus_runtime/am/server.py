@@ -61,14 +61,23 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
 
     # --- executor protocol ---
 
+    def malformed(exc: Exception) -> RequestError:
+        return RequestError(400, f"malformed executor report: {type(exc).__name__}: {exc}")
+
     async def register(request: web.Request) -> web.Response:
-        return _json(am.register(await body_of(request)))
+        try:
+            return _json(am.register(await body_of(request)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise malformed(exc) from None
 
     async def heartbeat(request: web.Request) -> web.Response:
         return _json(await am.heartbeat(await body_of(request)))
 
     async def unregister(request: web.Request) -> web.Response:
-        return _json(am.unregister(await body_of(request)))
+        try:
+            return _json(am.unregister(await body_of(request)))
+        except (TypeError, ValueError) as exc:
+            raise malformed(exc) from None
 
     # --- status ---
 
