@@ -2,9 +2,9 @@
 
 A job lives in ``<home>/jobs/<app_id>/`` (see ``JobDir``); the AM runs
 detached (its own session), so the job outlives whoever submitted it, and any
-later ``status``/``kill``/``logs`` finds it by id. Each executor runs in a
-session of its own; a forced stop kills that whole session, the trainer's
-process group included.
+later ``status``/``kill``/``logs`` finds it by id. Executors are forked by a
+fork server (``executor/forkserver.py``), each into a session of its own; a
+forced stop kills that whole session, the trainer's process group included.
 """
 
 from __future__ import annotations
@@ -173,6 +173,7 @@ class LocalExecutorBackend(ExecutorBackend):
         self.bundle = bundle
         self._events: BackendEvents | None = None
         self._server: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task | None = None  # held: the loop keeps only weak references
         self._forking: dict[str, Launched] = {}  # incarnation -> asked of the fork server
         self._running: dict[str, tuple[Launched, int]] = {}  # incarnation -> (launch, executor pid)
         self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
@@ -188,7 +189,7 @@ class LocalExecutorBackend(ExecutorBackend):
             sys.executable, "-E", "-S", str(self.bundle), "forkserver",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(self.job.path),
         )
-        asyncio.ensure_future(self._read_server(self._server))
+        self._reader = asyncio.ensure_future(self._read_server(self._server))
 
     def check_fits(self, role: str, resources: Resources) -> str | None:
         return self.ledger.never_fits(role, resources)
@@ -260,6 +261,8 @@ class LocalExecutorBackend(ExecutorBackend):
             self._exited(launched.role, launched.index, incarnation, None, "the executor fork server exited")
 
     def _on_exit(self, incarnation: str, code: int) -> None:
+        if incarnation not in self._running:
+            return  # not one of ours (the fork server reaped something unexpected)
         launched, pid = self._running.pop(incarnation)
         kill_session(pid)  # the trainer must not outlive its executor
         self.ledger.release(incarnation)
