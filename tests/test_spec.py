@@ -47,6 +47,9 @@ BAD_SPECS = [
     (spec_with(roles=[{**WORKER, "placement": {"anti_affinity": ["ghost"]}}]),
      "roles[0].placement.anti_affinity: unknown role 'ghost'"),
     ({"roles": [WORKER]}, "name: is required"),
+    (spec_with(roles=[{**WORKER, "replicas": "two"}]), "roles[0].replicas: must be an integer, got 'two'"),
+    (spec_with(roles=[{**WORKER, "env": ["A=1"]}]), "roles[0].env: must be a mapping, got ['A=1']"),
+    (spec_with(am="fast"), "am: must be a mapping, got 'fast'"),
     (spec_with(roles=[{"name": "worker"}]), "roles[0].command: is required"),
 ]
 

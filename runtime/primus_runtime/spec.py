@@ -502,6 +502,18 @@ _MESSAGES = {
     "too_short": "must have at least {min_length} item(s)",
     "literal_error": "must be one of {expected}",
     "union_tag_invalid": "must be one of {expected_tags}, got {tag!r}",
+    "int_parsing": "must be an integer",
+    "int_type": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
 }
 
 
@@ -533,10 +545,11 @@ def format_validation_error(exc: ValidationError) -> list[str]:
         elif _NAMES_ITS_FIELD.match(msg):
             # A cross-field check names the field itself ("min_replicas: ...").
             line = f"{path}.{msg}" if err["loc"] else msg
-        elif isinstance(value, (dict, list)) and err["type"] != "extra_forbidden":
-            line = f"{path}: {msg}"
+        elif isinstance(value, (dict, list)) and not err["type"].endswith("_type"):
+            line = f"{path}: {msg}"  # a whole section failed a check: its message says why
         else:
-            line = f"{path}: {msg}, got {value!r}"
+            shown = repr(value)
+            line = f"{path}: {msg}, got {shown if len(shown) <= 80 else shown[:77] + '...'}"
         problems.setdefault(line, None)
     return list(problems)
 
