@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 from conftest import executor, make_spec, read_log, wait_for
 from primus_runtime.backends.local import processes_of_job
@@ -88,11 +89,17 @@ def test_kill_leaves_no_process_of_the_job(client):
 def test_am_death_leaves_no_orphan_executors(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    client.scale(app, "worker", 3)  # a change after the job started: only a periodic snapshot has it
+    wait_for(lambda: executor(client.status(app), "worker-2")["state"] == "running", 30, "worker-2 running")
+    time.sleep(2.5)  # the status file is rewritten at most every 2 s
     am_pid = client.cluster.am_pid(app)
     os.kill(am_pid, signal.SIGKILL)
     # Executors notice within the heartbeat timeout (3s here), kill their trainers and exit.
     wait_for(lambda: processes_of_job(app) == [], 20, "executors and trainers to exit")
-    assert client.status(app)["job"]["state"] == "lost"
+    status = client.status(app)
+    assert status["job"]["state"] == "lost"
+    # The last snapshot the AM wrote still tells who was running when it died.
+    assert [e["state"] for e in status["executors"]] == ["running", "running", "running"]
 
 
 def test_sigterm_to_the_am_kills_the_job_gracefully(client):

@@ -30,6 +30,9 @@ from .trainer_env import cluster_payload, trainer_env
 log = logging.getLogger("primus.am")
 
 NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
+# How often, at most, the status file is rewritten while the job runs: what a
+# post-mortem (`primus status` after the AM died) and AM recovery start from.
+STATUS_SNAPSHOT_SECONDS = 2.0
 
 
 class RequestError(Exception):
@@ -63,6 +66,7 @@ class ApplicationMaster(BackendEvents):
         self._wakeups: dict[str, asyncio.Event] = {}  # incarnation -> long-poll waiting for a command
         self._finish_reason = ""
         self._tasks: set[asyncio.Task] = set()
+        self._snapshot = (0.0, 0)  # (monotonic time, events) of the last status file written
         self._launching: set[asyncio.Task] = set()
 
     # --- life cycle -------------------------------------------------------------
@@ -378,6 +382,9 @@ class ApplicationMaster(BackendEvents):
         stuck = self.scheduler.waiting_too_long(time.time(), self.spec.scheduling.start_timeout)
         if stuck:
             self.finish(JobState.FAILED, stuck)
+        written_at, events = self._snapshot
+        if len(self.record.events) != events and now - written_at >= STATUS_SNAPSHOT_SECONDS:
+            self._write_status()
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -398,7 +405,8 @@ class ApplicationMaster(BackendEvents):
             return
         tmp = self.status_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
-        os.replace(tmp, self.status_path)
+        os.replace(tmp, self.status_path)  # atomic: a reader never sees half a file
+        self._snapshot = (time.monotonic(), len(self.record.events))
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
