@@ -1,7 +1,7 @@
 """Apache Airflow provider for Primus jobs.
 
-The hooks, operators, sensors, triggers and links arrive with the provider
-work; this package already registers itself so `airflow providers` finds it.
+Registered through the ``apache_airflow_provider`` entry point, so ``airflow providers``
+lists it. Sensors, triggers and extra links arrive with the next parts of the provider.
 """
 
 from __future__ import annotations
@@ -16,10 +16,42 @@ def get_provider_info() -> dict:
         "description": "Submit, watch and control Primus distributed-training jobs on YARN, Kubernetes "
         "or the local machine.",
         "versions": [__version__],
-        "hooks": [],
-        "operators": [],
+        "integrations": [
+            {"integration-name": "Primus", "external-doc-url": "https://github.com/bytedance/primus",
+             "tags": ["software"]},
+        ],
+        "hooks": [{"integration-name": "Primus", "python-modules": ["airflow_provider_primus.hooks.primus"]}],
+        "operators": [
+            {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.operators.primus"]}
+        ],
         "sensors": [],
         "triggers": [],
-        "connection-types": [],
         "extra-links": [],
+        "connection-types": [
+            {
+                "connection-type": "primus",
+                "hook-class-name": "airflow_provider_primus.hooks.primus.PrimusHook",
+                "hook-name": "Primus",
+                # Declarative form fields (Airflow >= 3.2); stored as keys of the connection's extra.
+                "conn-fields": {
+                    "backend": {
+                        "label": "Backend",
+                        "description": "Where jobs run. Only 'local' is available in this version.",
+                        "schema": {"type": "string", "enum": ["local", "yarn", "kubernetes"],
+                                   "default": "local"},
+                    },
+                    "home": {
+                        "label": "Local job home",
+                        "description": "local backend: the Primus home holding one directory per job "
+                        "(default $PRIMUS_HOME, else ~/.primus).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "schema", "login", "password", "port", "extra"],
+                    "relabeling": {},
+                    "placeholders": {"home": "~/.primus"},
+                },
+            }
+        ],
     }

@@ -111,3 +111,14 @@ def test_logs_follow_streams_until_the_job_ends(tmp_path, home):
     _, out, _ = primus(home, "submit", str(spec))
     code, out, _ = primus(home, "logs", out.strip(), "--role", "worker", "--follow")
     assert code == 0 and out == "tick 1\ntick 2\ntick 3\n"
+
+
+def test_progress_line_summarises_every_role():
+    from primus_runtime.client import progress_line
+
+    status = {"roles": [
+        {"name": "ps", "replicas": 2, "restarts": 0, "states": {"running": 2, "failed": 0}},
+        {"name": "worker", "replicas": 2, "restarts": 1, "states": {"running": 1, "succeeded": 1}},
+    ]}
+    assert progress_line(status) == "ps x2: 2 running | worker x2: 1 running, 1 succeeded (1 restart)"
+    assert progress_line({"roles": []}) == "no executors yet"

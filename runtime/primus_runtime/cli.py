@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from .api_client import AMRejected
-from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient
+from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient, progress_line, role_progress
 from .spec import JobSpec, SpecError, load_spec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
@@ -123,16 +123,10 @@ class _Progress:
                 code = f" (exit {event['exit_code']})" if event.get("exit_code") is not None else ""
                 print(f"{_clock(event['time'])} {event['subject']}: {event['from_state'] or '-'} -> "
                       f"{event['to_state']}{code} {event['reason']}", file=self.out)
-        line = f"{status['job']['state']} | " + " | ".join(_role_line(r) for r in status.get("roles", []))
+        line = f"{status['job']['state']} | {progress_line(status)}"
         if line != self.last_line:
             self.last_line = line
             print(f"{_clock(time.time())} == {line}", file=self.out, flush=True)
-
-
-def _role_line(role: dict[str, Any]) -> str:
-    states = {k: v for k, v in role["states"].items() if v}
-    parts = ", ".join(f"{v} {k}" for k, v in states.items()) or "none"
-    return f"{role['name']} x{role['replicas']}: {parts}"
 
 
 def _clock(ts: float) -> str:
@@ -147,7 +141,7 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     job = status["job"]
     print(f"{job['app_id']}  {job.get('name', '')}  {job['state']}  {job.get('reason', '')}")
     for role in status.get("roles", []):
-        print("  " + _role_line(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
+        print("  " + role_progress(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
     for ex in status.get("executors", []):
         ports = ",".join(map(str, ex.get("ports") or []))
         code = ex["exit_code"] if ex.get("exit_code") is not None else "-"

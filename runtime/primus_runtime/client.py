@@ -20,6 +20,19 @@ from .spec import JobSpec, SpecError, load_spec
 TERMINAL = ("succeeded", "failed", "killed")
 
 
+def role_progress(role: dict[str, Any]) -> str:
+    """``worker x2: 1 running, 1 succeeded (1 restart)`` from one role of a status."""
+    counts = ", ".join(f"{n} {state}" for state, n in role.get("states", {}).items() if n) or "none yet"
+    restarts = role.get("restarts", 0)
+    return f"{role['name']} x{role['replicas']}: {counts}" + (
+        f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else "")
+
+
+def progress_line(status: dict[str, Any]) -> str:
+    """Every role's progress on one line, ``ps x2: 2 running | worker x2: ...``."""
+    return " | ".join(role_progress(role) for role in status.get("roles", [])) or "no executors yet"
+
+
 class JobNotFound(LookupError):
     def __init__(self, app_id: str):
         super().__init__(f"no job {app_id!r}")
@@ -57,8 +70,9 @@ class PrimusClient:
             return final
         # Just submitted (the AM is still starting) or the AM died without an outcome.
         if self.cluster.am_pid(app_id) is not None:
-            return {"job": {"app_id": app_id, "state": "pending", "reason": "AM starting"},
-                    "roles": [], "executors": [], "events": []}
+            spec = self.spec(app_id)
+            return {"job": {"app_id": app_id, "name": spec.name, "state": "pending", "reason": "AM starting",
+                            "tags": spec.tags}, "roles": [], "executors": [], "events": []}
         last = self.cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
         last["job"].update(state="lost", reason="the AM exited without recording an outcome; see am.log")
         return last
@@ -82,22 +96,29 @@ class PrimusClient:
 
     # --- control ---
 
+    def request_kill(self, app_id: str, reason: str = "", patience: float = 10.0) -> bool:
+        """Ask the job's AM to stop the job and return without waiting for it to end.
+
+        True once an AM took the request (or the job was already ending); False when no AM
+        answered within ``patience`` seconds (a just-submitted AM may not serve yet)."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                if self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by user"}) is not None:
+                    return True
+            except AMRejected as exc:
+                if exc.status == 409:  # already finishing or finished
+                    return True
+                raise
+            if self.cluster.am_pid(app_id) is None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None) -> dict[str, Any]:
         """Stop the job gracefully through its AM, then by force; the final status."""
         spec = self.spec(app_id)
         grace = spec.am.shutdown_grace + 2 * spec.am.heartbeat_interval + 5
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                delivered = self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by user"})
-            except AMRejected as exc:
-                if exc.status != 409:  # 409: already finishing or finished
-                    raise
-                break
-            # A just-submitted AM may not serve yet: give it a moment rather than force-kill.
-            if delivered is not None or self.cluster.am_pid(app_id) is None or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        self.request_kill(app_id, reason)
         status = None
         try:
             status = self.wait(app_id, timeout=timeout or grace, poll=0.2)

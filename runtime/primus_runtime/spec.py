@@ -321,12 +321,13 @@ class AMSettings(_Strict):
 
 
 class LocalBackend(_Strict):
-    """Executors are processes on this machine (development, CI, single-node jobs)."""
+    """Executors are processes on this machine (development, CI, single-node jobs).
+
+    Where jobs are kept (the Primus home) is the client's setting, not the job's:
+    ``--home``, ``$PRIMUS_HOME`` or ``~/.primus``, or the Airflow connection's ``home``.
+    """
 
     type: Literal["local"] = "local"
-    home: str | None = Field(
-        None, description="Directory holding one folder per job; default $PRIMUS_HOME or ~/.primus."
-    )
     cpus: float | None = Field(
         None, gt=0, description="CPU capacity of the resource ledger; default 4x this machine's cores "
         "(local runs may oversubscribe)."

@@ -387,7 +387,7 @@ class LocalClusterClient(ClusterClient):
         if not self.jobs.exists():
             return []
         out = []
-        for path in sorted(self.jobs.iterdir(), reverse=True):
+        for path in self.jobs.iterdir():
             job = JobDir(path)
             spec = job.read_json(job.spec)
             if spec is None:
@@ -399,8 +399,9 @@ class LocalClusterClient(ClusterClient):
             if state not in ("succeeded", "failed", "killed") and self.am_pid(job.app_id) is None:
                 state = "lost"  # the AM died without recording an outcome
             out.append({"app_id": job.app_id, "name": spec["name"], "state": state,
-                        "tags": spec.get("tags", {}), "created_at": path.stat().st_mtime})
-        return out
+                        "tags": spec.get("tags", {}),
+                        "created_at": job.spec.stat().st_mtime})  # spec.json is written once, at submit
+        return sorted(out, key=lambda j: j["created_at"], reverse=True)
 
     def force_kill(self, app_id: str) -> int:
         job = self.job(app_id)

@@ -1,0 +1,206 @@
+"""PrimusSubmitJobOperator: run a Primus job as an Airflow task, reattaching on retries."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, PrimusHook, SpecLike
+from primus_runtime.client import JobNotFound, progress_line
+from primus_runtime.spec import SpecError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+#: task_state_store key (Airflow >= 3.3) holding the app id across tries. Renaming it breaks
+#: reattaching for tries already in flight.
+STATE_KEY = "primus_app_id"
+#: Tags that identify the task instance: every try of it shares them (try_number is added on top).
+TI_TAGS = ("dag_id", "task_id", "run_id", "map_index")
+
+
+class PrimusSubmitJobOperator(BaseOperator):
+    """Submit a Primus job and (by default) wait for it to end.
+
+    Every job is tagged with the task instance's ``dag_id``, ``task_id``, ``run_id``, ``map_index``
+    and ``try_number``. A retry never submits a second job while the previous try's job still runs:
+    it reattaches to it, found through Airflow 3.3's ``task_state_store`` or, without one (Airflow
+    < 3.3, or a crash between submit and store), by searching the task instance's tags. A job
+    that already ended (also a succeeded one, e.g. after the task was cleared) is not reused.
+
+    :param spec: the job: a dict, a path to a YAML/JSON spec, or a ``JobSpec``. Templated: strings
+        anywhere inside a dict spec (and the path itself) are rendered, e.g. ``"{{ ds }}"`` or
+        ``"{{ params.replicas }}"``. A relative path, and the relative ``files`` of a dict spec, are
+        taken from the DAG file's folder.
+    :param primus_conn_id: the ``primus`` connection (see ``PrimusHook``).
+    :param wait_for_completion: wait for the job to end; otherwise return once it is submitted.
+    :param poll_interval: seconds between status checks while waiting.
+    :param on_kill_action: when the task is killed (marked failed, timed out, worker stopped):
+        ``"kill"`` stops the job, ``"keep"`` leaves it running so the next try reattaches.
+    :param kill_timeout: at most this many seconds of ``on_kill`` are spent stopping the job; the
+        kill request is sent at once and the job's AM finishes the stop on its own.
+
+    Returns (and pushes as XCom ``app_id`` as soon as it is known) the job's application id.
+    """
+
+    template_fields: Sequence[str] = ("spec", "primus_conn_id")
+    template_fields_renderers = {"spec": "json"}
+    ui_color = "#e8f0fe"
+
+    def __init__(
+        self,
+        *,
+        spec: SpecLike,
+        primus_conn_id: str = PrimusHook.default_conn_name,
+        wait_for_completion: bool = True,
+        poll_interval: float = 5.0,
+        on_kill_action: str = "kill",
+        kill_timeout: float = 3.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if on_kill_action not in ("kill", "keep"):
+            raise ValueError(f"on_kill_action must be 'kill' or 'keep', got {on_kill_action!r}")
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be > 0, got {poll_interval!r}")
+        self.spec = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
+        self.primus_conn_id = primus_conn_id
+        self.wait_for_completion = wait_for_completion
+        self.poll_interval = poll_interval
+        self.on_kill_action = on_kill_action
+        self.kill_timeout = kill_timeout
+        self.app_id: str | None = None
+
+    @cached_property
+    def hook(self) -> PrimusHook:
+        return PrimusHook(primus_conn_id=self.primus_conn_id)
+
+    # --- execute ----------------------------------------------------------------
+
+    def execute(self, context: Context) -> str:
+        # Created here, not in __init__: operators are deep-copied, events are not copyable.
+        self._stopping = threading.Event()
+        ti = context["ti"]
+        ti_tags = {name: str(getattr(ti, name)) for name in TI_TAGS}
+        store = context.get("task_state_store")  # Airflow >= 3.3
+
+        app_id = self._find_running_job(store, ti_tags)
+        if app_id is not None:
+            self.log.info("Reattaching to Primus job %s of a previous try (no new job submitted)", app_id)
+        else:
+            app_id = self._submit({**ti_tags, "try_number": str(ti.try_number)})
+            if store is not None:
+                store.set(STATE_KEY, app_id)
+        self.app_id = app_id
+        ti.xcom_push(key="app_id", value=app_id)
+        if self._stopping.is_set():  # killed while submitting: on_kill() had no app id to act on
+            self.on_kill()
+            self._raise_killed(app_id)
+
+        if self.wait_for_completion:
+            self._wait(app_id)
+        return app_id
+
+    def _submit(self, tags: dict[str, str]) -> str:
+        base_dir = self.dag.folder if self.has_dag() else None
+        try:
+            return self.hook.submit(self.spec, tags=tags, base_dir=base_dir)
+        except SpecError as exc:  # retrying cannot fix the spec
+            raise AirflowFailException(f"Primus job spec is invalid: {exc}") from None
+
+    def _find_running_job(self, store: Any, ti_tags: dict[str, str]) -> str | None:
+        """A still-active job of a previous try of this task instance, if any."""
+        if store is not None and (stored := store.get(STATE_KEY)):
+            try:
+                state = self.hook.status(stored)["job"]["state"]
+            except JobNotFound:
+                state = "gone"
+            if state in ACTIVE:
+                return str(stored)
+            self.log.info("Previous try's Primus job %s is %s: submitting a new job", stored, state)
+        # Tag search: Airflow < 3.3, or the try died between submit and store.set().
+        running = [job for job in self.hook.find_jobs(ti_tags) if job["state"] in ACTIVE]
+        if len(running) > 1:
+            self.log.warning("%d running Primus jobs carry this task instance's tags (%s): reattaching to "
+                             "the newest", len(running), ", ".join(job["app_id"] for job in running))
+        return running[0]["app_id"] if running else None
+
+    # --- waiting ----------------------------------------------------------------
+
+    def _wait(self, app_id: str) -> None:
+        last_line = None
+        errors = 0
+        while True:
+            if self._stopping.is_set():
+                self._raise_killed(app_id)
+            try:
+                status = self.hook.status(app_id)
+                errors = 0
+            except JobNotFound:
+                raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
+            except Exception as exc:  # noqa: BLE001 - a hiccup talking to the AM; give up after a few
+                errors += 1
+                if errors >= 5:
+                    raise
+                self.log.warning("Cannot read the status of Primus job %s (%s); retrying", app_id, exc)
+            else:
+                job = status["job"]
+                line = f"{job['state']}: {progress_line(status)}"
+                if line != last_line:  # only changes, not one line per poll
+                    self.log.info("Primus job %s %s", app_id, line)
+                    last_line = line
+                if job["state"] == "succeeded":
+                    return
+                if job["state"] in FINISHED:
+                    self._log_failed_executors(app_id, status)
+                    raise AirflowException(f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
+            if self._stopping.wait(self.poll_interval):
+                self._raise_killed(app_id)
+
+    def _raise_killed(self, app_id: str) -> None:
+        fate = "killed" if self.on_kill_action == "kill" else "left running (on_kill_action='keep')"
+        raise AirflowException(f"task was killed while waiting for Primus job {app_id}; the job was {fate}")
+
+    def _log_failed_executors(self, app_id: str, status: dict[str, Any]) -> None:
+        for ex in status.get("executors", []):
+            if ex.get("state") not in ("failed", "lost"):
+                continue
+            try:
+                tail = self.hook.tail_logs(app_id, ex["role"], ex["index"], stream="stderr", lines=20)
+            except Exception as exc:  # noqa: BLE001 - the log is a courtesy, the outcome matters
+                tail = f"(log not readable: {exc})"
+            self.log.error("Executor %s %s (exit code %s, %s); last stderr lines:\n%s", ex.get("id"),
+                           ex["state"], ex.get("exit_code"), ex.get("reason"), tail or "(empty)")
+
+    # --- killing ----------------------------------------------------------------
+
+    def on_kill(self) -> None:
+        # Runs in the task's SIGTERM handler (or after a timeout); execute() carries on afterwards,
+        # so flag the wait loop to raise. Bounded: the supervisor SIGKILLs the task a few seconds on.
+        stopping = getattr(self, "_stopping", None)
+        if stopping is not None:
+            stopping.set()
+        if self.app_id is None:
+            return
+        if self.on_kill_action == "keep":
+            self.log.info("Task killed: leaving Primus job %s running (on_kill_action='keep')", self.app_id)
+            return
+        worker = threading.Thread(target=self._kill_job, args=(self.app_id,), daemon=True,
+                                  name=f"primus-kill-{self.app_id}")
+        worker.start()
+        worker.join(self.kill_timeout)
+        if worker.is_alive():
+            self.log.info("Primus job %s is stopping; its AM finishes the stop on its own", self.app_id)
+
+    def _kill_job(self, app_id: str) -> None:
+        try:
+            self.hook.kill(app_id, reason=f"Airflow task {self.task_id} was killed", wait=False)
+        except Exception:  # noqa: BLE001 - nothing to raise to in a kill thread
+            self.log.exception("Could not kill Primus job %s", app_id)
+

@@ -1,0 +1,70 @@
+"""Provider tests: a private AIRFLOW_HOME (never ~/airflow), set before Airflow is imported."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_DAGS = REPO / "example_dags"
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="primus-airflow-home-")
+os.environ.update({
+    "AIRFLOW_HOME": _AIRFLOW_HOME,
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLE_DAGS),
+})
+os.environ.pop("AIRFLOW_CONN_PRIMUS_DEFAULT", None)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+def airflow_env(airflow_home: Path, primus_home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(AIRFLOW_HOME=str(airflow_home), PRIMUS_HOME=str(primus_home))
+    return env
+
+
+def run_airflow(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([AIRFLOW, *args], env=env or dict(os.environ), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def primus_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The default Primus home of the hook's no-connection fallback, per test."""
+    monkeypatch.setenv("PRIMUS_HOME", str(home))
+    return home
+
+
+class FakeTaskInstance(SimpleNamespace):
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+class FakeStateStore(dict):
+    """The get/set part of Airflow 3.3's TaskStateStoreAccessor."""
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self[key] = value
+
+
+def make_context(try_number: int = 1, map_index: int = -1, store: FakeStateStore | None = None,
+                 **extra: Any) -> dict[str, Any]:
+    ti = FakeTaskInstance(dag_id="dag", task_id="train", run_id="manual__1", map_index=map_index,
+                          try_number=try_number, xcoms={})
+    context: dict[str, Any] = {"ti": ti, **extra}
+    if store is not None:
+        context["task_state_store"] = store
+    return context

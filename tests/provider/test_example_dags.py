@@ -1,0 +1,59 @@
+"""Example DAGs: import cleanly, and run end to end with `airflow dags test`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import warnings
+from pathlib import Path
+
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+
+from airflow_provider_primus.operators.primus import STATE_KEY
+from primus_runtime.client import PrimusClient
+
+from .conftest import EXAMPLE_DAGS, airflow_env, run_airflow
+
+
+def test_every_example_dag_imports_without_errors_or_warnings():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bag = DagBag(dag_folder=str(EXAMPLE_DAGS), safe_mode=False)
+    assert bag.import_errors == {}
+    assert bag.captured_warnings == {}
+    ours = [w for w in caught if str(EXAMPLE_DAGS) in str(w.filename) or "airflow_provider_primus" in str(w.filename)]
+    assert ours == [], [str(w.message) for w in ours]
+    files = {str(path) for path in EXAMPLE_DAGS.glob("*.py")}
+    assert files and files == {dag.fileloc for dag in bag.dags.values()}  # every file holds a DAG
+    assert "primus_quickstart" in bag.dag_ids
+
+
+@pytest.fixture(scope="module")
+def migrated_airflow_home(tmp_path_factory) -> Path:
+    airflow_home = tmp_path_factory.mktemp("airflow-home")
+    got = run_airflow("db", "migrate", env=airflow_env(airflow_home, airflow_home / "unused"))
+    assert got.returncode == 0, got.stderr[-3000:]
+    return airflow_home
+
+
+def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path):
+    primus_home = tmp_path / "primus-home"
+    got = run_airflow("dags", "test", "primus_quickstart", env=airflow_env(migrated_airflow_home, primus_home),
+                      timeout=180)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    assert "succeeded: ps x2: 2 killed | worker x2: 2 succeeded" in output  # role progress in the task log
+
+    db = sqlite3.connect(migrated_airflow_home / "airflow.db")
+    (run_id, state), = db.execute("SELECT run_id, state FROM dag_run WHERE dag_id = 'primus_quickstart'").fetchall()
+    assert state == "success"
+    xcoms = dict(db.execute("SELECT key, value FROM xcom WHERE dag_id = 'primus_quickstart'").fetchall())
+    # Airflow 3.3's task state store holds the app id for a retry to reattach to.
+    stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart'").fetchall())
+
+    client = PrimusClient(primus_home)
+    (job,) = client.list({"dag_id": "primus_quickstart", "task_id": "train", "run_id": run_id, "map_index": "-1"})
+    assert job["state"] == "succeeded" and job["tags"]["try_number"] == "1"
+    assert json.loads(xcoms["app_id"]) == json.loads(xcoms["return_value"]) == job["app_id"]
+    assert json.loads(stored[STATE_KEY]) == job["app_id"]

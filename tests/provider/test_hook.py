@@ -1,0 +1,82 @@
+"""PrimusHook against real local jobs (a private PRIMUS_HOME per test)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+
+from airflow_provider_primus.hooks.primus import PrimusHook
+from conftest import make_spec, wait_for
+from primus_runtime.backends.local import processes_of_job
+from primus_runtime.spec import JobSpec, SpecError
+
+QUICK = [{"name": "worker", "replicas": 2, "ports": 0,
+          "command": "for i in 1 2 3 4 5; do echo line-$i; done; echo oops >&2"}]
+SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
+
+
+def test_without_a_connection_the_default_id_falls_back_to_the_local_default_home(primus_home):
+    hook = PrimusHook()
+    assert hook.settings == {"backend": "local", "home": None}
+    assert hook.client.cluster.home == primus_home  # $PRIMUS_HOME, read when the client is made
+
+
+def test_an_explicit_connection_id_must_exist():
+    with pytest.raises(AirflowNotFoundException):
+        PrimusHook("no_such_primus").client  # noqa: B018
+
+
+def test_connection_fields_choose_backend_and_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_LOCAL", json.dumps(
+        {"conn_type": "primus", "extra": {"backend": "local", "home": str(tmp_path / "h")}}))
+    assert PrimusHook("primus_local").client.cluster.home == tmp_path / "h"
+
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps({"conn_type": "primus", "extra": {"backend": "yarn"}}))
+    with pytest.raises(AirflowException, match="yarn backend is not available"):
+        PrimusHook("primus_yarn").client  # noqa: B018
+
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_BAD", json.dumps({"conn_type": "primus", "extra": {"backend": "mesos"}}))
+    with pytest.raises(AirflowException, match="backend must be one of"):
+        PrimusHook("primus_bad").client  # noqa: B018
+
+
+def test_submit_status_find_and_logs_of_a_real_job(primus_home, client):
+    spec = JobSpec.from_dict(make_spec(QUICK, tags={"team": "ml", "dag_id": "from-spec"}))
+    hook = PrimusHook()
+    app_id = hook.submit(spec, tags={"dag_id": "d", "map_index": -1})
+    assert spec.tags == {"team": "ml", "dag_id": "from-spec"}  # the caller's model is left alone
+
+    status = wait_for(lambda: (s := hook.status(app_id))["job"]["state"] in ("succeeded", "failed") and s,
+                      what="job end")
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status["job"]["tags"] == {"team": "ml", "dag_id": "d", "map_index": "-1"}  # ours win, as strings
+
+    other = hook.submit(make_spec(QUICK), tags={"dag_id": "other"})
+    assert [j["app_id"] for j in hook.find_jobs({"dag_id": "d"})] == [app_id]
+    assert {j["app_id"] for j in hook.find_jobs()} == {app_id, other}
+    assert hook.find_jobs({"dag_id": "d", "team": "nope"}) == []
+
+    assert hook.tail_logs(app_id, "worker", 1, lines=2) == "line-4\nline-5"
+    assert hook.tail_logs(app_id, "worker", 0, stream="stderr") == "oops"
+    assert app_id in hook.tail_logs(app_id)  # the AM log
+
+
+def test_kill_stops_a_running_job_and_leaves_no_process(primus_home, client):
+    hook = PrimusHook()
+    app_id = hook.submit(make_spec(SLEEPY))
+    wait_for(lambda: hook.status(app_id)["job"]["state"] == "running", what="job running")
+    final = hook.kill(app_id, reason="test says stop")
+    assert final["job"]["state"] == "killed"
+    assert "test says stop" in final["job"]["reason"]
+    assert processes_of_job(app_id) == []
+
+
+def test_invalid_spec_is_a_spec_error_and_starts_nothing(primus_home, client):
+    hook = PrimusHook()
+    with pytest.raises(SpecError, match=r"roles\[0\].replicas"):
+        hook.submit(make_spec([{**SLEEPY[0], "replicas": -1}]))
+    with pytest.raises(SpecError, match="cannot read"):
+        hook.submit(str(primus_home / "missing.yaml"))
+    assert hook.find_jobs() == []

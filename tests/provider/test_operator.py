@@ -1,0 +1,183 @@
+"""PrimusSubmitJobOperator without an Airflow DB: a minimal context, real local jobs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_primus.hooks.primus import PrimusHook
+from airflow_provider_primus.operators.primus import STATE_KEY, PrimusSubmitJobOperator
+from conftest import make_spec, wait_for
+from primus_runtime.backends.local import processes_of_job
+
+from .conftest import FakeStateStore, make_context
+
+SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
+SHORT = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 1.5"}]
+FAILING = [{"name": "worker", "replicas": 1, "ports": 0, "command": "echo broken-input >&2; exit 3",
+            "failover": {"restart": "never"}}]
+TI_TAGS = {"dag_id": "dag", "task_id": "train", "run_id": "manual__1", "map_index": "-1"}
+
+
+def operator(spec, **kwargs) -> PrimusSubmitJobOperator:
+    return PrimusSubmitJobOperator(task_id="train", spec=spec, poll_interval=0.2, **kwargs)
+
+
+def running(hook: PrimusHook, app_id: str) -> bool:
+    return hook.status(app_id)["job"]["state"] == "running"
+
+
+def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
+    store = FakeStateStore()
+    context = make_context(try_number=1, store=store)
+    app_id = operator(make_spec(SHORT)).execute(context)
+    assert context["ti"].xcoms["app_id"] == app_id == store[STATE_KEY]
+    job = client.status(app_id)["job"]
+    assert job["state"] == "succeeded"
+    assert job["tags"] == {**TI_TAGS, "try_number": "1"}
+
+
+def test_retry_reattaches_by_tags_to_the_running_job_without_a_second_submit(primus_home, client):
+    hook = PrimusHook()
+    first = hook.submit(make_spec(SHORT), tags={**TI_TAGS, "try_number": "1"})  # try 1, then the worker died
+    wait_for(lambda: running(hook, first), what="first job running")
+    context = make_context(try_number=2)  # no task_state_store: Airflow < 3.3
+    assert operator(make_spec(SHORT)).execute(context) == first
+    assert context["ti"].xcoms["app_id"] == first
+    assert [j["app_id"] for j in client.list()] == [first]
+    assert client.status(first)["job"]["state"] == "succeeded"  # it waited for the reattached job
+
+
+def test_retry_reattaches_through_the_task_state_store(primus_home, client):
+    hook = PrimusHook()
+    untagged = hook.submit(make_spec(SLEEPY))  # only the store knows it belongs to this task
+    wait_for(lambda: running(hook, untagged), what="job running")
+    store = FakeStateStore({STATE_KEY: untagged})
+    assert operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store)) == untagged
+    assert len(client.list()) == 1
+
+
+def test_a_finished_previous_job_or_another_map_index_is_not_reused(primus_home, client):
+    hook = PrimusHook()
+    done = hook.submit(make_spec(SHORT), tags={**TI_TAGS, "try_number": "1"})
+    wait_for(lambda: hook.status(done)["job"]["state"] == "succeeded", what="first job done")
+    other_index = hook.submit(make_spec(SLEEPY), tags={**TI_TAGS, "map_index": "3", "try_number": "1"})
+    wait_for(lambda: running(hook, other_index), what="other map index running")
+
+    store = FakeStateStore({STATE_KEY: done})
+    new = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store))
+    assert new not in (done, other_index)
+    assert store[STATE_KEY] == new
+    assert client.spec(new).tags["try_number"] == "2"
+
+
+def test_failed_job_raises_retryable_error_with_the_runtime_reason(primus_home, client):
+    with pytest.raises(AirflowException, match=r"failed: .*worker") as info:
+        operator(make_spec(FAILING)).execute(make_context())
+    assert not isinstance(info.value, AirflowFailException)
+
+
+def test_invalid_spec_fails_without_retry_and_submits_nothing(primus_home, client):
+    with pytest.raises(AirflowFailException, match=r"roles\[0\]\.replicas"):
+        operator(make_spec([{**SLEEPY[0], "replicas": 0}])).execute(make_context())
+    assert client.list() == []
+
+
+def test_spec_dict_is_templated():
+    op = operator({"name": "job-{{ ds_nodash }}", "roles": [
+        {"name": "worker", "replicas": "{{ params.replicas }}", "command": "train --date {{ ds }}"}]})
+    op.render_template_fields({"ds": "2026-01-02", "ds_nodash": "20260102", "params": {"replicas": 3}})
+    job = PrimusHook().load_spec(op.spec)
+    assert (job.name, job.roles[0].replicas, job.roles[0].command) == ("job-20260102", 3, "train --date 2026-01-02")
+
+
+@pytest.mark.parametrize("action", ["kill", "keep"])
+def test_on_kill_makes_the_wait_raise_and_kills_or_keeps_the_job(primus_home, client, action):
+    op = operator(make_spec(SLEEPY), on_kill_action=action)
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["result"] = op.execute(make_context())
+        except BaseException as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    hook = PrimusHook()
+    wait_for(lambda: op.app_id and running(hook, op.app_id), what="job running")
+    started = time.monotonic()
+    op.on_kill()
+    assert time.monotonic() - started < op.kill_timeout + 1  # bounded
+    thread.join(10)
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), AirflowException), outcome  # never a silent success
+    if action == "kill":
+        wait_for(lambda: hook.status(op.app_id)["job"]["state"] == "killed", what="job killed")
+        wait_for(lambda: processes_of_job(op.app_id) == [], what="no process left")
+    else:
+        assert running(hook, op.app_id)
+
+
+def test_kill_during_submit_still_kills_the_job(primus_home, client, monkeypatch):
+    op = operator(make_spec(SLEEPY))
+    submit = PrimusHook.submit
+
+    def submit_then_get_killed(self, *args, **kwargs):
+        app_id = submit(self, *args, **kwargs)
+        op.on_kill()  # SIGTERM arrives before execute() knows the app id
+        return app_id
+
+    monkeypatch.setattr(PrimusHook, "submit", submit_then_get_killed)
+    with pytest.raises(AirflowException, match="task was killed"):
+        op.execute(make_context())
+    wait_for(lambda: client.status(op.app_id)["job"]["state"] == "killed", what="job killed")
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="on_kill_action"):
+        operator({}, on_kill_action="cancel")
+    with pytest.raises(ValueError, match="poll_interval"):
+        PrimusSubmitJobOperator(task_id="t", spec={}, poll_interval=0)
+
+
+def test_sigterm_during_the_wait_kills_the_job_and_fails_the_task(primus_home, client, tmp_path):
+    # As Airflow's task runner does: SIGTERM -> on_kill() inside the handler, on the main thread
+    # that is blocked in the wait loop; execute() must then raise, not carry on waiting.
+    script = tmp_path / "task.py"
+    script.write_text(f"""
+import signal, sys, types
+from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
+ti = types.SimpleNamespace(dag_id="dag", task_id="train", run_id="r", map_index=-1, try_number=1,
+                           xcom_push=lambda key, value: None)
+op = PrimusSubmitJobOperator(task_id="train", spec={make_spec(SLEEPY)!r}, poll_interval=30)
+signal.signal(signal.SIGTERM, lambda *_: op.on_kill())
+try:
+    op.execute({{"ti": ti}})
+except Exception as exc:
+    print("RAISED", type(exc).__name__, exc, flush=True)
+    sys.exit(7)
+""")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    hook = PrimusHook()
+    try:
+        def submitted():
+            assert proc.poll() is None, proc.communicate()[0]  # the task died before submitting
+            return (jobs := client.list()) and jobs[0]["app_id"]
+
+        app_id = wait_for(submitted, what="job submitted")
+        wait_for(lambda: running(hook, app_id), what="job running")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)  # well before the 30 s poll interval
+    finally:
+        proc.kill()
+    assert proc.returncode == 7, out
+    assert "RAISED AirflowException task was killed" in out
+    wait_for(lambda: hook.status(app_id)["job"]["state"] == "killed", what="job killed")
