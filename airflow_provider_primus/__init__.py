@@ -1,7 +1,7 @@
 """Apache Airflow provider for Primus jobs.
 
 Registered through the ``apache_airflow_provider`` entry point, so ``airflow providers``
-lists it. Sensors, triggers and extra links arrive with the next parts of the provider.
+lists it. Sensors and extra links arrive with the next parts of the provider.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def get_provider_info() -> dict:
             {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.operators.primus"]}
         ],
         "sensors": [],
-        "triggers": [],
+        "triggers": [
+            {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.triggers.primus"]}
+        ],
         "extra-links": [],
         "connection-types": [
             {

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, PrimusHook, SpecLike
+from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
 from primus_runtime.spec import SpecError
 
@@ -40,6 +43,9 @@ class PrimusSubmitJobOperator(BaseOperator):
         taken from the DAG file's folder.
     :param primus_conn_id: the ``primus`` connection (see ``PrimusHook``).
     :param wait_for_completion: wait for the job to end; otherwise return once it is submitted.
+    :param deferrable: wait in the triggerer (``PrimusJobTrigger``) instead of a worker slot;
+        default ``[operators] default_deferrable``. ``execution_timeout`` still holds: its
+        absolute deadline travels with the trigger.
     :param poll_interval: seconds between status checks while waiting.
     :param on_kill_action: when the task is killed (marked failed, timed out, worker stopped):
         ``"kill"`` stops the job, ``"keep"`` leaves it running so the next try reattaches.
@@ -59,6 +65,7 @@ class PrimusSubmitJobOperator(BaseOperator):
         spec: SpecLike,
         primus_conn_id: str = PrimusHook.default_conn_name,
         wait_for_completion: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
         on_kill_action: str = "kill",
         kill_timeout: float = 3.0,
@@ -72,6 +79,7 @@ class PrimusSubmitJobOperator(BaseOperator):
         self.spec = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
         self.primus_conn_id = primus_conn_id
         self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.on_kill_action = on_kill_action
         self.kill_timeout = kill_timeout
@@ -103,9 +111,39 @@ class PrimusSubmitJobOperator(BaseOperator):
             self.on_kill()
             self._raise_killed(app_id)
 
+        if self.wait_for_completion and self.deferrable:
+            self.defer(
+                trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval,
+                                         deadline=self._deadline(ti), on_kill_action=self.on_kill_action),
+                method_name="execute_complete",
+            )
         if self.wait_for_completion:
             self._wait(app_id)
         return app_id
+
+    def _deadline(self, ti: Any) -> float | None:
+        """execution_timeout as an absolute time, counted from the task's start."""
+        if self.execution_timeout is None:
+            return None
+        started = getattr(ti, "start_date", None)
+        start = started.timestamp() if started is not None else time.time()
+        return start + self.execution_timeout.total_seconds()
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        """Back from the trigger: the app id on success, else the runtime's reason as the error."""
+        app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
+        self.app_id = app_id
+        if status == "success":
+            self.log.info("Primus job %s succeeded: %s", app_id, reason)
+            return app_id
+        if status == "timeout":
+            if self.on_kill_action == "kill":
+                self.hook.kill(app_id, reason="the Airflow task's execution_timeout passed", wait=False)
+            raise AirflowException(f"Primus job {app_id} did not end within the task's execution_timeout"
+                                   f" (job {'killed' if self.on_kill_action == 'kill' else 'left running'})")
+        if status == "failed":
+            self._log_failed_executors(app_id, self.hook.status(app_id))
+        raise AirflowException(f"Primus job {app_id} {event.get('state')}: {reason}")
 
     def _submit(self, tags: dict[str, str]) -> str:
         base_dir = self.dag.folder if self.has_dag() else None

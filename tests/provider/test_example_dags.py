@@ -37,20 +37,30 @@ def migrated_airflow_home(tmp_path_factory) -> Path:
     return airflow_home
 
 
-def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path):
+@pytest.mark.parametrize("deferrable", [False, True], ids=["worker-waits", "deferred"])
+def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferrable):
     primus_home = tmp_path / "primus-home"
-    got = run_airflow("dags", "test", "primus_quickstart", env=airflow_env(migrated_airflow_home, primus_home),
-                      timeout=180)
+    env = airflow_env(migrated_airflow_home, primus_home)
+    # `dags test` runs a deferred task's trigger inline: the trigger's serialization and
+    # execute_complete go through Airflow for real.
+    env["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] = str(deferrable)
+    got = run_airflow("dags", "test", "primus_quickstart", env=env, timeout=180)
     output = got.stdout + got.stderr
     assert got.returncode == 0, output[-5000:]
-    assert "succeeded: ps x2: 2 killed | worker x2: 2 succeeded" in output  # role progress in the task log
+    assert "succeeded: ps x2: 2 killed | worker x2: 2 succeeded" in output  # role progress in the log
 
     db = sqlite3.connect(migrated_airflow_home / "airflow.db")
-    (run_id, state), = db.execute("SELECT run_id, state FROM dag_run WHERE dag_id = 'primus_quickstart'").fetchall()
+    (run_id, state), = db.execute("SELECT run_id, state FROM dag_run WHERE dag_id = 'primus_quickstart' "
+                                  "ORDER BY id DESC LIMIT 1").fetchall()
     assert state == "success"
-    xcoms = dict(db.execute("SELECT key, value FROM xcom WHERE dag_id = 'primus_quickstart'").fetchall())
+    xcoms = dict(db.execute("SELECT key, value FROM xcom WHERE dag_id = 'primus_quickstart' AND run_id = ?",
+                            (run_id,)).fetchall())
     # Airflow 3.3's task state store holds the app id for a retry to reattach to.
-    stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart'").fetchall())
+    stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart' "
+                             "AND run_id = ?", (run_id,)).fetchall())
+    assert ("Pausing task as DEFERRED" in output) == deferrable
+    if deferrable:  # the trigger logged the progress while the task was deferred
+        assert "[airflow_provider_primus.triggers.primus.PrimusJobTrigger]" in output
 
     client = PrimusClient(primus_home)
     (job,) = client.list({"dag_id": "primus_quickstart", "task_id": "train", "run_id": run_id, "map_index": "-1"})
