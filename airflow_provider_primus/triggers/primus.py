@@ -94,5 +94,5 @@ class PrimusJobTrigger(BaseTrigger):
         if self.on_kill_action != "kill":
             return
         self.log.info("Deferred task killed: stopping Primus job %s", self.app_id)
-        await asyncio.to_thread(self._hook().kill, self.app_id, "the deferred Airflow task was killed",
-                                None, False)
+        hook = self._hook()
+        await asyncio.to_thread(lambda: hook.kill(self.app_id, "the deferred Airflow task was killed", wait=False))
