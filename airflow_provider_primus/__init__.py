@@ -1,7 +1,7 @@
 """Apache Airflow provider for Primus jobs.
 
 Registered through the ``apache_airflow_provider`` entry point, so ``airflow providers``
-lists it. Sensors and extra links arrive with the next parts of the provider.
+lists it. The data-progress and partition sensors and extra links arrive next.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def get_provider_info() -> dict:
         "operators": [
             {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.operators.primus"]}
         ],
-        "sensors": [],
+        "sensors": [
+            {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.sensors.primus"]}
+        ],
         "triggers": [
             {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.triggers.primus"]}
         ],

@@ -242,3 +242,47 @@ class PrimusSubmitJobOperator(BaseOperator):
         except Exception:  # noqa: BLE001 - nothing to raise to in a kill thread
             self.log.exception("Could not kill Primus job %s", app_id)
 
+
+
+class PrimusScaleRoleOperator(BaseOperator):
+    """Resize a role of a running Primus job; running executors are told the new membership.
+
+    :param app_id: the job (templated; e.g. ``{{ ti.xcom_pull(task_ids='train', key='app_id') }}``).
+    :param role: the role to resize (templated).
+    :param replicas: its new number of executors (templated).
+    """
+
+    template_fields: Sequence[str] = ("app_id", "role", "replicas", "primus_conn_id")
+
+    def __init__(self, *, app_id: str, role: str, replicas: int | str,
+                 primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app_id, self.role, self.replicas, self.primus_conn_id = app_id, role, replicas, primus_conn_id
+
+    def execute(self, context: Context) -> int:
+        replicas = int(self.replicas)  # a template renders to a string
+        reply = PrimusHook(primus_conn_id=self.primus_conn_id).scale(self.app_id, self.role, replicas)
+        self.log.info("Primus job %s: role %s now has %s replicas", self.app_id, reply["role"], reply["replicas"])
+        return int(reply["replicas"])
+
+
+class PrimusKillJobOperator(BaseOperator):
+    """Stop a Primus job (graceful, then by force) and wait until it has ended.
+
+    :param app_id: the job (templated).
+    :param reason: recorded as the job's outcome reason (templated).
+    """
+
+    template_fields: Sequence[str] = ("app_id", "reason", "primus_conn_id")
+
+    def __init__(self, *, app_id: str, reason: str = "", primus_conn_id: str = PrimusHook.default_conn_name,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app_id, self.reason, self.primus_conn_id = app_id, reason, primus_conn_id
+
+    def execute(self, context: Context) -> str:
+        reason = self.reason or f"killed by Airflow task {self.task_id}"
+        status = PrimusHook(primus_conn_id=self.primus_conn_id).kill(self.app_id, reason=reason)
+        state = status["job"]["state"] if status else "unknown"
+        self.log.info("Primus job %s is %s: %s", self.app_id, state, status["job"].get("reason") if status else "")
+        return state
