@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from .. import protocol
 from ..spec import JobSpec
 from .state import Executor, JobRecord
 
@@ -30,7 +31,7 @@ def trainer_env(spec: JobSpec, record: JobRecord, ex: Executor, am_address: str)
         "PRIMUS_PORT": str(ex.ports[0]) if ex.ports else "",
         "PRIMUS_ROLE_REPLICAS": str(counts[ex.role]),
         "PRIMUS_ROLE_COUNTS": json.dumps(counts, sort_keys=True),
-        "PRIMUS_CLUSTER": record.cluster_json(),
+        protocol.TRAINER_ENV_CLUSTER: record.cluster_json(),
         # Only the GPUs the backend gave this executor; "" hides every GPU.
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in ex.gpus),
     }

@@ -58,9 +58,3 @@ class Trainer:
         code = self.wait(5.0)
         self.signal(signal.SIGKILL)  # whatever the trainer forked and left in its group
         return code if code is not None else 137
-
-    def poll(self) -> int | None:
-        return self.wait(0)
-
-
-
