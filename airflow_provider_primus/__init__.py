@@ -1,12 +1,38 @@
 """Apache Airflow provider for Primus jobs.
 
 Registered through the ``apache_airflow_provider`` entry point, so ``airflow providers``
-lists it. The data-progress and partition sensors and extra links arrive next.
+lists it: ``airflow providers get airflow-provider-primus``.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+
+def _field(label: str, description: str, schema: dict) -> dict:
+    return {"label": label, "description": description, "schema": schema}
+
+
+_TEXT = {"type": ["string", "null"]}
+# Declarative form fields (Airflow >= 3.2), stored as keys of the connection's extra; read by
+# PrimusHook.settings (hooks/primus.py CONNECTION_FIELDS). The connection holds no secret: the
+# job token lives with each job (local: its job directory, mode 0600) and never in Airflow.
+_CONNECTION_FIELDS = {
+    "backend": _field("Backend", "Where jobs run: local (this machine), yarn or kubernetes. Only local is "
+                      "available in this version.",
+                      {"type": "string", "enum": ["local", "yarn", "kubernetes"], "default": "local"}),
+    "home": _field("Local job home", "local: the Primus home holding one directory per job "
+                   "(default $PRIMUS_HOME, else ~/.primus).", _TEXT),
+    "work_preserve_root": _field("Data checkpoint root", "Where the submit operator keeps each task "
+                                 "instance's data checkpoints, so a retry resumes the input where the failed "
+                                 "try stopped (default <home>/work-preserve; an hdfs:// path on YARN).", _TEXT),
+    "yarn_queue": _field("YARN queue", "yarn: the queue jobs are submitted to (a job spec's backend.queue "
+                         "wins).", _TEXT),
+    "kubernetes_conn_id": _field("Kubernetes connection", "kubernetes: the cncf-kubernetes provider's "
+                                 "connection to reach the cluster with.", _TEXT),
+    "namespace": _field("Kubernetes namespace", "kubernetes: namespace of the AM and executor pods.", _TEXT),
+    "image": _field("Runtime image", "kubernetes: the image with Python in which the Primus runtime runs.", _TEXT),
+}
 
 
 def get_provider_info() -> dict:
@@ -30,31 +56,18 @@ def get_provider_info() -> dict:
         "triggers": [
             {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.triggers.primus"]}
         ],
-        "extra-links": [],
+        "extra-links": ["airflow_provider_primus.links.primus.PrimusJobLink"],
         "connection-types": [
             {
                 "connection-type": "primus",
                 "hook-class-name": "airflow_provider_primus.hooks.primus.PrimusHook",
                 "hook-name": "Primus",
                 # Declarative form fields (Airflow >= 3.2); stored as keys of the connection's extra.
-                "conn-fields": {
-                    "backend": {
-                        "label": "Backend",
-                        "description": "Where jobs run. Only 'local' is available in this version.",
-                        "schema": {"type": "string", "enum": ["local", "yarn", "kubernetes"],
-                                   "default": "local"},
-                    },
-                    "home": {
-                        "label": "Local job home",
-                        "description": "local backend: the Primus home holding one directory per job "
-                        "(default $PRIMUS_HOME, else ~/.primus).",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                },
+                "conn-fields": _CONNECTION_FIELDS,
                 "ui-field-behaviour": {
                     "hidden-fields": ["host", "schema", "login", "password", "port", "extra"],
                     "relabeling": {},
-                    "placeholders": {"home": "~/.primus"},
+                    "placeholders": {"home": "~/.primus", "namespace": "default", "yarn_queue": "default"},
                 },
             }
         ],

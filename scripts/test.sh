@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+scripts/install-hdfs-provider.sh
 scripts/install-framework.sh
 .venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags
 .venv/bin/mypy

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections import deque
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from primus_runtime.client import TERMINAL, PrimusClient
+from primus_runtime import protocol
+from primus_runtime.api_client import AMRejected
+from primus_runtime.client import TERMINAL, JobNotFound, PrimusClient
 from primus_runtime.spec import JobSpec, SpecError
 
 BACKENDS = ("local", "yarn", "kubernetes")
+#: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
+CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "kubernetes_conn_id",
+                     "namespace", "image")
 AVAILABLE_BACKENDS = ("local",)
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
 ACTIVE = ("pending", "starting", "running")
@@ -60,7 +69,7 @@ class PrimusHook(BaseHook):
                 raise
             self.log.info("No connection %r: using the local backend with the default Primus home",
                           self.primus_conn_id)
-            return {"backend": "local", "home": None}
+            return dict.fromkeys(CONNECTION_FIELDS) | {"backend": "local"}
         extra = conn.extra_dejson
 
         def field(name: str) -> Any:  # forms may store the legacy prefixed key
@@ -70,7 +79,7 @@ class PrimusHook(BaseHook):
         if backend not in BACKENDS:
             raise AirflowException(f"connection {self.primus_conn_id!r}: backend must be one of "
                                    f"{list(BACKENDS)}, got {backend!r}")
-        return {"backend": backend, "home": field("home")}
+        return {name: field(name) for name in CONNECTION_FIELDS} | {"backend": backend}
 
     @cached_property
     def client(self) -> PrimusClient:
@@ -149,3 +158,134 @@ class PrimusHook(BaseHook):
         if pending:
             tail.append(pending.decode(errors="replace"))
         return "\n".join(tail)
+
+    def job_url(self, app_id: str, wait: float = 10.0) -> str | None:
+        """The job's live status page (served by its AM), or None once the AM is gone.
+
+        ``wait``: seconds to wait for a just-submitted AM to publish its address."""
+        deadline = time.monotonic() + wait
+        while True:
+            endpoint = self.client.cluster.am_endpoint(app_id)
+            if endpoint is not None:
+                return f"http://{endpoint[0]}/"
+            if time.monotonic() > deadline or self.client.status(app_id)["job"]["state"] in FINISHED:
+                return None
+            time.sleep(0.1)
+
+    def work_preserve_root(self) -> Path:
+        """Where the operator keeps data checkpoints of jobs it submits (one directory per task
+        instance): the connection's ``work_preserve_root``, else ``<Primus home>/work-preserve``."""
+        configured = self.settings.get("work_preserve_root")
+        return Path(configured).expanduser() if configured else self.client.cluster.home / "work-preserve"
+
+
+class LogFollower:
+    """Hands out the lines that executors' logs gained since the last call.
+
+    Follows the current incarnation of each executor (``worker-0``): after a restart it starts
+    on the new incarnation's log. At most ``max_lines`` lines per call and executor are returned;
+    the rest is summarized in one line, so a chatty trainer cannot flood the task log.
+    """
+
+    def __init__(self, executors: Iterable[str], streams: tuple[str, ...] = ("stdout", "stderr"),
+                 max_lines: int = 200) -> None:
+        self.executors = list(executors)
+        self.streams = streams
+        self.max_lines = max_lines
+        self._offsets: dict[str, int] = {}  # log path -> bytes already handed out
+        self._partial: dict[str, bytes] = {}  # log path -> an unfinished last line
+
+    def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any]) -> list[str]:
+        if not self.executors:
+            return []
+        by_id = {ex["id"]: ex for ex in status.get("executors", [])}
+        out: list[str] = []
+        for executor_id in self.executors:
+            logs = by_id.get(executor_id, {}).get("logs") or {}
+            for stream in self.streams:
+                if stream in logs:
+                    out.extend(self._read(hook, app_id, executor_id, stream, logs[stream]))
+        return out
+
+    def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
+        try:
+            chunk = hook.client.cluster.read_log(app_id, path, self._offsets.get(path, 0))
+        except OSError:
+            return []  # not written yet
+        self._offsets[path] = self._offsets.get(path, 0) + len(chunk)
+        *complete, self._partial[path] = (self._partial.get(path, b"") + chunk).split(b"\n")
+        lines = [f"[{executor_id} {stream}] {line.decode(errors='replace')}" for line in complete]
+        if len(lines) > self.max_lines:
+            skipped = len(lines) - self.max_lines
+            lines = [f"[{executor_id} {stream}] ... {skipped} lines skipped (primus logs {app_id} "
+                     f"--role {executor_id.rpartition('-')[0]} --index {executor_id.rpartition('-')[2]} "
+                     f"--stream {stream})"] + lines[-self.max_lines:]
+        return lines
+
+
+class PrimusAsyncHook(PrimusHook):
+    """``PrimusHook`` for triggers: status reads and kill requests over asynchronous HTTP.
+
+    Talking to the AM never blocks the triggerer's event loop; the few local file reads
+    (the AM's address, the status a finished job left behind) run in a worker thread.
+    """
+
+    def __init__(self, primus_conn_id: str = PrimusHook.default_conn_name, timeout: float = 10.0) -> None:
+        super().__init__(primus_conn_id=primus_conn_id, timeout=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _client(self) -> PrimusClient:
+        # Reading the connection may touch the metadata DB or a secrets backend: off the loop.
+        if "client" not in self.__dict__:
+            await asyncio.to_thread(lambda: self.client)
+        return self.client
+
+    async def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None
+                   ) -> dict[str, Any] | None:
+        """The AM's JSON answer, or None when no AM serves the job (any more)."""
+        client = await self._client()
+        try:
+            endpoint = await asyncio.to_thread(client.cluster.am_endpoint, app_id)
+        except KeyError:
+            raise JobNotFound(app_id) from None
+        if endpoint is None:
+            return None
+        address, token = endpoint
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        try:
+            async with self._session.request(method, f"http://{address}{protocol.API_PREFIX}{path}", json=body,
+                                             headers={"Authorization": f"Bearer {token}"}) as response:
+                if response.status >= 500:
+                    return None
+                if response.status >= 400:
+                    raise AMRejected(response.status, (await response.text())[:200])
+                return await response.json()
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
+            return None  # the AM just exited: its final status is on disk
+
+    async def astatus(self, app_id: str) -> dict[str, Any]:
+        """Same as ``status``, without blocking the event loop."""
+        reply = await self._api(app_id, "GET", "/status")
+        if reply is not None:
+            return reply
+        client = await self._client()
+        return await asyncio.to_thread(client.status_without_am, app_id)
+
+    async def akill(self, app_id: str, reason: str = "") -> None:
+        """Ask the job's AM to stop the job; force-kill its processes when no AM answers."""
+        self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
+        try:
+            if await self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by Airflow"}) is not None:
+                return
+        except AMRejected as exc:
+            if exc.status == 409:  # already ending
+                return
+            raise
+        client = await self._client()
+        await asyncio.to_thread(client.cluster.force_kill, app_id)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,1 +1,1 @@
-"""Primus links (see the provider issue)."""
+"""Extra links of the Primus operators."""

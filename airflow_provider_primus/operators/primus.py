@@ -13,10 +13,12 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, PrimusHook, SpecLike
+from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
+from airflow_provider_primus.links.primus import PrimusJobLink
+from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
-from primus_runtime.spec import SpecError
+from primus_runtime.spec import JobSpec, SpecError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -28,7 +30,7 @@ STATE_KEY = "primus_app_id"
 TI_TAGS = ("dag_id", "task_id", "run_id", "map_index")
 
 
-class PrimusSubmitJobOperator(BaseOperator):
+class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     """Submit a Primus job and (by default) wait for it to end.
 
     Every job is tagged with the task instance's ``dag_id``, ``task_id``, ``run_id``, ``map_index``
@@ -39,8 +41,9 @@ class PrimusSubmitJobOperator(BaseOperator):
 
     :param spec: the job: a dict, a path to a YAML/JSON spec, or a ``JobSpec``. Templated: strings
         anywhere inside a dict spec (and the path itself) are rendered, e.g. ``"{{ ds }}"`` or
-        ``"{{ params.replicas }}"``. A relative path, and the relative ``files`` of a dict spec, are
-        taken from the DAG file's folder.
+        ``"{{ params.replicas }}"``; input path placeholders (``{{YYYY}}{{MM}}{{DD}}{{HH}}``) are left
+        for the runtime. A relative path, and the relative ``files`` of a dict spec, are taken from
+        the DAG file's folder.
     :param primus_conn_id: the ``primus`` connection (see ``PrimusHook``).
     :param wait_for_completion: wait for the job to end; otherwise return once it is submitted.
     :param deferrable: wait in the triggerer (``PrimusJobTrigger``) instead of a worker slot;
@@ -51,12 +54,22 @@ class PrimusSubmitJobOperator(BaseOperator):
         ``"kill"`` stops the job, ``"keep"`` leaves it running so the next try reattaches.
     :param kill_timeout: at most this many seconds of ``on_kill`` are spent stopping the job; the
         kill request is sent at once and the job's AM finishes the stop on its own.
+    :param follow_logs: executors (e.g. ``["worker-0"]``) whose new stdout/stderr lines are copied
+        into the task log while it waits, deferred or not. Default: executor 0 of the first role the
+        job waits for; ``[]`` copies none.
 
-    Returns (and pushes as XCom ``app_id`` as soon as it is known) the job's application id.
+    Data checkpoints: a job with an ``input`` section and no ``input.work_preserve_dir`` gets one
+    per task instance (under the connection's ``work_preserve_root``), so a retry after a failed
+    try resumes the data where that job stopped instead of reading it again. After a try whose
+    job succeeded (a cleared task), the next job starts the data afresh in a new directory.
+
+    Returns (and pushes as XCom ``app_id`` as soon as it is known) the job's application id. The
+    "Primus job" link (the job's live status page) is pushed as soon as the AM serves it.
     """
 
     template_fields: Sequence[str] = ("spec", "primus_conn_id")
     template_fields_renderers = {"spec": "json"}
+    operator_extra_links = (PrimusJobLink(),)
     ui_color = "#e8f0fe"
 
     def __init__(
@@ -69,6 +82,7 @@ class PrimusSubmitJobOperator(BaseOperator):
         poll_interval: float = 5.0,
         on_kill_action: str = "kill",
         kill_timeout: float = 3.0,
+        follow_logs: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -83,6 +97,7 @@ class PrimusSubmitJobOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.on_kill_action = on_kill_action
         self.kill_timeout = kill_timeout
+        self.follow_logs = None if follow_logs is None else list(follow_logs)
         self.app_id: str | None = None
 
     @cached_property
@@ -102,7 +117,7 @@ class PrimusSubmitJobOperator(BaseOperator):
         if app_id is not None:
             self.log.info("Reattaching to Primus job %s of a previous try (no new job submitted)", app_id)
         else:
-            app_id = self._submit({**ti_tags, "try_number": str(ti.try_number)})
+            app_id = self._submit(ti_tags, str(ti.try_number))
             if store is not None:
                 store.set(STATE_KEY, app_id)
         self.app_id = app_id
@@ -110,11 +125,16 @@ class PrimusSubmitJobOperator(BaseOperator):
         if self._stopping.is_set():  # killed while submitting: on_kill() had no app id to act on
             self.on_kill()
             self._raise_killed(app_id)
+        url = self.hook.job_url(app_id)
+        if url is not None:
+            ti.xcom_push(key=PrimusJobLink.xcom_key, value=url)
+            self.log.info("Primus job %s status page: %s", app_id, url)
 
         if self.wait_for_completion and self.deferrable:
             self.defer(
                 trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval,
-                                         deadline=self._deadline(ti), on_kill_action=self.on_kill_action),
+                                         deadline=self._deadline(ti), follow_logs=self._follow_logs(app_id),
+                                         on_kill_action=self.on_kill_action),
                 method_name="execute_complete",
             )
         if self.wait_for_completion:
@@ -145,12 +165,41 @@ class PrimusSubmitJobOperator(BaseOperator):
             self._log_failed_executors(app_id, self.hook.status(app_id))
         raise AirflowException(f"Primus job {app_id} {event.get('state')}: {reason}")
 
-    def _submit(self, tags: dict[str, str]) -> str:
+    def _submit(self, ti_tags: dict[str, str], try_number: str) -> str:
         base_dir = self.dag.folder if self.has_dag() else None
         try:
-            return self.hook.submit(self.spec, tags=tags, base_dir=base_dir)
+            job = self.hook.load_spec(self.spec, base_dir)
+            if job.input is not None and job.input.work_preserve_dir is None:
+                job = job.model_copy(deep=True)
+                job.input.work_preserve_dir = self._work_preserve_dir(ti_tags, try_number)
+            return self.hook.submit(job, tags={**ti_tags, "try_number": try_number})
         except SpecError as exc:  # retrying cannot fix the spec
             raise AirflowFailException(f"Primus job spec is invalid: {exc}") from None
+
+    def _work_preserve_dir(self, ti_tags: dict[str, str], try_number: str) -> str:
+        """The data checkpoint directory of this task instance's job.
+
+        The previous try's directory while its job did not succeed (the new job resumes its data);
+        a fresh one after a success, so that clearing a finished task trains on the data again."""
+        previous = self.hook.find_jobs(ti_tags)  # newest first
+        if previous and previous[0]["state"] != "succeeded":
+            spec = self.hook.client.spec(previous[0]["app_id"])
+            if spec.input is not None and spec.input.work_preserve_dir:
+                self.log.info("Resuming the data of Primus job %s (%s): %s", previous[0]["app_id"],
+                              previous[0]["state"], spec.input.work_preserve_dir)
+                return spec.input.work_preserve_dir
+        parts = [ti_tags[name].replace("/", "_") for name in ("dag_id", "task_id", "run_id", "map_index")]
+        return str(self.hook.work_preserve_root().joinpath(*parts, f"try-{try_number}"))
+
+    def _follow_logs(self, app_id: str) -> list[str]:
+        if self.follow_logs is not None:
+            return self.follow_logs
+        try:
+            spec: JobSpec = self.hook.client.spec(app_id)
+        except Exception:  # noqa: BLE001 - following logs is a courtesy
+            return []
+        waited = [role.name for role in spec.roles if role.required_successes > 0]
+        return [f"{waited[0]}-0"] if waited else []
 
     def _find_running_job(self, store: Any, ti_tags: dict[str, str]) -> str | None:
         """A still-active job of a previous try of this task instance, if any."""
@@ -174,6 +223,7 @@ class PrimusSubmitJobOperator(BaseOperator):
     def _wait(self, app_id: str) -> None:
         last_line = None
         errors = 0
+        follower = LogFollower(self._follow_logs(app_id))
         while True:
             if self._stopping.is_set():
                 self._raise_killed(app_id)
@@ -188,6 +238,8 @@ class PrimusSubmitJobOperator(BaseOperator):
                     raise
                 self.log.warning("Cannot read the status of Primus job %s (%s); retrying", app_id, exc)
             else:
+                for log_line in follower.new_lines(self.hook, app_id, status):
+                    self.log.info("%s", log_line)
                 job = status["job"]
                 line = f"{job['state']}: {progress_line(status)}"
                 if line != last_line:  # only changes, not one line per poll

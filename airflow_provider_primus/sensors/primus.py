@@ -1,22 +1,96 @@
-"""PrimusRoleSensor: wait until a role of a Primus job reaches a state (poke mode)."""
+"""Sensors: a role reaches a state, the data progress reaches a point, an input partition is ready.
+
+Each works in poke mode and, with ``deferrable=True`` (default ``[operators] default_deferrable``),
+waits in the triggerer. Both modes judge with the same functions (``conditions.py``): a sensor
+checks once before deferring, so a condition already met costs no deferral.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_provider_primus.hooks.primus import FINISHED, PrimusHook
+from airflow_provider_primus.conditions import (
+    EXECUTOR_STATES,
+    Check,
+    data_reached,
+    normalize_partition,
+    role_reached,
+)
+from airflow_provider_primus.hooks.primus import PrimusHook
+from airflow_provider_primus.partitions import PartitionPath, partition_ready
+from airflow_provider_primus.templating import PartitionPlaceholdersMixin
+from airflow_provider_primus.triggers.primus import (
+    PrimusDataProgressTrigger,
+    PrimusPartitionTrigger,
+    PrimusRoleTrigger,
+    PrimusStatusTrigger,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-EXECUTOR_STATES = ("new", "starting", "registered", "running", "succeeded", "failed", "lost", "killed")
+
+class _DeferrableSensor(BaseSensorOperator):
+    """Poke, or check once and then defer to ``make_trigger()``; ``execute_complete`` ends it."""
+
+    def __init__(self, *, deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deferrable = deferrable
+
+    def make_trigger(self, deadline: float) -> Any:
+        raise NotImplementedError
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        if self.poke(context):
+            return None
+        self.defer(trigger=self.make_trigger(time.time() + self.timeout), method_name="execute_complete",
+                   timeout=timedelta(seconds=self.timeout))
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
+        if event["status"] == "success":
+            self.log.info("%s", event.get("reason") or "condition met")
+            return
+        raise AirflowException(event.get("reason") or f"sensor ended with {event['status']}")
 
 
-class PrimusRoleSensor(BaseSensorOperator):
+class _PrimusJobSensor(_DeferrableSensor):
+    """A condition on one job's status."""
+
+    def __init__(self, *, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app_id = app_id
+        self.primus_conn_id = primus_conn_id
+
+    def check(self, status: dict[str, Any]) -> Check:
+        raise NotImplementedError
+
+    def poke(self, context: Context) -> bool:
+        check = self.check(PrimusHook(primus_conn_id=self.primus_conn_id).status(self.app_id))
+        self.log.info("Primus job %s %s", self.app_id, check.line)
+        if check.impossible:
+            raise AirflowException(check.impossible)
+        return check.met
+
+    def _trigger_args(self, deadline: float) -> dict[str, Any]:
+        return {"app_id": self.app_id, "primus_conn_id": self.primus_conn_id,
+                "poll_interval": self.poke_interval, "deadline": deadline}
+
+    def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
+        raise NotImplementedError
+
+
+class PrimusRoleSensor(_PrimusJobSensor):
     """True once at least ``count`` executors of ``role`` are in ``state``, e.g. the workers all
     running, or the evaluator succeeded. Fails at once if the job ends without getting there.
 
@@ -24,36 +98,95 @@ class PrimusRoleSensor(BaseSensorOperator):
     :param role: the role to watch (templated).
     :param state: an executor state (``running``, ``succeeded``, ...).
     :param count: how many executors must be in it; default: all of the role's replicas.
+    :param deferrable: wait in the triggerer (``PrimusRoleTrigger``).
     """
 
     template_fields: Sequence[str] = ("app_id", "role", "primus_conn_id")
 
     def __init__(self, *, app_id: str, role: str, state: str = "running", count: int | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(app_id=app_id, primus_conn_id=primus_conn_id, **kwargs)
         if state not in EXECUTOR_STATES:
             raise ValueError(f"state must be one of {list(EXECUTOR_STATES)}, got {state!r}")
         if count is not None and count < 0:
             raise ValueError(f"count must be >= 0, got {count}")
-        self.app_id, self.role, self.state, self.count = app_id, role, state, count
-        self.primus_conn_id = primus_conn_id
+        self.role, self.state, self.count = role, state, count
+
+    def check(self, status: dict[str, Any]) -> Check:
+        return role_reached(status, self.role, self.state, self.count)
+
+    def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
+        return PrimusRoleTrigger(role=self.role, state=self.state, count=self.count, **self._trigger_args(deadline))
+
+
+class PrimusDataProgressSensor(_PrimusJobSensor):
+    """True once the job has consumed enough of its input: a fraction of it, and/or every
+    partition up to ``partition`` (its watermark passed it). Fails if the job ends first.
+
+    :param app_id: the job (templated).
+    :param min_progress: fraction of the input (0..1, by bytes of the tasks scanned so far).
+    :param partition: a time partition (templated), e.g. ``"{{ ds }}"``, ``2026-12-01T05``.
+    :param deferrable: wait in the triggerer (``PrimusDataProgressTrigger``).
+    """
+
+    template_fields: Sequence[str] = ("app_id", "partition", "primus_conn_id")
+
+    def __init__(self, *, app_id: str, min_progress: float | None = None, partition: str | None = None,
+                 primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(app_id=app_id, primus_conn_id=primus_conn_id, **kwargs)
+        if min_progress is None and partition is None:
+            raise ValueError("give min_progress (0..1), partition (e.g. '{{ ds }}'), or both")
+        if min_progress is not None and not 0 <= min_progress <= 1:
+            raise ValueError(f"min_progress must be between 0 and 1, got {min_progress!r}")
+        self.min_progress, self.partition = min_progress, partition
+
+    def _partition(self) -> str | None:
+        return None if self.partition is None else normalize_partition(self.partition)
+
+    def check(self, status: dict[str, Any]) -> Check:
+        return data_reached(status, self.min_progress, self._partition())
+
+    def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
+        return PrimusDataProgressTrigger(min_progress=self.min_progress, partition=self._partition(),
+                                         **self._trigger_args(deadline))
+
+
+class PrimusPartitionSensor(PartitionPlaceholdersMixin, _DeferrableSensor):
+    """True once a time partition of an input path is complete: its success marker exists.
+
+    The path uses the job spec's placeholders, e.g. ``/data/clicks/{{YYYY}}{{MM}}{{DD}}`` with
+    ``partition="{{ ds }}"``. On HDFS (an ``hdfs://`` or ``webhdfs://`` path, or any path when
+    ``webhdfs_conn_id`` is given) it asks the NameNode through the hdfs provider's
+    ``WebHDFSHook``; otherwise it looks on this machine's filesystem. Unlike the hdfs provider's
+    own sensors it can wait in the triggerer.
+
+    :param path: partition path template (templated; Airflow's ``{{ ds }}`` works too).
+    :param partition: the partition's time (templated), e.g. ``"{{ ds }}"`` or ``"{{ ts }}"``.
+    :param success_marker: file that marks the partition complete; ``None``: the directory itself.
+    :param webhdfs_conn_id: a ``webhdfs`` connection (apache-airflow-providers-apache-hdfs).
+    :param deferrable: wait in the triggerer (``PrimusPartitionTrigger``).
+    """
+
+    template_fields: Sequence[str] = ("path", "partition", "success_marker")
+
+    def __init__(self, *, path: str, partition: str | dt.date, success_marker: str | None = "_SUCCESS",
+                 webhdfs_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.path, self.partition = path, partition
+        self.success_marker, self.webhdfs_conn_id = success_marker, webhdfs_conn_id
+
+    def _target(self) -> PartitionPath:
+        return PartitionPath.of(self.path, normalize_partition(self.partition), self.success_marker,
+                                self.webhdfs_conn_id)
 
     def poke(self, context: Context) -> bool:
-        status = PrimusHook(primus_conn_id=self.primus_conn_id).status(self.app_id)
-        roles = {role["name"]: role for role in status.get("roles", [])}
-        job = status["job"]
-        if self.role not in roles:
-            if job["state"] in FINISHED:
-                raise AirflowException(f"Primus job {self.app_id} {job['state']} before role {self.role} "
-                                       f"appeared: {job.get('reason') or 'no reason'}")
-            return False  # the AM is still starting
-        role = roles[self.role]
-        wanted = role["replicas"] if self.count is None else self.count
-        have = role["states"].get(self.state, 0)
-        self.log.info("Primus job %s role %s: %d of %d %s", self.app_id, self.role, have, wanted, self.state)
-        if have >= wanted:
-            return True
-        if job["state"] in FINISHED:
-            raise AirflowException(f"Primus job {self.app_id} {job['state']} with role {self.role} at {have} of "
-                                   f"{wanted} {self.state}: {job.get('reason') or 'no reason'}")
-        return False
+        target = self._target()
+        ready = partition_ready(target)
+        self.log.info("Partition %s: %s", target.describe(), "ready" if ready else "not ready yet")
+        return ready
+
+    def make_trigger(self, deadline: float) -> PrimusPartitionTrigger:
+        target = self._target()
+        return PrimusPartitionTrigger(path=target.marker_path, webhdfs_conn_id=target.webhdfs_conn_id,
+                                      poll_interval=self.poke_interval, deadline=deadline)
+

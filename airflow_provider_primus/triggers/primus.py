@@ -1,4 +1,11 @@
-"""PrimusJobTrigger: waits in the triggerer for a Primus job to end."""
+"""Triggers that wait in the triggerer: for a job to end, a role to reach a state, data progress.
+
+They share one polling loop (``PrimusStatusTrigger.run``): read the job's status over async HTTP,
+log progress when it changes (and new lines of the followed executors' logs), and fire once the
+condition holds, the job ended without meeting it, the deadline passed, or the status stayed
+unreadable. ``serialize()`` carries every argument, so a trigger moved to another triggerer
+resumes unchanged; ``cleanup()`` (every exit, a triggerer restart too) never touches the job.
+"""
 
 from __future__ import annotations
 
@@ -9,37 +16,38 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_primus.hooks.primus import FINISHED, PrimusHook
-from primus_runtime.client import JobNotFound, progress_line
+from airflow_provider_primus.conditions import Check, data_reached, job_finished, role_reached
+from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
+from airflow_provider_primus.partitions import path_exists
+from primus_runtime.client import JobNotFound
 
 #: Status reads that may fail in a row (AM restarting, a loaded machine) before the trigger gives up.
 MAX_READ_ERRORS = 5
 
 
-class PrimusJobTrigger(BaseTrigger):
-    """Fires once the job ends, the deadline passes, or its status cannot be read.
+class PrimusStatusTrigger(BaseTrigger):
+    """The polling loop; subclasses say what they wait for (``check``) and what they carry.
 
     Event payload: ``{"status": "success" | "failed" | "timeout" | "error", "app_id", "state",
-    "reason"}``. Role progress is logged whenever it changes, so the task log shows it while the
-    task is deferred.
+    "reason"}``, ``state`` being the job's state when the event fired.
 
     :param app_id: the job to watch.
     :param primus_conn_id: the ``primus`` connection it was submitted through.
     :param poll_interval: seconds between status reads.
     :param deadline: absolute time (epoch seconds) after which a ``timeout`` event fires; Airflow
         does not apply ``execution_timeout`` to a deferred task, the operator passes it here.
-    :param on_kill_action: ``"kill"`` stops the job when a user marks the deferred task failed or
-        success, or clears it (Airflow >= 3.3 calls ``on_kill``); ``"keep"`` leaves it.
+    :param follow_logs: executors (``worker-0``) whose new stdout/stderr lines go to the task log.
     """
 
     def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
-                 poll_interval: float = 5.0, deadline: float | None = None, on_kill_action: str = "kill"):
+                 poll_interval: float = 5.0, deadline: float | None = None,
+                 follow_logs: list[str] | tuple[str, ...] = ()) -> None:
         super().__init__()
         self.app_id = app_id
         self.primus_conn_id = primus_conn_id
         self.poll_interval = poll_interval
         self.deadline = deadline
-        self.on_kill_action = on_kill_action
+        self.follow_logs = list(follow_logs)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -47,52 +55,171 @@ class PrimusJobTrigger(BaseTrigger):
             "primus_conn_id": self.primus_conn_id,
             "poll_interval": self.poll_interval,
             "deadline": self.deadline,
-            "on_kill_action": self.on_kill_action,
+            "follow_logs": list(self.follow_logs),
+            **self._condition(),
         }
 
-    def _hook(self) -> PrimusHook:
-        return PrimusHook(primus_conn_id=self.primus_conn_id)
+    def _condition(self) -> dict[str, Any]:
+        """The subclass's own arguments, for ``serialize``."""
+        return {}
+
+    def check(self, status: dict[str, Any]) -> Check:
+        raise NotImplementedError
+
+    def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
+        job = status["job"]
+        return self._event("success", job["state"], check.line)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = self._hook()
+        hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
+        follower = LogFollower(self.follow_logs)
         last_line, errors = None, 0
-        while True:
-            if self.deadline is not None and time.time() > self.deadline:
-                yield self._event("timeout", "running", "the task's execution_timeout passed")
-                return
-            try:
-                # The client is synchronous (file reads, one HTTP request): keep it off the loop.
-                status = await asyncio.to_thread(hook.status, self.app_id)
-                errors = 0
-            except JobNotFound:
-                yield self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
-                return
-            except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
-                errors += 1
-                if errors >= MAX_READ_ERRORS:
-                    yield self._event("error", "unknown", f"cannot read the job's status: {exc}")
+        try:
+            while True:
+                if self.deadline is not None and time.time() > self.deadline:
+                    yield self._event("timeout", "unknown", "the deadline (the task's timeout) passed")
                     return
-                self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
-            else:
-                job = status["job"]
-                line = f"{job['state']}: {progress_line(status)}"
-                if line != last_line:
-                    self.log.info("Primus job %s %s", self.app_id, line)
-                    last_line = line
-                if job["state"] in FINISHED:
-                    outcome = "success" if job["state"] == "succeeded" else "failed"
-                    yield self._event(outcome, job["state"], job.get("reason") or "")
+                try:
+                    status = await hook.astatus(self.app_id)
+                    errors = 0
+                except JobNotFound:
+                    yield self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
                     return
-            await asyncio.sleep(self.poll_interval * (2 ** min(errors, 4)) if errors else self.poll_interval)
+                except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
+                    errors += 1
+                    if errors >= MAX_READ_ERRORS:
+                        yield self._event("error", "unknown", f"cannot read the job's status: {exc}")
+                        return
+                    self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
+                else:
+                    for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
+                        self.log.info("%s", line)
+                    check = self.check(status)
+                    if check.line != last_line:
+                        self.log.info("Primus job %s %s", self.app_id, check.line)
+                        last_line = check.line
+                    if check.met:
+                        yield self.success_event(status, check)
+                        return
+                    if check.impossible:
+                        yield self._event("failed", status["job"]["state"], check.impossible)
+                        return
+                await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
+        finally:
+            await hook.aclose()
 
     def _event(self, status: str, state: str, reason: str) -> TriggerEvent:
         return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason})
 
+
+class PrimusJobTrigger(PrimusStatusTrigger):
+    """Fires once the job ends: ``success`` if it succeeded, else ``failed`` with the runtime's reason.
+
+    :param on_kill_action: ``"kill"`` stops the job when a user marks the deferred task failed or
+        success, or clears it (Airflow >= 3.3 calls ``on_kill``); ``"keep"`` leaves it.
+    """
+
+    def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
+                 poll_interval: float = 5.0, deadline: float | None = None,
+                 follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill") -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
+        self.on_kill_action = on_kill_action
+
+    def _condition(self) -> dict[str, Any]:
+        return {"on_kill_action": self.on_kill_action}
+
+    def check(self, status: dict[str, Any]) -> Check:
+        found = job_finished(status)
+        job = status["job"]
+        if found.met and job["state"] != "succeeded":
+            return Check(False, found.line, job.get("reason") or "no reason given")
+        return found
+
+    def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
+        return self._event("success", "succeeded", status["job"].get("reason") or "")
+
     async def on_kill(self) -> None:
-        # Only on a user's action on the deferred task; cleanup() (every exit, also a triggerer
-        # restart) deliberately leaves the job alone.
+        # Only on a user's action on the deferred task (Airflow >= 3.3); cleanup() deliberately
+        # leaves the job alone.
         if self.on_kill_action != "kill":
             return
-        self.log.info("Deferred task killed: stopping Primus job %s", self.app_id)
-        hook = self._hook()
-        await asyncio.to_thread(lambda: hook.kill(self.app_id, "the deferred Airflow task was killed", wait=False))
+        hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
+        try:
+            await hook.akill(self.app_id, "the deferred Airflow task was killed")
+        finally:
+            await hook.aclose()
+
+
+class PrimusRoleTrigger(PrimusStatusTrigger):
+    """Fires ``success`` once ``count`` executors of ``role`` are in ``state`` (default: all its
+    replicas), ``failed`` if the job ends first."""
+
+    def __init__(self, app_id: str, role: str, state: str = "running", count: int | None = None,
+                 primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
+                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
+        self.role, self.state, self.count = role, state, count
+
+    def _condition(self) -> dict[str, Any]:
+        return {"role": self.role, "state": self.state, "count": self.count}
+
+    def check(self, status: dict[str, Any]) -> Check:
+        return role_reached(status, self.role, self.state, self.count)
+
+
+class PrimusDataProgressTrigger(PrimusStatusTrigger):
+    """Fires ``success`` once the job's data progress reaches ``min_progress`` (0..1) and/or its
+    watermark passed ``partition`` (``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``); ``failed`` if the job
+    ends first."""
+
+    def __init__(self, app_id: str, min_progress: float | None = None, partition: str | None = None,
+                 primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
+                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
+        self.min_progress, self.partition = min_progress, partition
+
+    def _condition(self) -> dict[str, Any]:
+        return {"min_progress": self.min_progress, "partition": self.partition}
+
+    def check(self, status: dict[str, Any]) -> Check:
+        return data_reached(status, self.min_progress, self.partition)
+
+
+class PrimusPartitionTrigger(BaseTrigger):
+    """Fires ``success`` once ``path`` exists (a partition's success marker), locally or, with
+    ``webhdfs_conn_id``, on HDFS through ``WebHDFSHook``; ``timeout`` after ``deadline``.
+    A failing check (NameNode unreachable) is retried with backoff, then reported as ``error``."""
+
+    def __init__(self, path: str, webhdfs_conn_id: str | None = None, poll_interval: float = 60.0,
+                 deadline: float | None = None) -> None:
+        super().__init__()
+        self.path, self.webhdfs_conn_id = path, webhdfs_conn_id
+        self.poll_interval, self.deadline = poll_interval, deadline
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", {
+            "path": self.path, "webhdfs_conn_id": self.webhdfs_conn_id,
+            "poll_interval": self.poll_interval, "deadline": self.deadline,
+        }
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        errors = 0
+        while True:
+            if self.deadline is not None and time.time() > self.deadline:
+                yield TriggerEvent({"status": "timeout", "reason": f"{self.path} did not appear in time"})
+                return
+            try:
+                found = await asyncio.to_thread(path_exists, self.path, self.webhdfs_conn_id)
+                errors = 0
+            except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
+                errors += 1
+                if errors >= MAX_READ_ERRORS:
+                    yield TriggerEvent({"status": "error", "reason": f"cannot check {self.path}: {exc}"})
+                    return
+                self.log.warning("Cannot check %s (%s); retrying", self.path, exc)
+            else:
+                if found:
+                    yield TriggerEvent({"status": "success", "reason": f"{self.path} exists"})
+                    return
+                self.log.info("Waiting for %s", self.path)
+            await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))

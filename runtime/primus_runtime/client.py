@@ -65,6 +65,11 @@ class PrimusClient:
         reply = self._api(app_id, "GET", "/status")
         if reply is not None:
             return reply
+        return self.status_without_am(app_id)
+
+    def status_without_am(self, app_id: str) -> dict[str, Any]:
+        """The status when the AM does not answer: its final status, ``pending`` while a just-submitted
+        AM starts, else ``lost`` with the last snapshot it wrote. (The async hook reuses this.)"""
         final = self._known(app_id).final_status(app_id)
         if final is not None:
             return final

@@ -19,8 +19,9 @@ SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 
 def test_without_a_connection_the_default_id_falls_back_to_the_local_default_home(primus_home):
     hook = PrimusHook()
-    assert hook.settings == {"backend": "local", "home": None}
+    assert hook.settings["backend"] == "local" and hook.settings["home"] is None
     assert hook.client.cluster.home == primus_home  # $PRIMUS_HOME, read when the client is made
+    assert hook.work_preserve_root() == primus_home / "work-preserve"
 
 
 def test_an_explicit_connection_id_must_exist():
@@ -30,8 +31,10 @@ def test_an_explicit_connection_id_must_exist():
 
 def test_connection_fields_choose_backend_and_home(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_LOCAL", json.dumps(
-        {"conn_type": "primus", "extra": {"backend": "local", "home": str(tmp_path / "h")}}))
+        {"conn_type": "primus", "extra": {"backend": "local", "home": str(tmp_path / "h"),
+                                          "work_preserve_root": str(tmp_path / "wp")}}))
     assert PrimusHook("primus_local").client.cluster.home == tmp_path / "h"
+    assert PrimusHook("primus_local").work_preserve_root() == tmp_path / "wp"
 
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps({"conn_type": "primus", "extra": {"backend": "yarn"}}))
     with pytest.raises(AirflowException, match="yarn backend is not available"):

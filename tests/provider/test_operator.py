@@ -7,11 +7,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.hooks.primus import PrimusHook
+from airflow_provider_primus.links.primus import PrimusJobLink
 from airflow_provider_primus.operators.primus import STATE_KEY, PrimusSubmitJobOperator
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local import processes_of_job
@@ -41,6 +43,26 @@ def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
     job = client.status(app_id)["job"]
     assert job["state"] == "succeeded"
     assert job["tags"] == {**TI_TAGS, "try_number": "1"}
+    # the "Primus job" link: the AM's status page, pushed while the job ran
+    assert context["ti"].xcoms[PrimusJobLink.xcom_key].startswith("http://127.0.0.1:")
+
+
+def test_the_pushed_link_opens_the_live_status_page(primus_home, client):
+    context = make_context()
+    op = operator(make_spec(SLEEPY), wait_for_completion=False)
+    app_id = op.execute(context)
+    with urllib.request.urlopen(context["ti"].xcoms[PrimusJobLink.xcom_key], timeout=10) as page:
+        assert f"({app_id})" in page.read().decode()
+    client.kill(app_id)
+
+
+def test_waiting_copies_the_first_waited_roles_log_into_the_task_log(primus_home, client, capsys):
+    spec = make_spec([{"name": "ps", "command": "echo ps-says-hi; sleep 60", "ports": 0},
+                      {"name": "worker", "ports": 0, "command": "echo epoch-1; sleep 0.3; echo epoch-2"}])
+    operator(spec).execute(make_context())
+    out = capsys.readouterr().out
+    assert "[worker-0 stdout] epoch-1" in out and "[worker-0 stdout] epoch-2" in out
+    assert "ps-says-hi" not in out  # ps is not waited on: not followed by default
 
 
 def test_retry_reattaches_by_tags_to_the_running_job_without_a_second_submit(primus_home, client):

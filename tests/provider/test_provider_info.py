@@ -11,6 +11,8 @@ import jsonschema
 from airflow.providers_manager import ProvidersManager
 
 from airflow_provider_primus import __version__, get_provider_info
+from airflow_provider_primus.hooks.primus import CONNECTION_FIELDS
+from airflow_provider_primus.links.primus import PrimusJobLink
 
 from .conftest import run_airflow
 
@@ -22,7 +24,7 @@ def test_provider_info_shape_is_valid_for_airflow():
     jsonschema.validate(info, schema)
     assert info["package-name"] == "airflow-provider-primus"
     assert info["versions"] == [__version__]
-    for kind in ("hooks", "operators"):
+    for kind in ("hooks", "operators", "sensors", "triggers"):
         for module in info[kind][0]["python-modules"]:
             __import__(module)
     (conn,) = info["connection-types"]
@@ -33,7 +35,21 @@ def test_provider_info_shape_is_valid_for_airflow():
     fields = conn["conn-fields"]
     assert fields["backend"]["schema"]["enum"] == ["local", "yarn", "kubernetes"]
     assert fields["backend"]["schema"]["default"] == "local"
-    assert "home" in fields
+    # The form declares exactly the fields the hook reads from the connection.
+    assert set(fields) == set(CONNECTION_FIELDS)
+    (link,) = info["extra-links"]
+    module, _, name = link.rpartition(".")
+    assert getattr(import_module(module), name) is PrimusJobLink
+
+
+def test_airflow_cli_lists_triggers_and_the_job_link():
+    triggers = run_airflow("providers", "triggers", "-o", "json")
+    assert triggers.returncode == 0, triggers.stderr
+    ours = {t["class"] for t in json.loads(triggers.stdout) if t["package_name"] == "airflow-provider-primus"}
+    assert ours == {"airflow_provider_primus.triggers.primus"}
+    links = run_airflow("providers", "links", "-o", "json")
+    assert links.returncode == 0, links.stderr
+    assert "airflow_provider_primus.links.primus.PrimusJobLink" in links.stdout
 
 
 def test_airflow_cli_lists_provider_and_hook():

@@ -1,13 +1,16 @@
-"""PrimusRoleSensor, PrimusScaleRoleOperator and PrimusKillJobOperator against real local jobs."""
+"""The sensors (poke and deferrable), PrimusScaleRoleOperator and PrimusKillJobOperator, on real local jobs."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import PrimusKillJobOperator, PrimusScaleRoleOperator
-from airflow_provider_primus.sensors.primus import PrimusRoleSensor
+from airflow_provider_primus.sensors.primus import PrimusDataProgressSensor, PrimusPartitionSensor, PrimusRoleSensor
+from airflow_provider_primus.triggers.primus import PrimusPartitionTrigger, PrimusRoleTrigger
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local import processes_of_job
 
@@ -41,7 +44,7 @@ def test_role_sensor_fails_fast_when_the_job_fails(primus_home, client):
     app_id = PrimusHook().submit(make_spec([{"name": "worker", "command": "exit 3",
                                              "failover": {"restart": "never"}}]))
     wait_for(lambda: client.status(app_id)["job"]["state"] == "failed", what="job failed")
-    with pytest.raises(AirflowException, match="failed with role worker at 0 of 1 running"):
+    with pytest.raises(AirflowException, match="failed: .*; role worker stopped at 0 of 1 running"):
         sensor(app_id).poke(make_context())
 
 
@@ -59,3 +62,61 @@ def test_scale_then_kill_operators(primus_home, client):
     assert PrimusKillJobOperator(task_id="kill", app_id=app_id).execute(make_context()) == "killed"
     assert "killed by Airflow task kill" in client.status(app_id)["job"]["reason"]
     assert processes_of_job(app_id) == []
+
+
+def test_deferrable_role_sensor_defers_only_while_the_condition_is_unmet(primus_home, client):
+    app_id = PrimusHook().submit(make_spec(SLEEPY))
+    waiting = sensor(app_id, deferrable=True, poke_interval=0.5, timeout=600)
+    before = time.time()
+    with pytest.raises(TaskDeferred) as info:
+        waiting.execute(make_context())
+    trigger = info.value.trigger
+    assert isinstance(trigger, PrimusRoleTrigger) and info.value.method_name == "execute_complete"
+    assert (trigger.app_id, trigger.role, trigger.state, trigger.poll_interval) == (app_id, "worker", "running", 0.5)
+    assert before + 600 <= trigger.deadline <= time.time() + 600
+    wait_for(lambda: sensor(app_id).poke(make_context()), what="2 running")
+    assert sensor(app_id, deferrable=True).execute(make_context()) is None  # met: no deferral
+    with pytest.raises(AirflowException, match="role worker stopped"):
+        waiting.execute_complete(make_context(), {"status": "failed", "reason": "role worker stopped at 0"})
+    client.kill(app_id)
+
+
+def test_data_progress_sensor_arguments_and_jobs_without_input(primus_home, client):
+    with pytest.raises(ValueError, match="give min_progress"):
+        PrimusDataProgressSensor(task_id="d", app_id="a")
+    with pytest.raises(ValueError, match="between 0 and 1, got 50"):
+        PrimusDataProgressSensor(task_id="d", app_id="a", min_progress=50)
+    app_id = PrimusHook().submit(make_spec(SLEEPY))
+    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    data_sensor = PrimusDataProgressSensor(task_id="d", app_id=app_id, partition="20261201", deferrable=True)
+    with pytest.raises(AirflowException, match="has no input section"):
+        data_sensor.execute(make_context())
+    client.kill(app_id)
+
+
+def test_partition_sensor_renders_both_template_kinds_and_waits_for_the_marker(tmp_path):
+    partition_sensor = PrimusPartitionSensor(task_id="p", path=str(tmp_path) + "/{{YYYY}}{{MM}}{{DD}}",
+                                             partition="{{ ds }}", deferrable=True, poke_interval=2)
+    partition_sensor.render_template_fields({"ds": "2026-12-01"})
+    assert partition_sensor.path == str(tmp_path) + "/{{YYYY}}{{MM}}{{DD}}"
+    with pytest.raises(TaskDeferred) as info:
+        partition_sensor.execute(make_context())
+    trigger = info.value.trigger
+    assert isinstance(trigger, PrimusPartitionTrigger)
+    assert (trigger.path, trigger.webhdfs_conn_id) == (str(tmp_path / "20261201" / "_SUCCESS"), None)
+    (tmp_path / "20261201").mkdir()
+    assert partition_sensor.poke(make_context()) is False  # the directory alone is not enough
+    (tmp_path / "20261201" / "_SUCCESS").touch()
+    assert partition_sensor.poke(make_context()) is True
+
+
+def test_partition_sensor_asks_webhdfs_for_hdfs_paths(monkeypatch):
+    from airflow.providers.apache.hdfs.hooks import webhdfs
+
+    asked = []
+    monkeypatch.setattr(webhdfs.WebHDFSHook, "check_for_path",
+                        lambda self, path: asked.append((self.webhdfs_conn_id, path)) or True)
+    hdfs_sensor = PrimusPartitionSensor(task_id="p", path="hdfs://nn:8020/logs/{{YYYY}}/{{MM}}/{{DD}}",
+                                        partition="2026-12-01")
+    assert hdfs_sensor.poke(make_context()) is True
+    assert asked == [("webhdfs_default", "/logs/2026/12/01/_SUCCESS")]

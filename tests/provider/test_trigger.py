@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import re
 import time
 from datetime import timedelta
 from importlib import import_module
@@ -12,7 +14,12 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
-from airflow_provider_primus.triggers.primus import PrimusJobTrigger
+from airflow_provider_primus.triggers.primus import (
+    PrimusDataProgressTrigger,
+    PrimusJobTrigger,
+    PrimusPartitionTrigger,
+    PrimusRoleTrigger,
+)
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local import processes_of_job
 
@@ -32,14 +39,23 @@ def first_event(trigger: PrimusJobTrigger, timeout: float = 60) -> dict:
     return asyncio.run(asyncio.wait_for(take(), timeout))
 
 
-def test_serialize_round_trips_every_argument():
-    trigger = PrimusJobTrigger("primus-1", "my_conn", poll_interval=2.5, deadline=123.0, on_kill_action="keep")
+@pytest.mark.parametrize("trigger", [
+    PrimusJobTrigger("primus-1", "my_conn", poll_interval=2.5, deadline=123.0, follow_logs=["worker-0"],
+                     on_kill_action="keep"),
+    PrimusRoleTrigger("primus-1", role="evaluator", state="succeeded", count=1, primus_conn_id="c",
+                      poll_interval=1.0, deadline=5.0, follow_logs=["evaluator-0"]),
+    PrimusDataProgressTrigger("primus-1", min_progress=0.5, partition="2026-12-01", primus_conn_id="c"),
+    PrimusPartitionTrigger("/data/20261201/_SUCCESS", webhdfs_conn_id="webhdfs_default", poll_interval=3.0,
+                           deadline=9.0),
+], ids=lambda t: type(t).__name__)
+def test_serialize_carries_every_argument(trigger):
     path, kwargs = trigger.serialize()
     module, _, name = path.rpartition(".")
     again = getattr(import_module(module), name)(**kwargs)
     assert again.serialize() == (path, kwargs)
-    assert kwargs == {"app_id": "primus-1", "primus_conn_id": "my_conn", "poll_interval": 2.5,
-                      "deadline": 123.0, "on_kill_action": "keep"}
+    # every constructor argument is in the serialized state, none is left to its default
+    params = set(inspect.signature(type(trigger).__init__).parameters) - {"self"}
+    assert set(kwargs) == params
 
 
 def test_fires_success_when_the_job_succeeds(primus_home):
@@ -105,3 +121,45 @@ def test_execute_complete_maps_events_to_outcomes(primus_home, client):
     with pytest.raises(AirflowException, match="execution_timeout"):
         op.execute_complete({}, {"status": "timeout", "app_id": slow, "state": "running"})
     wait_for(lambda: client.status(slow)["job"]["state"] == "killed", what="timed-out job killed")
+
+
+def test_role_trigger_fires_once_the_role_runs_and_fails_when_the_job_ends_first(primus_home, client):
+    app_id = PrimusHook().submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    event = first_event(PrimusRoleTrigger(app_id, role="worker", state="running", poll_interval=0.2))
+    assert event["status"] == "success" and "2 of 2 running" in event["reason"]
+    client.kill(app_id)
+    event = first_event(PrimusRoleTrigger(app_id, role="worker", state="succeeded", poll_interval=0.2))
+    assert event["status"] == "failed" and event["state"] == "killed"
+    assert "role worker stopped at 0 of 2 succeeded" in event["reason"]
+
+
+def test_data_trigger_fails_for_a_job_without_input(primus_home, client):
+    app_id = PrimusHook().submit(make_spec(QUICK))
+    event = first_event(PrimusDataProgressTrigger(app_id, min_progress=0.5, poll_interval=0.2))
+    assert event["status"] == "failed" and "has no input section" in event["reason"]
+
+
+def test_job_trigger_copies_new_log_lines_of_followed_executors(primus_home, client, capsys):
+    spec = make_spec([{"name": "worker", "command": "for i in 1 2 3; do echo step-$i; sleep 0.2; done"}])
+    app_id = PrimusHook().submit(spec)
+    event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"]))
+    assert event["status"] == "success"
+    copied = re.findall(r"\[worker-0 stdout\] (\S+)", capsys.readouterr().out)  # Airflow logs to stdout
+    assert copied == ["step-1", "step-2", "step-3"]  # each line once, in order
+
+
+def test_partition_trigger_fires_when_the_marker_appears(tmp_path):
+    marker = tmp_path / "20261201" / "_SUCCESS"
+
+    async def scenario() -> dict:
+        trigger = PrimusPartitionTrigger(str(marker), poll_interval=0.1)
+        waiting = asyncio.ensure_future(trigger.run().__anext__())
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # no marker, no event
+        marker.parent.mkdir()
+        marker.touch()
+        return (await asyncio.wait_for(waiting, 10)).payload
+
+    assert asyncio.run(scenario())["status"] == "success"
+    late = PrimusPartitionTrigger(str(tmp_path / "nope"), poll_interval=0.1, deadline=time.time() - 1)
+    assert first_event(late)["status"] == "timeout"  # type: ignore[arg-type]

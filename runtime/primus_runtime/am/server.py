@@ -1,8 +1,8 @@
 """The AM's REST API (aiohttp): status, control, and the executor protocol.
 
-Every endpoint, the OpenAPI document included, requires the job's token as
+Every API endpoint, the OpenAPI document included, requires the job's token as
 ``Authorization: Bearer <token>``; a request without it gets 401 and nothing
-else. The executor endpoints are the hot path (thousands of heartbeats a
+else. The one exception is the read-only status page at ``/`` (status_page.py). The executor endpoints are the hot path (thousands of heartbeats a
 second), so handlers check the token inline instead of through middleware
 and reply with pre-encoded bytes when there is nothing to say.
 """
@@ -19,6 +19,7 @@ from aiohttp import web
 from .. import protocol
 from .master import NONE_REPLY, ApplicationMaster, RequestError
 from .openapi import openapi_document
+from .status_page import render as render_status_page
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -127,7 +128,12 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
             raise RequestError(400, f"replicas must be an integer, got {replicas!r}")
         return _json(am.request_scale(request.match_info["role"], replicas))
 
+    async def status_page(request: web.Request) -> web.Response:
+        # The one route without the token: read-only, for a browser (see status_page.py).
+        return web.Response(text=render_status_page(am.record.to_dict()), content_type="text/html")
+
     app = web.Application(client_max_size=1 << 20)
+    app.router.add_get("/", status_page)
     prefix = protocol.API_PREFIX
     routes = [
         ("POST", protocol.REGISTER_PATH, register),

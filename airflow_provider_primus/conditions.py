@@ -1,0 +1,113 @@
+"""What the sensors and triggers wait for, judged on one job status.
+
+Each function takes a status (``PrimusHook.status``) and returns a ``Check``: whether the
+condition holds, a progress line for the task log, and, when the job ended without meeting it,
+why it never will. Poke mode (sensors) and deferrable mode (triggers) call the same functions,
+so both decide exactly alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_primus.hooks.primus import FINISHED
+from primus_runtime.client import progress_line
+
+EXECUTOR_STATES = ("new", "starting", "registered", "running", "succeeded", "failed", "lost", "killed")
+
+
+@dataclass(frozen=True)
+class Check:
+    met: bool
+    line: str  # progress, logged when it changes
+    impossible: str | None = None  # the job ended without meeting the condition: why
+
+
+def _ended_reason(job: dict[str, Any]) -> str:
+    return f"Primus job {job.get('app_id')} {job['state']}: {job.get('reason') or 'no reason given'}"
+
+
+def job_finished(status: dict[str, Any]) -> Check:
+    """Met once the job ended, whatever its outcome (the caller reads ``status['job']['state']``)."""
+    job = status["job"]
+    return Check(job["state"] in FINISHED, f"{job['state']}: {progress_line(status)}")
+
+
+def role_reached(status: dict[str, Any], role: str, state: str, count: int | None) -> Check:
+    """At least ``count`` executors of ``role`` are in ``state`` (default: all its replicas)."""
+    job = status["job"]
+    roles = {r["name"]: r for r in status.get("roles", [])}
+    if role not in roles:
+        line = f"role {role}: not started yet ({job['state']})"
+        if job["state"] in FINISHED:
+            return Check(False, line, f"{_ended_reason(job)}; role {role} never appeared")
+        return Check(False, line)
+    wanted = roles[role]["replicas"] if count is None else count
+    have = roles[role]["states"].get(state, 0)
+    line = f"role {role}: {have} of {wanted} {state}"
+    if have >= wanted:
+        return Check(True, line)
+    if job["state"] in FINISHED:
+        return Check(False, line, f"{_ended_reason(job)}; role {role} stopped at {have} of {wanted} {state}")
+    return Check(False, line)
+
+
+def normalize_partition(value: str | dt.date | dt.datetime) -> str:
+    """A partition as the runtime spells watermarks: ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``.
+
+    Accepts those, ``YYYYMMDD``, ``YYYYMMDDHH``, ISO datetimes (``{{ ts }}``) and date objects."""
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%dT%H")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    text = str(value).strip()
+    for fmt, out in (("%Y-%m-%d", "%Y-%m-%d"), ("%Y%m%d", "%Y-%m-%d"), ("%Y-%m-%dT%H", "%Y-%m-%dT%H"),
+                     ("%Y%m%d%H", "%Y-%m-%dT%H")):
+        try:
+            return dt.datetime.strptime(text, fmt).strftime(out)
+        except ValueError:
+            pass
+    try:
+        return dt.datetime.fromisoformat(text).strftime("%Y-%m-%dT%H")
+    except ValueError:
+        raise ValueError(f"partition must be a date such as 2026-12-01, 20261201 or 2026-12-01T05, "
+                         f"got {value!r}") from None
+
+
+def watermark_passed(watermark: str | None, partition: str) -> bool:
+    """Whether every record up to and including ``partition`` has been consumed.
+
+    A day partition is passed by its own day or any later one, also in hours
+    (``2026-12-02T00`` passes ``2026-12-01``); an hour partition by that hour or a later one
+    (a day watermark ``2026-12-01`` covers every hour of that day)."""
+    if not watermark:
+        return False
+    if len(watermark) == 10:  # a whole day consumed covers its last hour
+        watermark += "T23"
+    if len(partition) == 10:
+        partition += "T23"
+    return watermark >= partition
+
+
+def data_reached(status: dict[str, Any], min_progress: float | None, partition: str | None) -> Check:
+    """The job's data progress reached ``min_progress`` (0..1) and/or its watermark passed
+    ``partition`` (normalized with ``normalize_partition``)."""
+    job = status["job"]
+    data = status.get("data")
+    if data is None:
+        if job["state"] in FINISHED or status.get("roles"):
+            return Check(False, "no input data", f"Primus job {job.get('app_id')} has no input section: "
+                                                 "it reports no data progress")
+        return Check(False, f"data: not started yet ({job['state']})")
+    tasks = data.get("tasks", {})
+    line = (f"data {data.get('state')}: {100 * float(data.get('progress') or 0):.1f}% "
+            f"({tasks.get('done', 0)}/{tasks.get('total', 0)} tasks), watermark {data.get('watermark') or 'none'}")
+    met = (min_progress is None or float(data.get("progress") or 0) >= min_progress) and \
+          (partition is None or watermark_passed(data.get("watermark"), partition))
+    if met:
+        return Check(True, line)
+    if job["state"] in FINISHED:
+        return Check(False, line, f"{_ended_reason(job)}; data progress stopped at {line}")
+    return Check(False, line)

@@ -1,0 +1,26 @@
+"""Extra links: the job's live status page, shown on the task while the job runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperatorLink
+from airflow.sdk.bases.xcom import BaseXCom
+
+if TYPE_CHECKING:
+    from airflow.models.taskinstancekey import TaskInstanceKey
+
+
+class PrimusJobLink(BaseOperatorLink):
+    """"Primus job": the status page the job's AM serves (roles, executors, data, events).
+
+    The operator pushes the URL under ``xcom_key`` as soon as the AM publishes its address, so
+    the link works while the task runs or is deferred. The page lives as long as the AM does:
+    after the job ended, ``primus status APP_ID`` shows the same facts.
+    """
+
+    name = "Primus job"
+    xcom_key = "primus_job_url"
+
+    def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
+        return BaseXCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""

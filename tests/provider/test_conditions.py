@@ -1,0 +1,91 @@
+"""What sensors and triggers wait for, judged on status snapshots; Primus path templates in Jinja."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import jinja2
+import pytest
+
+from airflow_provider_primus.conditions import data_reached, normalize_partition, role_reached, watermark_passed
+from airflow_provider_primus.partitions import PartitionPath, expand_partition
+from airflow_provider_primus.templating import keep_partition_placeholders
+
+
+def status(state: str = "running", data: dict | None = None, running: int = 1) -> dict:
+    return {"job": {"app_id": "primus-1", "state": state, "reason": "why"},
+            "roles": [{"name": "worker", "replicas": 2, "restarts": 0, "states": {"running": running}}],
+            "executors": [], "data": data}
+
+
+def data(progress: float, watermark: str | None, state: str = "running") -> dict:
+    return {"state": state, "progress": progress, "watermark": watermark, "tasks": {"done": 3, "total": 10}}
+
+
+@pytest.mark.parametrize("given,expected", [
+    ("2026-12-01", "2026-12-01"), ("20261201", "2026-12-01"), ("2026-12-01T05", "2026-12-01T05"),
+    ("2026120105", "2026-12-01T05"), ("2026-12-01T05:00:00+00:00", "2026-12-01T05"),
+    (dt.date(2026, 12, 1), "2026-12-01"), (dt.datetime(2026, 12, 1, 5, 30), "2026-12-01T05"),
+])
+def test_partitions_are_normalized_to_the_runtime_watermark_spelling(given, expected):
+    assert normalize_partition(given) == expected
+
+
+def test_a_bad_partition_names_the_value():
+    with pytest.raises(ValueError, match="got 'yesterday'"):
+        normalize_partition("yesterday")
+
+
+@pytest.mark.parametrize("watermark,partition,passed", [
+    (None, "2026-12-01", False), ("2026-11-30", "2026-12-01", False), ("2026-12-01", "2026-12-01", True),
+    ("2026-12-02", "2026-12-01", True), ("2026-12-01T22", "2026-12-01", False), ("2026-12-01T23", "2026-12-01", True),
+    ("2026-12-01", "2026-12-01T05", True), ("2026-12-01T04", "2026-12-01T05", False),
+])
+def test_watermark_passes_a_partition_only_once_all_of_it_is_consumed(watermark, partition, passed):
+    assert watermark_passed(watermark, partition) is passed
+
+
+def test_data_condition_needs_both_progress_and_partition_when_both_are_given():
+    assert data_reached(status(data=data(0.5, "2026-12-01")), 0.5, "2026-12-01").met
+    assert not data_reached(status(data=data(0.4, "2026-12-01")), 0.5, "2026-12-01").met
+    assert not data_reached(status(data=data(0.9, "2026-11-30")), 0.5, "2026-12-01").met
+    check = data_reached(status(data=data(0.3, "2026-11-30")), None, "2026-12-01")
+    assert check.line == "data running: 30.0% (3/10 tasks), watermark 2026-11-30" and check.impossible is None
+
+
+def test_data_condition_is_impossible_once_the_job_ended_short_of_it():
+    check = data_reached(status("failed", data(0.3, None, "failed")), 0.5, None)
+    assert not check.met and "Primus job primus-1 failed: why" in check.impossible
+    no_input = data_reached(status("running", None), 0.5, None)
+    assert "has no input section" in no_input.impossible
+    starting = data_reached({"job": {"state": "pending"}, "roles": [], "data": None}, 0.5, None)
+    assert not starting.met and starting.impossible is None  # the AM has not reported yet
+
+
+def test_role_condition_counts_and_defaults_to_all_replicas():
+    assert not role_reached(status(running=1), "worker", "running", None).met
+    assert role_reached(status(running=2), "worker", "running", None).met
+    assert role_reached(status(running=1), "worker", "running", 1).met
+    gone = role_reached(status("killed"), "chief", "running", None)
+    assert "role chief never appeared" in gone.impossible
+
+
+def test_primus_placeholders_survive_jinja_and_airflow_templates_render():
+    template = "/data/{{YYYY}}{{ MM }}{{DD}}/{{HH}}/x-{{ ds_nodash }}"
+    rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
+        keep_partition_placeholders(template)).render(ds_nodash="20261201")
+    assert rendered == "/data/{{YYYY}}{{MM}}{{DD}}/{{HH}}/x-20261201"
+
+
+def test_partition_paths_expand_and_choose_the_filesystem():
+    assert expand_partition("/d/{{YYYY}}/{{MM}}/{{DD}}/{{HH}}", "2026-12-01T05") == "/d/2026/12/01/05"
+    with pytest.raises(ValueError, match="has an {{HH}} placeholder"):
+        expand_partition("/d/{{YYYY}}{{MM}}{{DD}}{{HH}}", "2026-12-01")
+    local = PartitionPath.of("file:///d/{{YYYY}}{{MM}}{{DD}}", "2026-12-01", "_SUCCESS", None)
+    assert local == PartitionPath("/d/20261201", "/d/20261201/_SUCCESS", None)
+    hdfs = PartitionPath.of("hdfs://nn:8020/d/{{YYYY}}{{MM}}{{DD}}/", "2026-12-01", "_SUCCESS", None)
+    assert hdfs == PartitionPath("/d/20261201/", "/d/20261201/_SUCCESS", "webhdfs_default")
+    no_marker = PartitionPath.of("/d/{{YYYY}}{{MM}}{{DD}}", "2026-12-01", None, "my_webhdfs")
+    assert no_marker == PartitionPath("/d/20261201", "/d/20261201", "my_webhdfs")
+    with pytest.raises(ValueError, match="scheme 's3' is not supported"):
+        PartitionPath.of("s3://b/{{YYYY}}", "2026-12-01", None, None)
