@@ -29,10 +29,15 @@ def _ended_reason(job: dict[str, Any]) -> str:
     return f"Primus job {job.get('app_id')} {job['state']}: {job.get('reason') or 'no reason given'}"
 
 
-def job_finished(status: dict[str, Any]) -> Check:
-    """Met once the job ended, whatever its outcome (the caller reads ``status['job']['state']``)."""
+def job_succeeded(status: dict[str, Any]) -> Check:
+    """The job succeeded; impossible once it ended otherwise (the reason is the runtime's)."""
     job = status["job"]
-    return Check(job["state"] in FINISHED, f"{job['state']}: {progress_line(status)}")
+    line = f"{job['state']}: {progress_line(status)}"
+    if job["state"] == "succeeded":
+        return Check(True, line)
+    if job["state"] in FINISHED:
+        return Check(False, line, _ended_reason(job))
+    return Check(False, line)
 
 
 def role_reached(status: dict[str, Any], role: str, state: str, count: int | None) -> Check:

@@ -7,10 +7,17 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv (the first run downloads Airflow and its dependencies: a minute or two)"
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+# pip's output (and setuptools' editable-install warnings) only when something fails.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! { .venv/bin/python -m pip install --quiet --upgrade pip && .venv/bin/python -m pip install --quiet -e '.[test]'; } \
+    >"$log" 2>&1; then
+  cat "$log" >&2
+  exit 1
+fi
 # Byte-compile the editable runtime once: with PYTHONDONTWRITEBYTECODE set (as on
 # some machines) every AM start would otherwise compile it again.
 .venv/bin/python -m compileall -q runtime

@@ -163,7 +163,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                                    f" (job {'killed' if self.on_kill_action == 'kill' else 'left running'})")
         if status == "failed":
             self._log_failed_executors(app_id, self.hook.status(app_id))
-        raise AirflowException(f"Primus job {app_id} {event.get('state')}: {reason}")
+        raise AirflowException(reason)
 
     def _submit(self, ti_tags: dict[str, str], try_number: str) -> str:
         base_dir = self.dag.folder if self.has_dag() else None

@@ -1,4 +1,4 @@
-"""Sensors: a role reaches a state, the data progress reaches a point, an input partition is ready.
+"""Sensors: a job succeeds, a role reaches a state, the data progress reaches a point, an input partition is ready.
 
 Each works in poke mode and, with ``deferrable=True`` (default ``[operators] default_deferrable``),
 waits in the triggerer. Both modes judge with the same functions (``conditions.py``): a sensor
@@ -21,6 +21,7 @@ from airflow_provider_primus.conditions import (
     EXECUTOR_STATES,
     Check,
     data_reached,
+    job_succeeded,
     normalize_partition,
     role_reached,
 )
@@ -29,6 +30,7 @@ from airflow_provider_primus.partitions import PartitionPath, partition_ready
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import (
     PrimusDataProgressTrigger,
+    PrimusJobTrigger,
     PrimusPartitionTrigger,
     PrimusRoleTrigger,
     PrimusStatusTrigger,
@@ -88,6 +90,23 @@ class _PrimusJobSensor(_DeferrableSensor):
 
     def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
         raise NotImplementedError
+
+
+class PrimusJobSensor(_PrimusJobSensor):
+    """True once the job succeeded; fails if it ended otherwise. Watching only: unlike the submit
+    operator's wait, killing this sensor never stops the job.
+
+    :param app_id: the job (templated; e.g. the ``app_id`` XCom of a submit task that does not wait).
+    :param deferrable: wait in the triggerer (``PrimusJobTrigger``).
+    """
+
+    template_fields: Sequence[str] = ("app_id", "primus_conn_id")
+
+    def check(self, status: dict[str, Any]) -> Check:
+        return job_succeeded(status)
+
+    def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
+        return PrimusJobTrigger(on_kill_action="keep", **self._trigger_args(deadline))
 
 
 class PrimusRoleSensor(_PrimusJobSensor):

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_primus.conditions import Check, data_reached, job_finished, role_reached
+from airflow_provider_primus.conditions import Check, data_reached, job_succeeded, role_reached
 from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
 from airflow_provider_primus.partitions import path_exists
 from primus_runtime.client import JobNotFound
@@ -29,7 +29,8 @@ class PrimusStatusTrigger(BaseTrigger):
     """The polling loop; subclasses say what they wait for (``check``) and what they carry.
 
     Event payload: ``{"status": "success" | "failed" | "timeout" | "error", "app_id", "state",
-    "reason"}``, ``state`` being the job's state when the event fired.
+    "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
+    sentence naming the job (what the task fails with).
 
     :param app_id: the job to watch.
     :param primus_conn_id: the ``primus`` connection it was submitted through.
@@ -88,7 +89,7 @@ class PrimusStatusTrigger(BaseTrigger):
                 except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
                     errors += 1
                     if errors >= MAX_READ_ERRORS:
-                        yield self._event("error", "unknown", f"cannot read the job's status: {exc}")
+                        yield self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: {exc}")
                         return
                     self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
                 else:
@@ -129,11 +130,7 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         return {"on_kill_action": self.on_kill_action}
 
     def check(self, status: dict[str, Any]) -> Check:
-        found = job_finished(status)
-        job = status["job"]
-        if found.met and job["state"] != "succeeded":
-            return Check(False, found.line, job.get("reason") or "no reason given")
-        return found
+        return job_succeeded(status)
 
     def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
         return self._event("success", "succeeded", status["job"].get("reason") or "")

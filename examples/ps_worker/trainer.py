@@ -9,7 +9,16 @@ worker  reads the ps addresses from $PRIMUS_CLUSTER, makes its own synthetic
         linear-regression data (seeded by $PRIMUS_INDEX), and for $STEPS steps
         pulls the parameters, computes the gradient of a minibatch and pushes it
         back. Workers do not wait for each other (asynchronous SGD, as in the
-        classic parameter-server design).
+        classic parameter-server design). With DATA=stdin it trains instead on
+        the samples Primus feeds it (JSON lines {"x": [...], "y": ...}, the job's
+        input) until end of input.
+evaluator
+        loads the model the ps saved in $MODEL_DIR and measures its loss on
+        held-out samples; exits 1 if the model is no better than an untrained one.
+
+With $MODEL_DIR set, each ps saves its shard there when it is stopped (the job
+is done), as ps-<index>.json. `python3 trainer.py make-partition DIR N` writes N
+samples as one day's input partition (part-*.jsonl and a _SUCCESS marker).
 
 Wire format: one JSON object per line, one reply line per request.
     {"op": "pull", "keys": [k, ...]}                -> {"values": [v, ...]}
@@ -30,6 +39,7 @@ import socketserver
 import sys
 import threading
 import time
+import zlib
 
 DIM = 8  # features; parameter DIM is the bias
 NUM_PARAMS = DIM + 1
@@ -106,6 +116,14 @@ def run_ps():
     server.shutdown()
     server.server_close()
     log(f"SIGTERM: stopping after {server.shard.pushes} pushes ({len(server.shard.params)} params held)")
+    model_dir = os.environ.get("MODEL_DIR")
+    if model_dir:
+        os.makedirs(model_dir, exist_ok=True)
+        path = os.path.join(model_dir, "ps-{}.json".format(os.environ["PRIMUS_INDEX"]))
+        with open(path + ".tmp", "w") as f:
+            json.dump({str(k): v for k, v in server.shard.params.items()}, f)
+        os.replace(path + ".tmp", path)  # the evaluator never reads half a shard
+        log(f"saved shard to {path}")
     return 0
 
 
@@ -168,6 +186,32 @@ def make_data(seed, n=512):
     return data
 
 
+def make_partition(directory, n, files=2):
+    """One day of input: n samples as JSON lines over `files` files, then the _SUCCESS marker."""
+    os.makedirs(directory, exist_ok=True)
+    data = make_data(seed=zlib.crc32(os.path.abspath(directory).encode()), n=n)
+    for part in range(files):
+        with open(os.path.join(directory, f"part-{part:04d}.jsonl"), "w") as f:
+            for x, y in data[part::files]:
+                f.write(json.dumps({"x": x, "y": y}) + "\n")
+    open(os.path.join(directory, "_SUCCESS"), "w").close()  # last: readers wait for it
+
+
+def stdin_batches(batch_size, sample):
+    """Minibatches of the samples Primus feeds on stdin; keeps a few in `sample` for the final loss."""
+    batch = []
+    for line in sys.stdin:
+        row = json.loads(line)
+        batch.append((row["x"], row["y"]))
+        if len(sample) < 512:
+            sample.append(batch[-1])
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def mse_and_grad(params, batch):
     w, b = params[:DIM], params[DIM]
     grad = [0.0] * NUM_PARAMS
@@ -205,15 +249,25 @@ def run_worker():
         for shard, keys in zip(shards, keys_of):
             shard.call({"op": "push", "keys": keys, "grads": [grad[k] for k in keys]})
 
-    data = make_data(seed=index)
-    rng = random.Random(index)
-    untrained = mse_and_grad([0.0] * NUM_PARAMS, data)[0]  # the ps start every parameter at 0.0
-    log(f"step 0 loss {mse_and_grad(pull(), data)[0]:.4f}")  # lower if the other worker got going first
-    for step in range(1, steps + 1):
-        loss, grad = mse_and_grad(pull(), rng.sample(data, batch_size))
+    if os.environ.get("DATA") == "stdin":
+        data = []  # a sample of what was fed, for the final loss
+        batches = stdin_batches(batch_size, data)
+    else:
+        data = make_data(seed=index)
+        rng = random.Random(index)
+        batches = (rng.sample(data, batch_size) for _ in range(steps))
+    rows = 0
+    for step, batch in enumerate(batches, 1):
+        loss, grad = mse_and_grad(pull(), batch)
         push(grad)
+        rows += len(batch)
         if step % log_every == 0:
             log(f"step {step} loss {loss:.4f}")
+    log(f"trained on {rows} samples")
+    if not data:
+        log("no input data for this worker")
+        return 0
+    untrained = mse_and_grad([0.0] * NUM_PARAMS, data)[0]  # the ps start every parameter at 0.0
     final_loss = mse_and_grad(pull(), data)[0]
     log(f"final loss {final_loss:.4f} (untrained model: {untrained:.4f})")
     # Fail loudly if training did not work, so a job that "succeeds" really trained. Compared with
@@ -224,10 +278,33 @@ def run_worker():
     return 0
 
 
+# --- evaluator -------------------------------------------------------------------
+
+
+def run_evaluator():
+    model_dir = os.environ["MODEL_DIR"]
+    params = [0.0] * NUM_PARAMS
+    shards = sorted(f for f in os.listdir(model_dir) if f.startswith("ps-") and f.endswith(".json"))
+    if not shards:
+        log(f"no model in {model_dir}: no ps-*.json shard")
+        return 1
+    for name in shards:
+        with open(os.path.join(model_dir, name)) as f:
+            for k, v in json.load(f).items():
+                params[int(k)] = v
+    held_out = make_data(seed=10**6)
+    loss = mse_and_grad(params, held_out)[0]
+    untrained = mse_and_grad([0.0] * NUM_PARAMS, held_out)[0]
+    log(f"evaluation loss {loss:.4f} on held-out data (untrained model: {untrained:.4f}; {len(shards)} ps shards)")
+    return 0 if loss < untrained / 10 else 1
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["make-partition"]:
+        make_partition(sys.argv[2], int(sys.argv[3]))
+        sys.exit(0)
     role = os.environ.get("PRIMUS_ROLE")
-    if role == "ps":
-        sys.exit(run_ps())
-    if role == "worker":
-        sys.exit(run_worker())
-    sys.exit(f"PRIMUS_ROLE must be ps or worker, got {role!r}")
+    runs = {"ps": run_ps, "worker": run_worker, "evaluator": run_evaluator}
+    if role not in runs:
+        sys.exit(f"PRIMUS_ROLE must be one of {sorted(runs)}, got {role!r}")
+    sys.exit(runs[role]())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import warnings
 from pathlib import Path
@@ -26,7 +27,8 @@ def test_every_example_dag_imports_without_errors_or_warnings():
     assert ours == [], [str(w.message) for w in ours]
     files = {str(path) for path in EXAMPLE_DAGS.glob("*.py")}
     assert files and files == {dag.fileloc for dag in bag.dags.values()}  # every file holds a DAG
-    assert "primus_quickstart" in bag.dag_ids
+    assert {"primus_quickstart", "primus_daily_retraining", "primus_train_with_params",
+            "primus_model_sweep"} <= set(bag.dag_ids)
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +69,49 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     assert job["state"] == "succeeded" and job["tags"]["try_number"] == "1"
     assert json.loads(xcoms["app_id"]) == json.loads(xcoms["return_value"]) == job["app_id"]
     assert json.loads(stored[STATE_KEY]) == job["app_id"]
+
+
+def last_run(airflow_home: Path, dag_id: str) -> tuple[str, str]:
+    db = sqlite3.connect(airflow_home / "airflow.db")
+    return db.execute("SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1",
+                      (dag_id,)).fetchone()
+
+
+def test_params_dag_takes_the_ui_form_values_into_the_job(migrated_airflow_home, tmp_path):
+    primus_home = tmp_path / "primus-home"
+    got = run_airflow("dags", "test", "primus_train_with_params", "-c",
+                      json.dumps({"workers": 3, "steps": 50, "note": "from the form"}),
+                      env=airflow_env(migrated_airflow_home, primus_home), timeout=180)
+    assert got.returncode == 0, (got.stdout + got.stderr)[-5000:]
+    run_id, state = last_run(migrated_airflow_home, "primus_train_with_params")
+    assert state == "success"
+    client = PrimusClient(primus_home)
+    (job,) = client.list({"dag_id": "primus_train_with_params", "run_id": run_id})
+    assert job["tags"]["note"] == "from the form"
+    status = client.status(job["app_id"])
+    assert {r["name"]: r["replicas"] for r in status["roles"]} == {"ps": 2, "worker": 3}
+    assert client.spec(job["app_id"]).role("worker").env["STEPS"] == "50"
+
+
+def test_a_bad_form_value_is_refused_before_anything_runs(migrated_airflow_home, tmp_path):
+    primus_home = tmp_path / "primus-home"
+    got = run_airflow("dags", "test", "primus_train_with_params", "-c", json.dumps({"workers": 0}),
+                      env=airflow_env(migrated_airflow_home, primus_home), timeout=180)
+    assert got.returncode != 0 and "workers" in got.stdout + got.stderr
+    assert PrimusClient(primus_home).list() == []
+
+
+def test_mapped_sweep_runs_one_job_per_configuration_and_picks_the_best(migrated_airflow_home, tmp_path):
+    primus_home = tmp_path / "primus-home"
+    got = run_airflow("dags", "test", "primus_model_sweep", env=airflow_env(migrated_airflow_home, primus_home),
+                      timeout=240)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    run_id, state = last_run(migrated_airflow_home, "primus_model_sweep")
+    assert state == "success"
+    jobs = PrimusClient(primus_home).list({"dag_id": "primus_model_sweep", "run_id": run_id})
+    assert sorted(j["tags"]["map_index"] for j in jobs) == ["0", "1", "2"]  # one job per mapped instance
+    assert sorted(j["tags"]["learning_rate"] for j in jobs) == ["0.003", "0.01", "0.03"]
+    best, learning_rate, loss = re.search(r"best: job (\S+), learning rate ([\d.]+), final loss ([\d.]+)",
+                                          output).groups()
+    assert {j["app_id"]: j["tags"]["learning_rate"] for j in jobs}[best] == learning_rate and float(loss) < 0.1
