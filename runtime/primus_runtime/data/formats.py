@@ -1,0 +1,587 @@
+"""Input file formats: where a file can be split into tasks, how its records are read, how they are fed.
+
+Standard library only at import time, Python 3.9+: the executor imports this on cluster nodes.
+``pyarrow`` (parquet) and ``zstandard`` (zstd before Python 3.14) are imported only by the
+functions that need them.
+
+Formats and what one record is:
+
+``text``, ``jsonl``
+    a line without its ``\\n`` (and a ``\\r`` just before it). A split is a byte range; a line
+    belongs to the split its first byte is in (Hadoop's rule), so splits need no reading to plan.
+    jsonl lines are not parsed here (the trainer does that); ``write_records`` checks them.
+``raw``
+    a 64 KiB chunk of the (decompressed) file; the last one may be shorter.
+``tfrecord``
+    ``uint64 length LE, uint32 masked crc32c(length), data, uint32 masked crc32c(data)``;
+    both CRCs are verified.
+``length_delimited``
+    a protobuf varint length, then that many bytes.
+``parquet``
+    one row, as a JSON object on one line; splits are row-group ranges.
+
+Offsets (``Split``, ``CorruptRecord.offset``) are bytes of the file as stored, or of the
+decompressed stream for gzip/zstd files, which are always one whole-file split.
+
+Fed to a trainer, a line-based record (text, jsonl, parquet rows) ends with ``\\n``; every
+binary record gets a 4-byte big-endian length in front (see ``frame``).
+"""
+
+from __future__ import annotations
+
+import array
+import gzip
+import itertools
+import json
+import struct
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+FORMATS = ("text", "jsonl", "raw", "tfrecord", "length_delimited", "parquet")
+COMPRESSIONS = ("none", "gzip", "zstd")
+
+LINE_FORMATS = ("text", "jsonl", "parquet")  # framed with a trailing newline when fed
+RAW_CHUNK = 64 * 1024  # one raw record
+READ_SIZE = 1024 * 1024  # what the readers ask the file for at a time
+_MAX_READ = 64 * 1024 * 1024  # largest single read while filling a buffer for one big record
+_UNBOUNDED = sys.maxsize  # the end of a compressed split: the whole decompressed stream
+
+
+def compression_for(path: str) -> str:
+    """The compression that ``auto`` means for this path: by its suffix."""
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        return "gzip"
+    if lower.endswith((".zst", ".zstd")):
+        return "zstd"
+    return "none"
+
+
+@dataclass(frozen=True)
+class Split:
+    """A task's share of one file: byte offsets ``[start, end)``, or row groups for parquet."""
+
+    start: int
+    end: int
+
+
+class CorruptRecord(ValueError):
+    """The file holds something that is not a valid record at ``offset``."""
+
+    def __init__(self, offset: int, problem: str):
+        super().__init__(f"corrupt record at byte {offset}: {problem}")
+        self.offset = offset
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.offset, self.problem))
+
+
+def _check(fmt: str, compression: str) -> None:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if compression not in COMPRESSIONS:
+        hint = " (resolve 'auto' with compression_for(path) first)" if compression == "auto" else ""
+        raise ValueError(f"unknown compression {compression!r}{hint}: expected one of {', '.join(COMPRESSIONS)}")
+    if fmt == "parquet" and compression != "none":
+        raise ValueError("parquet files compress their own pages: use compression 'none' for them")
+
+
+# --- CRC-32C (Castagnoli), table-driven -------------------------------------------------------------
+
+_POLY = 0x82F63B78  # reflected
+
+
+def _crc_tables(count: int) -> list[list[int]]:
+    """``tables[k][b]``: the CRC register after byte ``b`` followed by ``k`` zero bytes (no init/xor)."""
+    first = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ _POLY if crc & 1 else crc >> 1
+        first.append(crc)
+    tables = [first]
+    for _ in range(1, count):
+        prev = tables[-1]
+        tables.append([(c >> 8) ^ first[c & 0xFF] for c in prev])
+    return tables
+
+
+_T = _crc_tables(8)
+_T0, _T1, _T2, _T3, _T4, _T5, _T6, _T7 = _T
+_LITTLE = sys.byteorder == "little"
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC-32C of ``data``, continuing from ``crc`` (the CRC of what came before)."""
+    c = crc ^ 0xFFFFFFFF
+    t0, t1, t2, t3, t4, t5, t6, t7 = _T
+    size = len(data)
+    head = size - size % 8
+    if head:
+        words = array.array("Q", data[:head] if head != size else data)
+        if not _LITTLE:
+            words.byteswap()
+        for word in words:
+            c ^= word
+            c = (t7[c & 0xFF] ^ t6[(c >> 8) & 0xFF] ^ t5[(c >> 16) & 0xFF] ^ t4[(c >> 24) & 0xFF]
+                 ^ t3[(c >> 32) & 0xFF] ^ t2[(c >> 40) & 0xFF] ^ t1[(c >> 48) & 0xFF] ^ t0[c >> 56])
+    for byte in data[head:]:
+        c = t0[(c ^ byte) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC: rotated right by 15 bits plus a constant."""
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# --- framing ----------------------------------------------------------------------------------------
+
+_BE32 = struct.Struct(">I")
+_TF_HEADER = struct.Struct("<QI")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+def frame(record: bytes, fmt: str) -> bytes:
+    """A record as fed to a trainer: a line ends with ``\\n``; a binary record gets a 4-byte big-endian length."""
+    if fmt in LINE_FORMATS:
+        return record + b"\n"
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    return _BE32.pack(len(record)) + record
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def write_records(fileobj: IO[bytes], records: Iterable[bytes], fmt: str, *, row_group_rows: int = 10_000) -> None:
+    """Write ``records`` in ``fmt`` (the inverse of ``read_records``): test data, benchmarks, examples.
+
+    ``raw`` writes the bytes as they are (they are read back as 64 KiB chunks). ``parquet``
+    takes JSON objects (one per record) and writes row groups of ``row_group_rows`` rows.
+    """
+    _check(fmt, "none")
+    write = fileobj.write
+    if fmt in ("text", "jsonl"):
+        for record in records:
+            if b"\n" in record or record.endswith(b"\r"):
+                raise ValueError(f"a {fmt} record cannot hold a newline or end with \\r: {record[:80]!r}")
+            if fmt == "jsonl":
+                json.loads(record)
+            write(record + b"\n")
+    elif fmt == "raw":
+        for record in records:
+            write(record)
+    elif fmt == "tfrecord":
+        for record in records:
+            length = _U64.pack(len(record))
+            write(length + _U32.pack(masked_crc32c(length)) + record + _U32.pack(masked_crc32c(record)))
+    elif fmt == "length_delimited":
+        for record in records:
+            write(_varint(len(record)) + record)
+    else:
+        _write_parquet(fileobj, records, row_group_rows)
+
+
+# --- planning ---------------------------------------------------------------------------------------
+
+def plan_splits(opener: Callable[[], IO[bytes]], size: int, fmt: str, compression: str,
+                target_bytes: int) -> list[Split]:
+    """Cut a file of ``size`` bytes into contiguous splits of about ``target_bytes`` each, in order.
+
+    ``opener()`` returns a fresh binary file object; it is used only by the formats whose
+    boundaries must be found in the file (tfrecord and length_delimited walk the record
+    headers and seek over the bodies; parquet reads its footer).
+    """
+    _check(fmt, compression)
+    if target_bytes <= 0:
+        raise ValueError(f"target_bytes must be positive, got {target_bytes}")
+    if size <= 0:
+        return []
+    if compression != "none":
+        return [Split(0, size)]
+    if fmt in ("text", "jsonl"):
+        count = -(-size // target_bytes)
+        step = -(-size // count)
+        return [Split(at, min(at + step, size)) for at in range(0, size, step)]
+    if fmt == "raw":
+        step = max(1, round(target_bytes / RAW_CHUNK)) * RAW_CHUNK
+        return [Split(at, min(at + step, size)) for at in range(0, size, step)]
+    if fmt == "parquet":
+        return _plan_parquet(opener, target_bytes)
+    with opener() as fileobj:
+        stream = _Stream(fileobj, 0, size)
+        next_record = stream.skip_tfrecord if fmt == "tfrecord" else stream.skip_length_delimited
+        splits = []
+        start = 0
+        while stream.pos < size:
+            next_record()
+            if stream.pos - start >= target_bytes:
+                splits.append(Split(start, stream.pos))
+                start = stream.pos
+        if start < size:
+            splits.append(Split(start, size))
+        return splits
+
+
+# --- reading ----------------------------------------------------------------------------------------
+
+def read_records(fileobj: IO[bytes], fmt: str, compression: str, start: int, end: int,
+                 skip: int = 0) -> Iterator[tuple[bytes, int]]:
+    """Every record that starts in ``[start, end)``, exactly once and in order, as ``(record, n)``.
+
+    ``n`` is the record's 1-based position in the split: pass it back as ``skip`` to resume
+    right after it. The first ``skip`` records are read past without being yielded. A
+    compressed file is read whole (its only split is ``Split(0, size)``). Raises
+    ``CorruptRecord`` (with the byte offset) on a bad length, a CRC mismatch or a truncated record.
+    """
+    _check(fmt, compression)
+    if fmt == "parquet":
+        return _read_parquet(fileobj, start, end, skip)
+    if compression != "none":
+        if start != 0:
+            raise ValueError(f"a {compression} file is read as one split from 0, not from byte {start}")
+        end = _UNBOUNDED
+        fileobj = _decompress(fileobj, compression)
+        size = _UNBOUNDED
+    else:
+        size = fileobj.seek(0, 2)
+        end = min(end, size)
+    if start >= end:
+        return iter(())
+    if fmt in ("text", "jsonl"):
+        return _read_lines(fileobj, start, end, skip, compression == "none")
+    if fmt == "raw":
+        start = -(-start // RAW_CHUNK) * RAW_CHUNK
+        if start >= end:
+            return iter(())
+    if compression == "none":
+        fileobj.seek(start)
+    stream = _Stream(fileobj, start, size)
+    return _read_binary(stream, fmt, end, skip)
+
+
+def _read_lines(fileobj: IO[bytes], start: int, end: int, skip: int, seekable: bool) -> Iterator[tuple[bytes, int]]:
+    read = fileobj.read
+    pos = start
+    data = b""
+    if start > 0:
+        # Hadoop's rule: the line that holds byte start-1 belongs to the previous split.
+        fileobj.seek(start - 1)
+        pos = start - 1
+        while True:
+            chunk = read(READ_SIZE)
+            if not chunk:
+                return
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                pos += newline + 1
+                data = chunk[newline + 1:]
+                break
+            pos += len(chunk)
+    elif seekable:
+        fileobj.seek(0)
+    n = 0
+    while pos < end:
+        # ``data`` starts at a line start, at byte ``pos``; make it hold a newline unless at EOF.
+        parts = [data]
+        while True:
+            chunk = read(READ_SIZE)
+            if not chunk:
+                break
+            parts.append(chunk)
+            if b"\n" in chunk:
+                break
+        data = b"".join(parts) if len(parts) > 1 else data
+        last = data.rfind(b"\n")
+        if last < 0:
+            if data:  # a final line without newline
+                n += 1
+                if n > skip:
+                    yield data, n
+            return
+        lines = data.split(b"\n")
+        finished = pos + last + 1 > end
+        if finished:
+            # Keep only the lines that start before ``end``.
+            first_of_last = data.rfind(b"\n", 0, end - pos - 1) + 1
+            del lines[data.count(b"\n", 0, first_of_last) + 1:]
+            stop = first_of_last + len(lines[-1])
+        else:
+            carry = lines.pop()
+            stop = last
+        if data.find(b"\r\n", 0, stop + 1) >= 0:
+            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        if n < skip:
+            drop = min(skip - n, len(lines))
+            n += drop
+            del lines[:drop]
+        yield from zip(lines, itertools.count(n + 1))
+        n += len(lines)
+        if finished:
+            return
+        pos += last + 1
+        data = carry
+
+
+def _length_crc(length: int) -> int:
+    """TFRecord's masked CRC of the 8-byte little-endian ``length``, without building the bytes."""
+    t0, t1, t2, t3, t4, t5, t6, t7 = _T
+    c = length ^ 0xFFFFFFFF
+    c = (t7[c & 0xFF] ^ t6[(c >> 8) & 0xFF] ^ t5[(c >> 16) & 0xFF] ^ t4[(c >> 24) & 0xFF]
+         ^ t3[(c >> 32) & 0xFF] ^ t2[(c >> 40) & 0xFF] ^ t1[(c >> 48) & 0xFF] ^ t0[c >> 56]) ^ 0xFFFFFFFF
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+class _Stream:
+    """A binary stream read through a large buffer. ``buf[off]`` is the byte at offset ``base + off``.
+
+    ``size`` is the stream's length when it is a seekable file, ``_UNBOUNDED`` for a
+    decompressing stream (read to its end, never seeked).
+    """
+
+    __slots__ = ("fileobj", "buf", "off", "base", "size", "read_size")
+
+    def __init__(self, fileobj: IO[bytes], pos: int, size: int, read_size: int = READ_SIZE):
+        self.fileobj = fileobj
+        self.buf = b""
+        self.off = 0
+        self.base = pos
+        self.size = size
+        self.read_size = read_size
+
+    @property
+    def pos(self) -> int:
+        return self.base + self.off
+
+    def fill(self, count: int) -> int:
+        """Make ``count`` bytes available from ``off`` if the stream still has them; how many are."""
+        have = len(self.buf) - self.off
+        if have >= count:
+            return have
+        parts = [self.buf[self.off:]]
+        self.base += self.off
+        self.off = 0
+        read = self.fileobj.read
+        while have < count:
+            chunk = read(max(self.read_size, min(count - have, _MAX_READ)))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = b"".join(parts)
+        return have
+
+    def advance(self, count: int) -> None:
+        """Move past ``count`` bytes: within the buffer, by seeking, or (decompressing) by reading."""
+        have = len(self.buf) - self.off
+        if count <= have:
+            self.off += count
+            return
+        target = self.base + self.off + count
+        if self.size != _UNBOUNDED:
+            self.fileobj.seek(target)
+        else:
+            remaining = count - have
+            while remaining:
+                chunk = self.fileobj.read(min(remaining, _MAX_READ))
+                if not chunk:
+                    raise CorruptRecord(self.pos, f"truncated record: the stream ends {remaining} bytes short")
+                remaining -= len(chunk)
+        self.buf = b""
+        self.off = 0
+        self.base = target
+
+    def tfrecord_header(self) -> tuple[int, int] | None:
+        """``(total bytes, data length)`` of the record at ``pos`` (length CRC checked); None at the end."""
+        at = self.pos
+        have = self.fill(12)
+        if have == 0:
+            return None
+        if have < 12:
+            raise CorruptRecord(at, f"truncated record: {have} bytes left, a header takes 12")
+        length, length_crc = _TF_HEADER.unpack_from(self.buf, self.off)
+        if _length_crc(length) != length_crc:
+            raise CorruptRecord(at, "bad length: the length's CRC does not match (corrupt header, or not a TFRecord file)")
+        total = length + 16
+        if at + total > self.size:
+            raise CorruptRecord(at, f"truncated record: {length} bytes of data announced, the file ends at {self.size}")
+        return total, length
+
+    def length_delimited_header(self) -> tuple[int, int] | None:
+        """``(total bytes, header bytes)`` of the record at ``pos``; None at the end."""
+        at = self.pos
+        have = self.fill(10)
+        if have == 0:
+            return None
+        buf = self.buf
+        off = self.off
+        length = buf[off]
+        head = 1
+        if length >= 0x80:
+            length &= 0x7F
+            shift = 7
+            while True:
+                if head >= have:
+                    raise CorruptRecord(at, "truncated record: the file ends inside the length varint")
+                if head >= 10:
+                    raise CorruptRecord(at, "bad length: varint longer than 10 bytes")
+                byte = buf[off + head]
+                head += 1
+                length |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+        total = head + length
+        if at + total > self.size:
+            raise CorruptRecord(at, f"truncated record: {length} bytes announced, the file ends at {self.size}")
+        return total, head
+
+    def skip_tfrecord(self) -> None:
+        header = self.tfrecord_header()
+        if header is not None:
+            self.advance(header[0])
+
+    def skip_length_delimited(self) -> None:
+        header = self.length_delimited_header()
+        if header is not None:
+            self.advance(header[0])
+
+
+def _read_binary(stream: _Stream, fmt: str, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
+    n = 0
+    if fmt == "raw":
+        if stream.size != _UNBOUNDED:  # records sit at fixed offsets: seek over the skipped ones
+            skipped = min(skip, -(-(end - stream.pos) // RAW_CHUNK))
+            stream.advance(skipped * RAW_CHUNK)
+            n = skipped
+        while stream.pos < end:
+            have = stream.fill(RAW_CHUNK)
+            if have == 0:
+                return
+            take = min(have, RAW_CHUNK)
+            record = stream.buf[stream.off:stream.off + take]
+            stream.off += take
+            n += 1
+            if n > skip:
+                yield record, n
+        return
+    tfrecord = fmt == "tfrecord"
+    header_of = stream.tfrecord_header if tfrecord else stream.length_delimited_header
+    while stream.pos < end:
+        at = stream.pos
+        header = header_of()
+        if header is None:
+            return
+        total, head = header
+        n += 1
+        if n <= skip:
+            stream.advance(total)
+            continue
+        have = stream.fill(total)
+        if have < total:
+            raise CorruptRecord(at, f"truncated record: {total} bytes announced, the stream ends after {have}")
+        buf = stream.buf
+        off = stream.off
+        stream.off = off + total
+        if tfrecord:
+            record = buf[off + 12:off + total - 4]
+            if masked_crc32c(record) != _U32.unpack_from(buf, off + total - 4)[0]:
+                raise CorruptRecord(at, "CRC mismatch: the record's data is corrupt")
+        else:
+            record = buf[off + head:off + total]
+        yield record, n
+
+
+def _decompress(fileobj: IO[bytes], compression: str) -> IO[bytes]:
+    if compression == "gzip":
+        return cast(IO[bytes], gzip.GzipFile(fileobj=fileobj, mode="rb"))
+    try:
+        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+
+        return zstd.ZstdFile(fileobj)  # type: ignore[no-any-return]
+    except ImportError:
+        pass
+    try:
+        import zstandard
+    except ImportError as exc:
+        raise ImportError("reading zstd files needs the 'zstandard' package (pip install zstandard), "
+                          "or Python 3.14+") from exc
+    return zstandard.ZstdDecompressor().stream_reader(fileobj, read_across_frames=True)  # type: ignore[no-any-return]
+
+
+# --- parquet (pyarrow, imported when needed) ----------------------------------------------------------
+
+def _parquet() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ImportError("parquet input needs the 'pyarrow' package (pip install pyarrow)") from exc
+    return pq
+
+
+def _plan_parquet(opener: Callable[[], IO[bytes]], target_bytes: int) -> list[Split]:
+    with opener() as fileobj:
+        meta = _parquet().ParquetFile(fileobj).metadata
+        sizes = []
+        for index in range(meta.num_row_groups):
+            group = meta.row_group(index)
+            sizes.append(sum(group.column(c).total_compressed_size for c in range(group.num_columns)))
+    splits = []
+    start = 0
+    gathered = 0
+    for index, size in enumerate(sizes):
+        gathered += size
+        if gathered >= target_bytes:
+            splits.append(Split(start, index + 1))
+            start = index + 1
+            gathered = 0
+    if start < len(sizes):
+        splits.append(Split(start, len(sizes)))
+    return splits
+
+
+def _json_value(value: Any) -> Any:
+    """How a parquet value that JSON has no type for is written: dates ISO 8601, bytes base64."""
+    if isinstance(value, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(value).decode("ascii")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def _read_parquet(fileobj: IO[bytes], start: int, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
+    parquet_file = _parquet().ParquetFile(fileobj)
+    meta = parquet_file.metadata
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_value).encode
+    n = 0
+    for group in range(start, min(end, meta.num_row_groups)):
+        rows = meta.row_group(group).num_rows
+        if n + rows <= skip:
+            n += rows
+            continue
+        for batch in parquet_file.read_row_group(group).to_batches():
+            for row in batch.to_pylist():
+                n += 1
+                if n > skip:
+                    yield encode(row).encode(), n
+
+
+def _write_parquet(fileobj: IO[bytes], records: Iterable[bytes], row_group_rows: int) -> None:
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist([json.loads(record) for record in records])
+    _parquet().write_table(table, fileobj, row_group_size=row_group_rows)
