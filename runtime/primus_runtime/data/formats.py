@@ -45,6 +45,7 @@ COMPRESSIONS = ("none", "gzip", "zstd")
 LINE_FORMATS = ("text", "jsonl", "parquet")  # framed with a trailing newline when fed
 RAW_CHUNK = 64 * 1024  # one raw record
 READ_SIZE = 1024 * 1024  # what the readers ask the file for at a time
+_PLAN_READ_SIZE = 64 * 1024  # planning reads headers only: small reads, bodies are seeked over
 _MAX_READ = 64 * 1024 * 1024  # largest single read while filling a buffer for one big record
 _UNBOUNDED = sys.maxsize  # the end of a compressed split: the whole decompressed stream
 
@@ -221,7 +222,7 @@ def plan_splits(opener: Callable[[], IO[bytes]], size: int, fmt: str, compressio
     if fmt == "parquet":
         return _plan_parquet(opener, target_bytes)
     with opener() as fileobj:
-        stream = _Stream(fileobj, 0, size)
+        stream = _Stream(fileobj, 0, size, _PLAN_READ_SIZE)
         next_record = stream.skip_tfrecord if fmt == "tfrecord" else stream.skip_length_delimited
         splits = []
         start = 0
@@ -353,13 +354,13 @@ class _Stream:
 
     __slots__ = ("fileobj", "buf", "off", "base", "size", "read_size")
 
-    def __init__(self, fileobj: IO[bytes], pos: int, size: int, read_size: int = READ_SIZE):
+    def __init__(self, fileobj: IO[bytes], pos: int, size: int, read_size: int = 0):
         self.fileobj = fileobj
         self.buf = b""
         self.off = 0
         self.base = pos
         self.size = size
-        self.read_size = read_size
+        self.read_size = read_size or READ_SIZE
 
     @property
     def pos(self) -> int:
