@@ -127,6 +127,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
             raise RequestError(400, f"replicas must be an integer, got {replicas!r}")
         return _json(am.request_scale(request.match_info["role"], replicas))
 
+    async def data(request: web.Request) -> web.Response:
+        return _json(am.request_data("status"))
+
+    async def data_suspend(request: web.Request) -> web.Response:
+        return _json(am.request_data("suspend"))
+
+    async def data_resume(request: web.Request) -> web.Response:
+        return _json(am.request_data("resume"))
+
     app = web.Application(client_max_size=1 << 20)
     prefix = protocol.API_PREFIX
     routes = [
@@ -142,6 +151,9 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         ("POST", prefix + "/job/kill", kill),
         ("POST", prefix + "/job/succeed", succeed),
         ("POST", prefix + "/roles/{role}/scale", scale),
+        ("GET", prefix + "/data", data),
+        ("POST", prefix + "/data/suspend", data_suspend),
+        ("POST", prefix + "/data/resume", data_resume),
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, authorized(handler))
