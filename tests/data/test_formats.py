@@ -25,6 +25,7 @@ from primus_runtime.data.formats import (
     crc32c,
     frame,
     plan_splits,
+    read_framed,
     read_records,
     write_records,
 )
@@ -75,11 +76,25 @@ def _read(data: bytes, fmt: str, compression: str, split: Split, skip: int = 0) 
 
 
 def _read_all(data: bytes, fmt: str, compression: str, target: int) -> list[bytes]:
+    """Every split's records, checking on the way that ``read_framed`` feeds the same records framed."""
     splits = _splits(data, fmt, compression, target)
     if data and fmt != "parquet":
         assert splits[0].start == 0 and all(a.end == b.start for a, b in zip(splits, splits[1:], strict=False))
         assert splits[-1].end == len(data)
-    return [record for split in splits for record, _ in _read(data, fmt, compression, split)]
+    records = []
+    for split in splits:
+        in_split = _read(data, fmt, compression, split)
+        _check_framed(data, fmt, compression, split, 0, in_split)
+        records += [record for record, _ in in_split]
+    return records
+
+
+def _check_framed(data: bytes, fmt: str, compression: str, split: Split, skip: int,
+                  expected: list[tuple[bytes, int]]) -> None:
+    blocks = list(read_framed(io.BytesIO(data), fmt, compression, split.start, split.end, skip))
+    assert b"".join(block for block, _ in blocks) == b"".join(frame(record, fmt) for record, _ in expected)
+    if expected:
+        assert blocks[-1][1] == expected[-1][1]
 
 
 @pytest.mark.parametrize("fmt", RECORD_FORMATS)
@@ -165,6 +180,7 @@ def test_resume_skips_exactly_the_records_already_delivered(fmt, data):
     assert [n for _, n in whole] == list(range(1, len(whole) + 1))
     skip = data.draw(st.integers(0, len(whole) + 2))
     assert _read(encoded, fmt, "none", split, skip) == whole[skip:]
+    _check_framed(encoded, fmt, "none", split, skip, whole[skip:])
 
 
 def test_resume_inside_a_compressed_file():

@@ -44,7 +44,7 @@ COMPRESSIONS = ("none", "gzip", "zstd")
 
 LINE_FORMATS = ("text", "jsonl", "parquet")  # framed with a trailing newline when fed
 RAW_CHUNK = 64 * 1024  # one raw record
-READ_SIZE = 1024 * 1024  # what the readers ask the file for at a time
+READ_SIZE = 64 * 1024  # what the readers ask the file for at a time: small enough to stay in cache
 _PLAN_READ_SIZE = 64 * 1024  # planning reads headers only: small reads, bodies are seeked over
 _MAX_READ = 64 * 1024 * 1024  # largest single read while filling a buffer for one big record
 _UNBOUNDED = sys.maxsize  # the end of a compressed split: the whole decompressed stream
@@ -250,30 +250,93 @@ def read_records(fileobj: IO[bytes], fmt: str, compression: str, start: int, end
     _check(fmt, compression)
     if fmt == "parquet":
         return _read_parquet(fileobj, start, end, skip)
-    if compression != "none":
-        if start != 0:
-            raise ValueError(f"a {compression} file is read as one split from 0, not from byte {start}")
-        end = _UNBOUNDED
-        fileobj = _decompress(fileobj, compression)
-        size = _UNBOUNDED
-    else:
-        size = fileobj.seek(0, 2)
-        end = min(end, size)
-    if start >= end:
+    opened = _open_bytes(fileobj, compression, start, end)
+    if opened is None:
         return iter(())
+    stream, end, size = opened
     if fmt in ("text", "jsonl"):
-        return _read_lines(fileobj, start, end, skip, compression == "none")
+        # Per line, only C code runs: a chain over lists of lines, zipped with a counter.
+        lines = itertools.chain.from_iterable(_line_lists(_line_runs(stream, start, end, size != _UNBOUNDED), skip))
+        return zip(lines, itertools.count(skip + 1))
     if fmt == "raw":
         start = -(-start // RAW_CHUNK) * RAW_CHUNK
         if start >= end:
             return iter(())
-    if compression == "none":
-        fileobj.seek(start)
-    stream = _Stream(fileobj, start, size)
-    return _read_binary(stream, fmt, end, skip)
+    if size != _UNBOUNDED:
+        stream.seek(start)
+    return _read_binary(_Stream(stream, start, size), fmt, end, skip)
 
 
-def _read_lines(fileobj: IO[bytes], start: int, end: int, skip: int, seekable: bool) -> Iterator[tuple[bytes, int]]:
+def _open_bytes(fileobj: IO[bytes], compression: str, start: int, end: int) -> tuple[IO[bytes], int, int] | None:
+    """What to read (decompressing when needed), where to stop, and its size (``_UNBOUNDED`` when
+    decompressing); None when the range is empty."""
+    if compression != "none":
+        if start != 0:
+            raise ValueError(f"a {compression} file is read as one split from 0, not from byte {start}")
+        return _decompress(fileobj, compression), _UNBOUNDED, _UNBOUNDED
+    size = fileobj.seek(0, 2)
+    end = min(end, size)
+    if start >= end:
+        return None
+    return fileobj, end, size
+
+
+def read_framed(fileobj: IO[bytes], fmt: str, compression: str, start: int, end: int,
+                skip: int = 0) -> Iterator[tuple[bytes, int]]:
+    """The records of ``read_records``, already ``frame``d, in blocks of about ``READ_SIZE`` bytes.
+
+    Yields ``(block, n)``: ``n`` is the position of the block's last record in the split (what
+    to report as progress, and to pass back as ``skip``). A block never cuts a record. For text
+    this is the fast path: no Python work per line, only per block.
+    """
+    _check(fmt, compression)
+    if fmt in ("text", "jsonl"):
+        opened = _open_bytes(fileobj, compression, start, end)
+        if opened is None:
+            return iter(())
+        stream, end, size = opened
+        return _framed_lines(_line_runs(stream, start, end, size != _UNBOUNDED), skip)
+    return _framed_blocks(read_records(fileobj, fmt, compression, start, end, skip), fmt)
+
+
+def _framed_lines(runs: Iterator[bytes], skip: int) -> Iterator[tuple[bytes, int]]:
+    n = skip
+    for run in runs:
+        if not run.endswith(b"\n"):
+            run += b"\n"
+        count = run.count(b"\n")
+        if skip:
+            if count <= skip:
+                skip -= count
+                continue
+            run = run.split(b"\n", skip)[-1]
+            count -= skip
+            skip = 0
+        if b"\r" in run:
+            run = run.replace(b"\r\n", b"\n")
+        n += count
+        yield run, n
+
+
+def _framed_blocks(records: Iterator[tuple[bytes, int]], fmt: str) -> Iterator[tuple[bytes, int]]:
+    parts = []
+    size = 0
+    n = 0
+    for record, n in records:
+        framed = frame(record, fmt)
+        parts.append(framed)
+        size += len(framed)
+        if size >= READ_SIZE:
+            yield b"".join(parts), n
+            parts = []
+            size = 0
+    if parts:
+        yield b"".join(parts), n
+
+
+def _line_runs(fileobj: IO[bytes], start: int, end: int, seekable: bool) -> Iterator[bytes]:
+    """The lines that start in ``[start, end)``, in runs of about ``READ_SIZE`` bytes: each run is
+    whole lines as in the file, with their newlines (only a final line may have none)."""
     read = fileobj.read
     pos = start
     data = b""
@@ -293,7 +356,6 @@ def _read_lines(fileobj: IO[bytes], start: int, end: int, skip: int, seekable: b
             pos += len(chunk)
     elif seekable:
         fileobj.seek(0)
-    n = 0
     while pos < end:
         # ``data`` starts at a line start, at byte ``pos``; make it hold a newline unless at EOF.
         parts = [data]
@@ -304,36 +366,36 @@ def _read_lines(fileobj: IO[bytes], start: int, end: int, skip: int, seekable: b
             parts.append(chunk)
             if b"\n" in chunk:
                 break
-        data = b"".join(parts) if len(parts) > 1 else data
+        if len(parts) > 1:
+            data = b"".join(parts)
         last = data.rfind(b"\n")
         if last < 0:
             if data:  # a final line without newline
-                n += 1
-                if n > skip:
-                    yield data, n
+                yield data
             return
-        lines = data.split(b"\n")
-        finished = pos + last + 1 > end
-        if finished:
-            # Keep only the lines that start before ``end``.
+        if pos + last + 1 > end:  # keep only the lines that start before ``end``
             first_of_last = data.rfind(b"\n", 0, end - pos - 1) + 1
-            del lines[data.count(b"\n", 0, first_of_last) + 1:]
-            stop = first_of_last + len(lines[-1])
-        else:
-            carry = lines.pop()
-            stop = last
-        if data.find(b"\r\n", 0, stop + 1) >= 0:
-            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
-        if n < skip:
-            drop = min(skip - n, len(lines))
-            n += drop
-            del lines[:drop]
-        yield from zip(lines, itertools.count(n + 1))
-        n += len(lines)
-        if finished:
+            yield data[:data.find(b"\n", first_of_last) + 1]
             return
+        yield data[:last + 1]
         pos += last + 1
-        data = carry
+        data = data[last + 1:]
+
+
+def _line_lists(runs: Iterator[bytes], skip: int) -> Iterator[list[bytes]]:
+    for run in runs:
+        lines = run.split(b"\n")
+        if run.endswith(b"\n"):
+            del lines[-1]
+        if skip:
+            if len(lines) <= skip:
+                skip -= len(lines)
+                continue
+            del lines[:skip]
+            skip = 0
+        if b"\r" in run:  # one memchr; the exact test is per line
+            lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        yield lines
 
 
 def _length_crc(length: int) -> int:
