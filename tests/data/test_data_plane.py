@@ -7,12 +7,13 @@ so a test sees exactly what reached trainers, duplicates included.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import make_spec
+from conftest import make_spec, wait_for
 
 CONSUMER = str(Path(__file__).with_name("consumer.py"))
 DAILY = "/{{YYYY}}{{MM}}{{DD}}/"
@@ -75,3 +76,129 @@ def test_every_line_is_consumed_once_in_partition_order(client, dirs):
     assert info["state"] == "succeeded" and info["progress"] == 1.0 and info["watermark"] == "2026-12-03"
     assert info["tasks"]["done"] == info["tasks"]["total"] > 3 and info["records_done"] == len(expected)
     assert info["bytes"]["done"] == info["bytes"]["total"] and info["scan_complete"]
+
+
+def test_a_partition_is_read_only_after_its_marker(client, dirs):
+    data, out = dirs
+    first = write_day(data, 1)
+    second = write_day(data, 2, marker=False)  # files there, marker not yet
+    app = client.submit(data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": None}))
+    info = wait_for(lambda: (d := client.data(app)) and d["watermark"] == "2026-12-01" and d, 30, "day 1 consumed")
+    assert "20261202/_SUCCESS" in (info["waiting_for"] or "")
+    time.sleep(1.0)  # several scan polls while day 2 has no marker
+    assert sorted(all_lines(out)) == sorted(first)
+    (data / "20261202" / "_SUCCESS").write_text("")
+    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-02", 30, "day 2 consumed")
+    third = write_day(data, 3)  # the open range keeps polling for new partitions
+    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-03", 30, "day 3 consumed")
+    lines = all_lines(out)
+    assert sorted(lines) == sorted(first + second + third) and lines == sorted(lines)
+    client.succeed(app, "test done")
+    assert client.wait(app, timeout=30)["job"]["state"] == "succeeded"
+
+
+def test_trainers_dying_mid_task_lose_nothing(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=400)]
+    spec = data_spec(out, data, env={"DIE_AFTER": "150", "DIE_ON_ATTEMPTS": "0,1,2"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10)
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 6  # 2 workers x 3 deaths
+    lines = all_lines(out)
+    assert set(lines) == set(expected)  # at least once
+    assert len(lines) < 3 * len(expected)  # duplicates bounded by what was fed since the last report
+    assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"]
+    assert any(e["to_state"] == "requeued" for e in status["events"])
+
+
+def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path):
+    data, out = dirs
+    small = write_day(data, 1, files=1, lines=100, prefix="a")  # part-0.txt: done in the first run
+    directory = data / "20261201"
+    big = [f"b{i:06d}" for i in range(40000)]  # part-1.txt: about 320 KB, one task
+    (directory / "part-1.txt").write_text("\n".join(big) + "\n")
+    spec = data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi",
+                     work_preserve_dir=str(tmp_path / "preserve"))
+    app = client.submit(spec)
+    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file read")
+    time.sleep(1.5)  # the journal is written at most every second
+    first = client.kill(app)
+    assert first["job"]["state"] == "killed"
+    done_before = first["data"]["records_done"]
+    assert len(small) + 2000 < done_before < len(small) + len(big)
+    before = set(all_lines(out))
+    for f in out.iterdir():
+        f.rename(f.with_name("first-" + f.name))
+
+    spec["roles"][0]["env"] = {"OUT_DIR": str(out)}  # full speed this time
+    again = client.submit(spec)
+    status = client.wait(again, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
+    assert not set(small) & set(second), "a task done in the first run was read again"
+    assert second[0] != big[0] and second[0] in big, "the big file did not resume mid-file"
+    assert before | set(second) == set(small) | set(big)
+    assert status["data"]["records_done"] == len(small) + len(big)
+
+
+@pytest.mark.parametrize("policy", ["quarantine", "fail"])
+def test_corrupt_file_follows_the_bad_data_policy(client, dirs, policy):
+    data, out = dirs
+    good = write_day(data, 1, files=1)
+    (data / "20261201" / "part-9.txt.gz").write_bytes(b"this is not gzip data at all\n" * 10)
+    spec = data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"},
+                     on_bad_data=policy, max_task_attempts=2)
+    app = client.submit(spec)
+    status = client.wait(app, timeout=60)
+    bad_task = "clicks/2026-12-01/part-9.txt.gz:0"
+    if policy == "quarantine":
+        assert status["job"]["state"] == "succeeded", status["job"]
+        assert status["data"]["quarantined"] == [bad_task] and status["data"]["tasks"]["quarantined"] == 1
+        assert sorted(all_lines(out)) == sorted(good)
+        assert any(e["subject"] == f"task/{bad_task}" and e["to_state"] == "quarantined" for e in status["events"])
+    else:
+        assert status["job"]["state"] == "failed"
+        reason = status["job"]["reason"]
+        assert bad_task in reason and str(data / "20261201" / "part-9.txt.gz") in reason, reason
+        assert status["data"]["state"] == "failed"
+
+
+def test_status_progress_and_suspend_resume(client, dirs):
+    from primus_runtime.cli import main as cli
+
+    data, out = dirs
+    expected = [line for day in (1, 2, 3) for line in write_day(data, day, lines=2500)]
+    app = client.submit(data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "250", "SLEEP": "0.1"},
+                                  max_tasks_per_executor=1, prefetch=0, task_size="16Ki"))
+    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) > 0, 30, "reading started")
+    suspended = client.data_suspend(app)
+    assert suspended["state"] == "suspended"
+    # What the executor held drains; nothing new is handed out.
+    held = wait_for(lambda: (d := client.data(app))["tasks"]["running"] == 0 and d, 30, "held tasks drained")
+    time.sleep(1.0)
+    still = client.data(app)
+    assert still["tasks"]["done"] == held["tasks"]["done"] and still["tasks"]["queued"] > 0
+    assert 0 < still["progress"] < 1 and still["bytes"]["done"] < still["bytes"]["total"]
+    assert still["scan_complete"] and (still["eta_seconds"] is None or still["eta_seconds"] >= 0)
+    assert still["rate_bytes_per_s"] >= 0 and still["watermark"] in (None, "2026-12-01", "2026-12-02")
+    assert "data" in client.status(app) and "suspended" in client.status(app)["data"]["state"]
+    from primus_runtime.client import progress_line
+
+    assert "data " in progress_line(client.status(app)) and "suspended" in progress_line(client.status(app))
+    assert cli(["--home", str(client.cluster.home), "data", "resume", app]) == 0
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(all_lines(out)) == sorted(expected)
+    assert status["data"]["progress"] == 1.0 and status["data"]["watermark"] == "2026-12-03"
+    events = [e for e in status["events"] if e["subject"] == "data"]
+    assert [e["to_state"] for e in events][:2] == ["suspended", "running"]
+
+
+def test_a_job_without_input_has_no_data(client):
+    app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
+    status = client.wait(app, timeout=30)
+    assert status["data"] is None

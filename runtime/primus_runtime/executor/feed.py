@@ -109,8 +109,9 @@ class Feeder:
                         done.append(task.id)
                     else:
                         failed[task.id] = task.error
-            reading = sum(1 for t in self.tasks.values() if not t.read_done)
-            return {"need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - reading),
+            # A task counts against max_tasks until its last record is in the pipe.
+            feeding = sum(1 for t in self.tasks.values() if t.written_end is None)
+            return {"need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - feeding),
                     "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
 
     def reported(self, report: dict[str, Any], reply: dict[str, Any]) -> None:
@@ -183,7 +184,6 @@ class Feeder:
                 task.read_done = True
                 task.error = error
             self._put(task, bytes(chunk), records, nbytes, True)
-            self.wake.set()  # room for another task: heartbeat soon
 
     def _put(self, task: _TaskFeed, data: bytes, records: int, nbytes: int, last: bool) -> None:
         while not (self.closed or self.broken):
@@ -215,6 +215,8 @@ class Feeder:
                 task.written.append((self.total_written, records, nbytes))
                 if last:
                     task.written_end = self.total_written
+            if last:
+                self.wake.set()  # room for another task: heartbeat soon
         try:
             self.stdin.close()
         except OSError:
