@@ -1,11 +1,13 @@
-"""Feeding throughput: ``read_records`` + ``frame`` into a trainer's pipe, against a plain Python
-line loop writing the same bytes into the same pipe.
+"""Feeding throughput: ``read_records`` + ``frame`` (one record at a time) and ``read_framed``
+(framed blocks) into a trainer's pipe, against a plain Python line loop writing the same bytes
+into the same pipe.
 
 A ~200 MB text file (lines of 20-300 bytes) is planned into 8 splits, and each split is read and
 framed into a pipe drained by ``cat > /dev/null`` (the trainer), through the same 1 MiB-buffered
-writer on both sides. The baseline is ``for line in open(path, "rb"): pipe.write(line)`` over the
-whole file. Also prints MB/s for tfrecord (CRC-checked), length-delimited and raw records and for
-gzip text. Each side runs RUNS times (best kept); the last line is the text ratio.
+writer on every side. The baseline is ``for line in open(path, "rb"): pipe.write(line)`` over
+the whole file; ``cat FILE`` into the same kind of pipe is shown too. Also prints MB/s and
+records/s for tfrecord (CRC-checked), length-delimited and raw records, and gzip text. Each text
+side runs RUNS times, interleaved, best kept; the last line is the text ratios.
 
     python bench/feed.py            # SIZE_MB=200 RUNS=3 by default
 """
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from primus_runtime.data.formats import frame, plan_splits, read_records, write_records
+from primus_runtime.data.formats import frame, plan_splits, read_framed, read_records, write_records
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 200))
 RUNS = int(os.environ.get("RUNS", 3))
@@ -84,6 +86,25 @@ def primus(path: Path, fmt: str, compression: str = "none") -> Callable[[IO[byte
     return feed
 
 
+def framed(path: Path, fmt: str) -> Callable[[IO[bytes]], None]:
+    size = path.stat().st_size
+    splits = plan_splits(lambda: open(path, "rb"), size, fmt, "none", -(-size // SPLITS))
+
+    def feed(pipe: IO[bytes]) -> None:
+        write = pipe.write
+        for split in splits:
+            with open(path, "rb") as fileobj:
+                for block, _ in read_framed(fileobj, fmt, "none", split.start, split.end):
+                    write(block)
+    return feed
+
+
+def cat_into_pipe(path: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(f"cat {path} | cat > /dev/null", shell=True, check=True)
+    return time.perf_counter() - start
+
+
 def best(feed: Callable[[IO[bytes]], None], runs: int = RUNS) -> float:
     return min(into_pipe(feed) for _ in range(runs))
 
@@ -109,15 +130,20 @@ def main() -> None:
         seconds = best(primus(zipped, "text", "gzip"), 1)
         print(f"gzip text (one split, decompressed): {50 / seconds:.0f} MB/s", flush=True)
 
-        ours, plain = [], []
+        sides: dict[str, list[float]] = {"plain": [], "records": [], "framed": [], "cat": []}
         for run in range(RUNS):
-            plain.append(into_pipe(plain_lines(text)))
-            ours.append(into_pipe(primus(text, "text")))
-            print(f"run {run + 1}: primus {size / MB / ours[-1]:.0f} MB/s, plain line loop "
-                  f"{size / MB / plain[-1]:.0f} MB/s", flush=True)
-    ratio = min(plain) / min(ours)
-    print(f"text feed (read_records + frame, {SPLITS} splits, into a pipe): primus {size / MB / min(ours):.0f} MB/s "
-          f"vs plain line loop {size / MB / min(plain):.0f} MB/s: {ratio:.2f}x")
+            sides["plain"].append(into_pipe(plain_lines(text)))
+            sides["records"].append(into_pipe(primus(text, "text")))
+            sides["framed"].append(into_pipe(framed(text, "text")))
+            sides["cat"].append(cat_into_pipe(text))
+            print(f"run {run + 1}: " + ", ".join(f"{name} {size / MB / seconds[-1]:.0f} MB/s"
+                                                 for name, seconds in sides.items()), flush=True)
+    best_of = {name: min(seconds) for name, seconds in sides.items()}
+    print(f"text, best of {RUNS}: plain line loop {size / MB / best_of['plain']:.0f} MB/s, read_records + frame "
+          f"{size / MB / best_of['records']:.0f} MB/s, read_framed {size / MB / best_of['framed']:.0f} MB/s, "
+          f"cat {size / MB / best_of['cat']:.0f} MB/s; read_framed vs cat: {best_of['cat'] / best_of['framed']:.2f}x")
+    print(f"text feed ({SPLITS} splits, into a pipe) vs a plain `for line in file` loop: read_records + frame "
+          f"{best_of['plain'] / best_of['records']:.2f}x, read_framed: {best_of['plain'] / best_of['framed']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import ast
 import gzip
 import io
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,9 @@ def test_gzip_file_is_one_split_that_delivers_every_record(fmt, data):
 
 
 @pytest.mark.parametrize("fmt", RECORD_FORMATS)
-def test_zstd_file_delivers_every_record(fmt):
+def test_zstd_file_of_several_frames_delivers_every_record(fmt):
     records = [b"1", b"22", b"333"] * 1000 if fmt != "jsonl" else [b'{"i": %d}' % i for i in range(3000)]
-    encoded = _encode(records, fmt, "zstd")
+    encoded = _encode(records[:1000], fmt, "zstd") + _encode(records[1000:], fmt, "zstd")
     assert _read_all(encoded, fmt, "zstd", 100) == records
 
 
@@ -209,11 +210,18 @@ def test_crc32c_known_vectors():
     assert crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=300), st.integers(0, 300))
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.binary(max_size=100), st.binary(min_size=500, max_size=1200)), st.integers(0, 1200))
 def test_crc32c_matches_the_bitwise_definition_and_continues(data, cut):
     assert crc32c(data) == _reference_crc32c(data)
     assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
+
+
+@pytest.mark.parametrize("size", [511, 512, 4095, 4096, 40_000, 300_001])  # every width of the lane-wise path
+def test_crc32c_lane_wise_path_agrees_with_slicing_by_8(size):
+    data = random.Random(size).randbytes(size)
+    assert crc32c(data) == formats._crc_sliced(0xFFFFFFFF, data) ^ 0xFFFFFFFF
+    assert crc32c(data[size // 3:], crc32c(data[:size // 3])) == crc32c(data)
 
 
 def test_tfrecord_layout_matches_the_tensorflow_framing():
@@ -254,6 +262,17 @@ def test_truncated_record_is_named_with_its_offset(fmt, compression):
     with pytest.raises(CorruptRecord, match=f"at byte {first}: truncated record") as caught:
         _read(cut, fmt, compression, Split(0, len(cut)))
     assert caught.value.offset == first
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd"])
+def test_corrupt_compressed_stream_is_a_corrupt_record(compression):
+    encoded = _encode([b"line %d" % i for i in range(20000)], "text", compression)
+    with pytest.raises(CorruptRecord, match=f"corrupt {compression} data"):
+        _read(encoded[:len(encoded) // 2], "text", compression, Split(0, len(encoded) // 2))
+    flipped = bytearray(encoded)
+    flipped[len(encoded) // 2] ^= 0xFF
+    with pytest.raises(CorruptRecord, match=f"corrupt {compression} data"):
+        _read(bytes(flipped), "text", compression, Split(0, len(encoded)))
 
 
 def test_varint_longer_than_ten_bytes_is_a_bad_length():

@@ -35,6 +35,7 @@ import itertools
 import json
 import struct
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, cast
@@ -113,11 +114,23 @@ def _crc_tables(count: int) -> list[list[int]]:
 _T = _crc_tables(8)
 _T0, _T1, _T2, _T3, _T4, _T5, _T6, _T7 = _T
 _LITTLE = sys.byteorder == "little"
+_U32_CODE = "I" if array.array("I").itemsize == 4 else "L"
 
 
 def crc32c(data: bytes, crc: int = 0) -> int:
     """CRC-32C of ``data``, continuing from ``crc`` (the CRC of what came before)."""
     c = crc ^ 0xFFFFFFFF
+    size = len(data)
+    if size >= 512:
+        width = 32 if size < 4096 else 64 if size < 32768 else 128 if size < 262144 else 256
+        span = size - size % width
+        c = _crc_wide(c, data, span, width)
+        data = data[span:]
+    return _crc_sliced(c, data) ^ 0xFFFFFFFF
+
+
+def _crc_sliced(c: int, data: bytes) -> int:
+    """Advance the CRC register over ``data``: slicing-by-8, eight table lookups per 8 bytes."""
     t0, t1, t2, t3, t4, t5, t6, t7 = _T
     size = len(data)
     head = size - size % 8
@@ -131,7 +144,52 @@ def crc32c(data: bytes, crc: int = 0) -> int:
                  ^ t3[(c >> 32) & 0xFF] ^ t2[(c >> 40) & 0xFF] ^ t1[(c >> 48) & 0xFF] ^ t0[c >> 56])
     for byte in data[head:]:
         c = t0[(c ^ byte) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
+    return c
+
+
+_WIDE: dict[int, tuple[list[int], list[int], list[int], list[int], list[list[bytes]]]] = {}
+
+
+def _wide_tables(width: int) -> tuple[list[int], list[int], list[int], list[int], list[list[bytes]]]:
+    cached = _WIDE.get(width)
+    if cached is None:
+        tables = _crc_tables(width)
+        lanes = [[bytes((value >> shift) & 0xFF for value in tables[width - 1 - j]) for shift in (0, 8, 16, 24)]
+                 for j in range(width)]
+        cached = _WIDE[width] = (tables[width - 1], tables[width - 2], tables[width - 3], tables[width - 4], lanes)
+    return cached
+
+
+def _crc_wide(c: int, data: bytes, span: int, width: int) -> int:
+    """Advance the CRC register over ``data[:span]`` (whole blocks of ``width`` bytes), C doing most of it.
+
+    The register after a block is ``shift(register before) ^ D``, where ``D`` depends on the
+    block's bytes only: ``D = XOR over j of T[width-1-j][block[j]]`` (the CRC is linear). So all
+    the ``D`` are computed a byte lane at a time, each lane (``data[j::width]``) mapped through
+    its table with ``bytes.translate`` and XORed as one big integer; then one Python step per
+    block remains, four lookups for ``width`` bytes.
+    """
+    shift0, shift1, shift2, shift3, lanes = _wide_tables(width)
+    blocks = span // width
+    acc0 = acc1 = acc2 = acc3 = 0
+    from_bytes = int.from_bytes
+    for j, (b0, b1, b2, b3) in enumerate(lanes):
+        lane = data[j:span:width]
+        acc0 ^= from_bytes(lane.translate(b0), "little")
+        acc1 ^= from_bytes(lane.translate(b1), "little")
+        acc2 ^= from_bytes(lane.translate(b2), "little")
+        acc3 ^= from_bytes(lane.translate(b3), "little")
+    interleaved = bytearray(4 * blocks)
+    interleaved[0::4] = acc0.to_bytes(blocks, "little")
+    interleaved[1::4] = acc1.to_bytes(blocks, "little")
+    interleaved[2::4] = acc2.to_bytes(blocks, "little")
+    interleaved[3::4] = acc3.to_bytes(blocks, "little")
+    words = array.array(_U32_CODE, interleaved)
+    if not _LITTLE:
+        words.byteswap()
+    for word in words:
+        c = shift0[c & 0xFF] ^ shift1[(c >> 8) & 0xFF] ^ shift2[(c >> 16) & 0xFF] ^ shift3[c >> 24] ^ word
+    return c
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -568,20 +626,77 @@ def _read_binary(stream: _Stream, fmt: str, end: int, skip: int) -> Iterator[tup
 
 
 def _decompress(fileobj: IO[bytes], compression: str) -> IO[bytes]:
+    """A stream of the decompressed bytes; corrupt compressed data raises ``CorruptRecord``."""
     if compression == "gzip":
-        return cast(IO[bytes], gzip.GzipFile(fileobj=fileobj, mode="rb"))
-    try:
-        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
+        stream: Any = gzip.GzipFile(fileobj=fileobj, mode="rb")
+        errors: tuple[type[BaseException], ...] = (gzip.BadGzipFile, EOFError, zlib.error)
+    else:
+        try:
+            from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
 
-        return zstd.ZstdFile(fileobj)  # type: ignore[no-any-return]
-    except ImportError:
-        pass
-    try:
-        import zstandard
-    except ImportError as exc:
-        raise ImportError("reading zstd files needs the 'zstandard' package (pip install zstandard), "
-                          "or Python 3.14+") from exc
-    return zstandard.ZstdDecompressor().stream_reader(fileobj, read_across_frames=True)  # type: ignore[no-any-return]
+            stream, errors = zstd.ZstdFile(fileobj), (zstd.ZstdError, EOFError)
+        except ImportError:
+            try:
+                import zstandard
+            except ImportError as exc:
+                raise ImportError("reading zstd files needs the 'zstandard' package (pip install zstandard), "
+                                  "or Python 3.14+") from exc
+            stream, errors = _ZstdFrames(fileobj, zstandard.ZstdDecompressor()), (zstandard.ZstdError, EOFError)
+    return cast(IO[bytes], _Decompressed(stream, compression, errors))
+
+
+class _ZstdFrames:
+    """Decompresses every zstd frame of a file in turn; a file that ends inside a frame is an EOFError
+    (``zstandard``'s own stream reader takes that for a normal end)."""
+
+    def __init__(self, fileobj: IO[bytes], decompressor: Any):
+        self.fileobj = fileobj
+        self.decompressor = decompressor
+        self.frame: Any = None
+        self.buf = b""
+        self.off = 0
+
+    def read(self, size: int = -1) -> bytes:
+        while self.off >= len(self.buf):
+            raw = self.fileobj.read(READ_SIZE)
+            if not raw:
+                if self.frame is not None:
+                    raise EOFError("the file ends inside a zstd frame")
+                return b""
+            out = []
+            while raw:
+                if self.frame is None:
+                    self.frame = self.decompressor.decompressobj()
+                out.append(self.frame.decompress(raw))
+                raw = b""
+                if self.frame.eof:
+                    raw = self.frame.unused_data
+                    self.frame = None
+            self.buf = b"".join(out)
+            self.off = 0
+        end = len(self.buf) if size < 0 else min(len(self.buf), self.off + size)
+        chunk = self.buf[self.off:end] if self.off or end < len(self.buf) else self.buf
+        self.off = end
+        return chunk
+
+
+class _Decompressed:
+    """Reads a decompressor; its data errors become ``CorruptRecord`` at the decompressed offset."""
+
+    def __init__(self, stream: Any, compression: str, errors: tuple[type[BaseException], ...]):
+        self.stream = stream
+        self.compression = compression
+        self.errors = errors
+        self.pos = 0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            chunk: bytes = self.stream.read(size)
+        except self.errors as exc:
+            raise CorruptRecord(self.pos, f"corrupt {self.compression} data (offset in the decompressed stream): "
+                                          f"{exc}") from exc
+        self.pos += len(chunk)
+        return chunk
 
 
 # --- parquet (pyarrow, imported when needed) ----------------------------------------------------------
