@@ -402,7 +402,8 @@ class FileSource(_Strict):
     """
 
     name: Name = Field(description="Source name, used in task ids (e.g. clicks).")
-    path: str = Field(description="Directory (template) holding the files: an absolute path or a file:// URL.")
+    path: str = Field(description="Directory (template) holding the files: an absolute path or a file:// URL "
+                      "(in a spec file, a relative path is taken from the file's directory).")
     pattern: str = Field("*", min_length=1, description="Glob the file names must match (default every file).")
     success_marker: str | None = Field(
         "_SUCCESS", description="File that must exist in a partition before it is read; null = read at once."
@@ -651,6 +652,8 @@ class JobSpec(_Strict):
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | Path | None = None) -> JobSpec:
         """Validate a dict; raise SpecError naming every bad field and its value."""
+        if base_dir is not None:
+            data = _input_paths_from(data, Path(base_dir))
         try:
             spec = cls.model_validate(data)
         except ValidationError as exc:
@@ -695,6 +698,26 @@ class JobSpec(_Strict):
         for role in data["roles"]:
             role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f for f in role["files"]]
         return JobSpec.model_validate(data)
+
+
+def _input_paths_from(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Relative input paths in a spec file are taken from the file's directory."""
+    section = data.get("input")
+    if not isinstance(section, dict):
+        return data
+
+    def absolute(value: Any) -> Any:
+        if isinstance(value, str) and value and not value.startswith("/") and "://" not in value:
+            return str(base.resolve() / value) + ("/" if value.endswith("/") else "")
+        return value
+
+    section = dict(section)
+    if isinstance(section.get("sources"), list):
+        section["sources"] = [{**src, "path": absolute(src.get("path"))} if isinstance(src, dict) else src
+                              for src in section["sources"]]
+    if "work_preserve_dir" in section:
+        section["work_preserve_dir"] = absolute(section["work_preserve_dir"])
+    return {**data, "input": section}
 
 
 def load_spec(source: JobSpec | dict[str, Any] | str | Path) -> JobSpec:

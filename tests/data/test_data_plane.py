@@ -6,6 +6,8 @@ so a test sees exactly what reached trainers, duplicates included.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -112,6 +114,32 @@ def test_trainers_dying_mid_task_lose_nothing(client, dirs):
     assert len(lines) < 3 * len(expected)  # duplicates bounded by what was fed since the last report
     assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"]
     assert any(e["to_state"] == "requeued" for e in status["events"])
+
+
+def test_trainers_killed_from_outside_lose_nothing(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=3000)]
+    spec = data_spec(out, data, env={"SLEEP_EVERY": "500", "SLEEP": "0.05"}, task_size="8Ki",
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10)
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    killed: set[int] = set()
+
+    def reading_trainer() -> int | None:
+        for f in out.iterdir():
+            pid = int(f.stem.rsplit("-", 1)[1])
+            if pid not in killed and f.stat().st_size > 2000:
+                return pid
+        return None
+
+    for _ in range(3):  # SIGKILL a trainer in the middle of its tasks, three times
+        pid = wait_for(reading_trainer, 30, "a trainer reading")
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 3
+    assert set(all_lines(out)) == set(expected)
 
 
 def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path):

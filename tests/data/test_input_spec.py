@@ -92,3 +92,15 @@ def test_spec_formats_match_the_readers():
     from primus_runtime.spec import FORMATS
 
     assert tuple(FORMATS) == tuple(formats.FORMATS)
+
+
+def test_relative_input_paths_in_a_spec_file_are_taken_from_its_directory(tmp_path):
+    (tmp_path / "job.yaml").write_text(
+        "name: job\nroles: [{name: worker, command: x, consumes_input: true}]\n"
+        "input:\n  sources: [{name: c, path: 'data/{{YYYY}}{{MM}}{{DD}}/'}]\n"
+        "  time_range: {start: 2026-12-01, end: 2026-12-02}\n  work_preserve_dir: progress\n")
+    spec = JobSpec.from_file(tmp_path / "job.yaml")
+    assert spec.input is not None
+    assert spec.input.sources[0].path == str(tmp_path.resolve() / "data/{{YYYY}}{{MM}}{{DD}}") + "/"
+    assert spec.input.work_preserve_dir == str(tmp_path.resolve() / "progress")
+    assert spec.input.time_range is not None and spec.input.time_range.start == "2026-12-01"

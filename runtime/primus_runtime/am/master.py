@@ -284,7 +284,9 @@ class ApplicationMaster(BackendEvents):
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
         if self.data is not None and ex.role in self._fed_roles:
-            charge = state in (ExecutorState.FAILED, ExecutorState.LOST) and not preempted
+            # A trainer that failed may have failed on the data: that counts as an attempt of the
+            # tasks it held. Lost, killed, preempted or scaled-down executors cost their tasks nothing.
+            charge = state is ExecutorState.FAILED and not preempted
             self.data.release(ex.incarnation, charge, f"{ex.id} {state.value}: {reason}")
         self._membership_changed()
         if self.record.finishing is None and self.record.executors.get(ex.id) is ex:

@@ -112,6 +112,7 @@ class Dispatcher:
         self._rate: deque[tuple[float, int]] = deque()
         self.limit = spec.max_tasks_per_executor + spec.prefetch
         self.failure: str | None = None
+        self.quarantined: list[str] = []
 
     # --- from the scanner ---
 
@@ -136,6 +137,8 @@ class Dispatcher:
                 old = TaskState(earlier.get("state", "queued"))
                 if old.resolved:
                     task.state = old
+                    if old is TaskState.QUARANTINED:
+                        self.quarantined.append(task.id)
                     task.bytes_done = task.size if old is TaskState.DONE else task.bytes_done
             self.counts[task.state] += 1
             self.bytes_done += task.bytes_done
@@ -212,7 +215,7 @@ class Dispatcher:
     def release(self, holder: str, charge: bool, reason: str) -> None:
         """An executor ended: its tasks go back to the front of the queue, at their reported position.
 
-        ``charge``: the end counts as an attempt of each task it held (the trainer failed or was lost)."""
+        ``charge``: the end counts as an attempt of each task it held (the trainer failed)."""
         held = self.held.pop(holder, {})
         returned = []
         for task_id in held:
@@ -282,7 +285,7 @@ class Dispatcher:
             "watermark": self.watermark,
             "scan_complete": self.scan_complete,
             "waiting_for": self.waiting_for,
-            "quarantined": [t.id for t in self.tasks.values() if t.state is TaskState.QUARANTINED],
+            "quarantined": list(self.quarantined),
             "failure": self.failure,
         }
 
@@ -314,6 +317,7 @@ class Dispatcher:
         self._set(task, state)
         self.unresolved[task.partition] -= 1
         if state is TaskState.QUARANTINED:
+            self.quarantined.append(task.id)
             self.events.data_event(f"task/{task.id}", "running", "quarantined", why)
         self._advance_watermark()
         self._check_complete()
