@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -395,3 +396,35 @@ def test_module_imports_with_the_standard_library_only():
 def test_module_parses_as_python_3_9():
     path = Path(formats.__file__)
     ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
+
+
+_ROUND_TRIP = """
+import gzip, io, sys
+from primus_runtime.data.formats import frame, plan_splits, read_framed, read_records, write_records
+records = [b"a", b"", b"b\\rc", b"x" * 3000] * 50
+for fmt in ("text", "tfrecord", "length_delimited"):
+    out = io.BytesIO()
+    write_records(out, records, fmt)
+    for compression, blob in (("none", out.getvalue()), ("gzip", gzip.compress(out.getvalue()))):
+        splits = plan_splits(lambda: io.BytesIO(blob), len(blob), fmt, compression, 1000)
+        got = [r for s in splits for r, _ in read_records(io.BytesIO(blob), fmt, compression, s.start, s.end)]
+        fed = b"".join(b for s in splits for b, _ in read_framed(io.BytesIO(blob), fmt, compression, s.start, s.end))
+        assert got == records and fed == b"".join(frame(r, fmt) for r in records), (fmt, compression)
+"""
+
+
+def _python_3_9() -> str | None:
+    for candidate in [shutil.which("python3.9"), *sorted(Path("/root/.pyenv/versions").glob("3.9*/bin/python"))]:
+        if candidate and subprocess.run([str(candidate), "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                                        capture_output=True).returncode == 0:
+            return str(candidate)
+    return None
+
+
+def test_round_trip_on_python_3_9_when_this_machine_has_it():
+    python = _python_3_9()
+    if python is None:
+        pytest.skip("no Python 3.9 interpreter here; parsing as 3.9 is checked above")
+    proc = subprocess.run([python, "-S", "-I", "-c", f"import sys; sys.path.insert(0, {str(RUNTIME)!r})\n" + _ROUND_TRIP],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

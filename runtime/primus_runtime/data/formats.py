@@ -7,9 +7,10 @@ functions that need them.
 Formats and what one record is:
 
 ``text``, ``jsonl``
-    a line without its ``\\n`` (and a ``\\r`` just before it). A split is a byte range; a line
+    a line without its ``\\n`` and without a ``\\r`` at its end. A split is a byte range; a line
     belongs to the split its first byte is in (Hadoop's rule), so splits need no reading to plan.
-    jsonl lines are not parsed here (the trainer does that); ``write_records`` checks them.
+    A last line without ``\\n`` counts. jsonl lines are not parsed here (the trainer does that);
+    ``write_records`` checks them.
 ``raw``
     a 64 KiB chunk of the (decompressed) file; the last one may be shorter.
 ``tfrecord``
@@ -24,7 +25,8 @@ Offsets (``Split``, ``CorruptRecord.offset``) are bytes of the file as stored, o
 decompressed stream for gzip/zstd files, which are always one whole-file split.
 
 Fed to a trainer, a line-based record (text, jsonl, parquet rows) ends with ``\\n``; every
-binary record gets a 4-byte big-endian length in front (see ``frame``).
+binary record gets a 4-byte big-endian length in front (see ``frame``). ``read_framed`` hands
+out framed records in blocks, which is how to feed text fast: per line, no Python code runs.
 """
 
 from __future__ import annotations
@@ -261,7 +263,8 @@ def plan_splits(opener: Callable[[], IO[bytes]], size: int, fmt: str, compressio
 
     ``opener()`` returns a fresh binary file object; it is used only by the formats whose
     boundaries must be found in the file (tfrecord and length_delimited walk the record
-    headers and seek over the bodies; parquet reads its footer).
+    headers and seek over the bodies; parquet reads its footer). Splits are byte ranges, row
+    group ranges for parquet. A corrupt header found on the way raises ``CorruptRecord``.
     """
     _check(fmt, compression)
     if target_bytes <= 0:
@@ -301,9 +304,11 @@ def read_records(fileobj: IO[bytes], fmt: str, compression: str, start: int, end
     """Every record that starts in ``[start, end)``, exactly once and in order, as ``(record, n)``.
 
     ``n`` is the record's 1-based position in the split: pass it back as ``skip`` to resume
-    right after it. The first ``skip`` records are read past without being yielded. A
-    compressed file is read whole (its only split is ``Split(0, size)``). Raises
-    ``CorruptRecord`` (with the byte offset) on a bad length, a CRC mismatch or a truncated record.
+    right after it. The first ``skip`` records are read past without being yielded (tfrecord,
+    length_delimited and raw seek over them). A compressed file is read whole (its only split
+    is ``Split(0, size)``); for parquet, ``start``/``end`` are row groups. Raises
+    ``CorruptRecord`` (with the byte offset) on a bad length, a CRC mismatch, a truncated record
+    or corrupt compressed data.
     """
     _check(fmt, compression)
     if fmt == "parquet":
