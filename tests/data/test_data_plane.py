@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import make_spec, wait_for
+from primus_runtime.data.journal import TaskJournal
 
 CONSUMER = str(Path(__file__).with_name("consumer.py"))
 DAILY = "/{{YYYY}}{{MM}}{{DD}}/"
@@ -142,7 +143,8 @@ def test_trainers_killed_from_outside_lose_nothing(client, dirs):
     assert set(all_lines(out)) == set(expected)
 
 
-def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path):
+@pytest.mark.parametrize("stop", ["kill", "crash"])
+def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path, stop):
     data, out = dirs
     small = write_day(data, 1, files=1, lines=100, prefix="a")  # part-0.txt: done in the first run
     directory = data / "20261201"
@@ -152,12 +154,21 @@ def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, d
                      time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi",
                      work_preserve_dir=str(tmp_path / "preserve"))
     app = client.submit(spec)
-    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file read")
-    time.sleep(1.5)  # the journal is written at most every second
-    first = client.kill(app)
-    assert first["job"]["state"] == "killed"
-    done_before = first["data"]["records_done"]
-    assert len(small) + 2000 < done_before < len(small) + len(big)
+    if stop == "kill":  # a graceful stop: the AM writes the journal on its way out
+        wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60,
+                 "part of the big file read")
+        first = client.kill(app)
+        assert first["job"]["state"] == "killed"
+        assert len(small) + 2000 < first["data"]["records_done"] < len(small) + len(big)
+    else:  # SIGKILL to the AM and everything else, once the journal holds a position in the big file
+        big_task = "clicks/2026-12-01/part-1.txt:0"
+
+        def journaled() -> bool:
+            state = TaskJournal(tmp_path / "preserve").recover()
+            return state.get(big_task, {}).get("records", 0) > 2000
+
+        wait_for(journaled, 60, "a position in the big file journaled")
+        client.cluster.force_kill(app)
     before = set(all_lines(out))
     for f in out.iterdir():
         f.rename(f.with_name("first-" + f.name))
@@ -230,3 +241,24 @@ def test_a_job_without_input_has_no_data(client):
     app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
     status = client.wait(app, timeout=30)
     assert status["data"] is None
+
+
+def test_a_missing_input_path_fails_the_job_with_a_clear_error(client, dirs):
+    data, out = dirs
+    spec = data_spec(out, data, replicas=1, sources=[{"name": "clicks", "path": str(data / "nowhere")}],
+                     time_range=None)
+    status = client.wait(client.submit(spec), timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert f"input path {data / 'nowhere'} does not exist" in status["job"]["reason"], status["job"]
+
+
+def test_an_empty_input_fails_the_job_with_a_clear_error(client, dirs):
+    data, out = dirs
+    for day in (1, 2):
+        (data / f"202612{day:02d}").mkdir(parents=True)
+        (data / f"202612{day:02d}" / "_SUCCESS").write_text("")
+    status = client.wait(client.submit(data_spec(out, data, replicas=1,
+                                                 time_range={"start": "2026-12-01", "end": "2026-12-02"})),
+                         timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert "the input has no files" in status["job"]["reason"], status["job"]
