@@ -15,9 +15,9 @@ RUNTIME = Path(__file__).resolve().parents[1] / "runtime" / "primus_runtime"
 # Modules the executor process loads (its package and the runtime modules it imports).
 EXECUTOR_MODULES = [*sorted((RUNTIME / "executor").glob("*.py")), RUNTIME / "protocol.py",
                     RUNTIME / "api_client.py", RUNTIME / "__init__.py", RUNTIME / "data" / "__init__.py",
-                    RUNTIME / "data" / "formats.py"]
+                    RUNTIME / "data" / "formats.py", RUNTIME / "data" / "reader.py"]
 # Imported inside the functions that read those formats only, never at import time.
-OPTIONAL_IMPORTS = {"formats.py": {"pyarrow", "zstandard", "compression"}}
+OPTIONAL_IMPORTS = {"formats.py": {"pyarrow", "zstandard", "compression"}, "reader.py": {"torch"}}
 
 
 def _imports(path: Path) -> set[str]:

@@ -102,5 +102,10 @@ def executor_id(role: str, index: int) -> str:
 #   CUDA_VISIBLE_DEVICES the GPUs assigned to the executor ("" when none)
 #   TF_CONFIG            framework tensorflow
 #   MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE  framework pytorch
+#   PRIMUS_INPUT_FRAMING roles with consumes_input: "lines" (each record ends with a newline)
+#                        or "length_prefixed" (4-byte big-endian length, then the record) on stdin
 TRAINER_ENV_CLUSTER = "PRIMUS_CLUSTER"
+TRAINER_ENV_INPUT_FRAMING = "PRIMUS_INPUT_FRAMING"
+FRAMING_LINES = "lines"
+FRAMING_LENGTH_PREFIXED = "length_prefixed"
 TRAINER_ENV_CLUSTER_FILE = "PRIMUS_CLUSTER_FILE"

@@ -366,6 +366,9 @@ Backend = Annotated[LocalBackend | YarnBackend | KubernetesBackend, Field(discri
 # --- input (the data plane) ----------------------------------------------------------
 
 FORMATS = ("text", "jsonl", "raw", "tfrecord", "length_delimited", "parquet")
+# How each format's records are fed (see data/formats.frame): lines, or 4-byte big-endian length + record.
+_FRAMING = {"text": "lines", "jsonl": "lines", "parquet": "lines",
+            "raw": "length_prefixed", "tfrecord": "length_prefixed", "length_delimited": "length_prefixed"}
 TEMPLATE_TOKENS = ("YYYY", "MM", "DD", "HH")
 _TEMPLATE_RE = re.compile(r"\{\{([^{}]*)\}\}")
 _DAY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
@@ -563,6 +566,11 @@ class InputSpec(_Strict):
             local_path(value)
         return value
 
+    @property
+    def framing(self) -> str:
+        """How records reach the trainer: ``lines`` or ``length_prefixed``."""
+        return _FRAMING[self.sources[0].format]
+
     @model_validator(mode="after")
     def _consistent(self) -> InputSpec:
         names = [s.name for s in self.sources]
@@ -582,6 +590,11 @@ class InputSpec(_Strict):
                 if not needed <= used:
                     raise ValueError(f"sources[{i}].path: {self.time_range.granularity} partitions need the "
                                      f"templates {sorted(needed)}, got {source.path!r}")
+        framings = {_FRAMING[s.format] for s in self.sources}
+        if len(framings) > 1:
+            raise ValueError("sources: every source of a job must be fed the same way (text, jsonl and parquet "
+                             "as lines; raw, tfrecord and length_delimited length-prefixed), got formats "
+                             f"{[s.format for s in self.sources]}")
         if self.delivery == "exactly_once":
             raise ValueError("delivery: exactly_once is not available in this version (it needs the trainer's "
                              "checkpoint commit API); use at_least_once, got 'exactly_once'")
