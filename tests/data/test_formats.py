@@ -225,6 +225,15 @@ def test_crc32c_lane_wise_path_agrees_with_slicing_by_8(size):
     assert crc32c(data[size // 3:], crc32c(data[:size // 3])) == crc32c(data)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_crc32c_many_equals_one_crc32c_per_span(data):
+    buf = data.draw(st.one_of(st.binary(max_size=300), st.binary(min_size=15000, max_size=20000)))
+    bounds = st.integers(0, len(buf))
+    spans = [tuple(sorted(pair)) for pair in data.draw(st.lists(st.tuples(bounds, bounds), max_size=20))]
+    assert formats.crc32c_many(buf, spans) == [crc32c(buf[a:b]) for a, b in spans]
+
+
 def test_tfrecord_layout_matches_the_tensorflow_framing():
     encoded = _encode([b"hello"], "tfrecord")
     length = (5).to_bytes(8, "little")
@@ -238,9 +247,12 @@ def test_tfrecord_layout_matches_the_tensorflow_framing():
 def test_tfrecord_flipped_data_byte_is_a_crc_mismatch_at_the_record_offset():
     encoded = bytearray(_encode([b"a" * 10, b"b" * 10, b"c" * 10], "tfrecord"))
     encoded[26 + 12 + 3] ^= 0x01  # data of the second record (records are 26 bytes)
+    delivered = []
     with pytest.raises(CorruptRecord, match="at byte 26: CRC mismatch") as caught:
-        _read(bytes(encoded), "tfrecord", "none", Split(0, len(encoded)))
+        for record, _ in read_records(io.BytesIO(bytes(encoded)), "tfrecord", "none", 0, len(encoded)):
+            delivered.append(record)
     assert caught.value.offset == 26
+    assert delivered == [b"a" * 10]
 
 
 def test_tfrecord_corrupt_length_is_a_bad_length_even_when_planning():

@@ -163,15 +163,23 @@ def _wide_tables(width: int) -> tuple[list[int], list[int], list[int], list[int]
 
 
 def _crc_wide(c: int, data: bytes, span: int, width: int) -> int:
-    """Advance the CRC register over ``data[:span]`` (whole blocks of ``width`` bytes), C doing most of it.
+    """Advance the CRC register over ``data[:span]`` (whole blocks of ``width`` bytes), C doing most of it."""
+    shift0, shift1, shift2, shift3, _ = _wide_tables(width)
+    for term in _block_terms(data, span, width):
+        c = shift0[c & 0xFF] ^ shift1[(c >> 8) & 0xFF] ^ shift2[(c >> 16) & 0xFF] ^ shift3[c >> 24] ^ term
+    return c
+
+
+def _block_terms(data: bytes, span: int, width: int) -> array.array[int]:
+    """For each ``width``-byte block of ``data[:span]``, the term its bytes add to the register.
 
     The register after a block is ``shift(register before) ^ D``, where ``D`` depends on the
     block's bytes only: ``D = XOR over j of T[width-1-j][block[j]]`` (the CRC is linear). So all
     the ``D`` are computed a byte lane at a time, each lane (``data[j::width]``) mapped through
-    its table with ``bytes.translate`` and XORed as one big integer; then one Python step per
-    block remains, four lookups for ``width`` bytes.
+    its table with ``bytes.translate`` and XORed as one big integer; the caller is left with one
+    Python step per block, four lookups for ``width`` bytes.
     """
-    shift0, shift1, shift2, shift3, lanes = _wide_tables(width)
+    lanes = _wide_tables(width)[4]
     blocks = span // width
     acc0 = acc1 = acc2 = acc3 = 0
     from_bytes = int.from_bytes
@@ -186,18 +194,91 @@ def _crc_wide(c: int, data: bytes, span: int, width: int) -> int:
     interleaved[1::4] = acc1.to_bytes(blocks, "little")
     interleaved[2::4] = acc2.to_bytes(blocks, "little")
     interleaved[3::4] = acc3.to_bytes(blocks, "little")
-    words = array.array(_U32_CODE, interleaved)
+    terms = array.array(_U32_CODE, interleaved)
     if not _LITTLE:
-        words.byteswap()
-    for word in words:
-        c = shift0[c & 0xFF] ^ shift1[(c >> 8) & 0xFF] ^ shift2[(c >> 16) & 0xFF] ^ shift3[c >> 24] ^ word
-    return c
+        terms.byteswap()
+    return terms
+
+
+_MANY_WIDTH = 64  # block size when many small CRCs are computed together
+_MANY_LARGEST = 16384  # larger spans get a crc32c call of their own
+_PADS: list[bytes] = []
+
+
+def _pads() -> list[bytes]:
+    """``pads[p]``: ``p`` bytes that take a zero register to 0xFFFFFFFF, the CRC's initial value:
+    zeros, then the 4 bytes that the register's linear map sends to 0xFFFFFFFF."""
+    if not _PADS:
+        t0, t1, t2, t3 = _T[:4]
+
+        def after_four(q: int) -> int:  # the register after the 4 bytes of ``q`` (little-endian), from 0
+            return t3[q & 0xFF] ^ t2[(q >> 8) & 0xFF] ^ t1[(q >> 16) & 0xFF] ^ t0[q >> 24]
+
+        basis: dict[int, tuple[int, int]] = {}  # Gaussian elimination over GF(2): top bit -> (image, q)
+        for bit in range(32):
+            image, q = after_four(1 << bit), 1 << bit
+            while image:
+                top = image.bit_length() - 1
+                if top not in basis:
+                    basis[top] = (image, q)
+                    break
+                image ^= basis[top][0]
+                q ^= basis[top][1]
+        want, prefix = 0xFFFFFFFF, 0
+        while want:
+            image, q = basis[want.bit_length() - 1]
+            want ^= image
+            prefix ^= q
+        assert after_four(prefix) == 0xFFFFFFFF
+        head = _U32.pack(prefix)
+        _PADS.extend(bytes(p - 4) + head if p >= 4 else b"" for p in range(_MANY_WIDTH + 4))
+    return _PADS
+
+
+def crc32c_many(buf: bytes, spans: list[tuple[int, int]]) -> list[int]:
+    """``[crc32c(buf[a:b]) for a, b in spans]``, the small spans computed together.
+
+    Each small span is put behind a pad that makes it whole blocks and brings the register to
+    the CRC's initial value where the span starts (zero bytes leave a zero register alone), so
+    all of them go through one ``_block_terms`` pass, and the register restarts at 0 per span.
+    """
+    width = _MANY_WIDTH
+    pads = _pads()
+    view = memoryview(buf)
+    parts: list[bytes | memoryview] = []
+    plan = []  # (start, end, blocks), blocks -1 for a span that gets its own call
+    for a, b in spans:
+        size = b - a
+        if size > _MANY_LARGEST:
+            plan.append((a, b, -1))
+            continue
+        pad = 4 + (-(size + 4)) % width
+        parts.append(pads[pad])
+        parts.append(view[a:b])
+        plan.append((a, b, (size + pad) // width))
+    joined = b"".join(parts)
+    terms = iter(_block_terms(joined, len(joined), width))
+    shift0, shift1, shift2, shift3, _ = _wide_tables(width)
+    crcs = []
+    for a, b, count in plan:
+        if count < 0:
+            crcs.append(crc32c(buf[a:b]))
+            continue
+        c = 0
+        for term in itertools.islice(terms, count):
+            c = shift0[c & 0xFF] ^ shift1[(c >> 8) & 0xFF] ^ shift2[(c >> 16) & 0xFF] ^ shift3[c >> 24] ^ term
+        crcs.append(c ^ 0xFFFFFFFF)
+    return crcs
+
+
+def _mask(crc: int) -> int:
+    """TFRecord's masking of a CRC: rotated right by 15 bits plus a constant."""
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC: rotated right by 15 bits plus a constant."""
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    """TFRecord's masked CRC of ``data``."""
+    return _mask(crc32c(data))
 
 
 # --- framing ----------------------------------------------------------------------------------------
@@ -327,7 +408,8 @@ def read_records(fileobj: IO[bytes], fmt: str, compression: str, start: int, end
             return iter(())
     if size != _UNBOUNDED:
         stream.seek(start)
-    return _read_binary(_Stream(stream, start, size), fmt, end, skip)
+    reader = _read_tfrecord if fmt == "tfrecord" else _read_raw if fmt == "raw" else _read_length_delimited
+    return reader(_Stream(stream, start, size), end, skip)
 
 
 def _open_bytes(fileobj: IO[bytes], compression: str, start: int, end: int) -> tuple[IO[bytes], int, int] | None:
@@ -585,29 +667,28 @@ class _Stream:
             self.advance(header[0])
 
 
-def _read_binary(stream: _Stream, fmt: str, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
+def _read_raw(stream: _Stream, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
     n = 0
-    if fmt == "raw":
-        if stream.size != _UNBOUNDED:  # records sit at fixed offsets: seek over the skipped ones
-            skipped = min(skip, -(-(end - stream.pos) // RAW_CHUNK))
-            stream.advance(skipped * RAW_CHUNK)
-            n = skipped
-        while stream.pos < end:
-            have = stream.fill(RAW_CHUNK)
-            if have == 0:
-                return
-            take = min(have, RAW_CHUNK)
-            record = stream.buf[stream.off:stream.off + take]
-            stream.off += take
-            n += 1
-            if n > skip:
-                yield record, n
-        return
-    tfrecord = fmt == "tfrecord"
-    header_of = stream.tfrecord_header if tfrecord else stream.length_delimited_header
+    if stream.size != _UNBOUNDED:  # records sit at fixed offsets: seek over the skipped ones
+        n = min(skip, -(-(end - stream.pos) // RAW_CHUNK))
+        stream.advance(n * RAW_CHUNK)
+    while stream.pos < end:
+        have = stream.fill(RAW_CHUNK)
+        if have == 0:
+            return
+        take = min(have, RAW_CHUNK)
+        record = stream.buf[stream.off:stream.off + take]
+        stream.off += take
+        n += 1
+        if n > skip:
+            yield record, n
+
+
+def _read_length_delimited(stream: _Stream, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
+    n = 0
     while stream.pos < end:
         at = stream.pos
-        header = header_of()
+        header = stream.length_delimited_header()
         if header is None:
             return
         total, head = header
@@ -615,19 +696,47 @@ def _read_binary(stream: _Stream, fmt: str, end: int, skip: int) -> Iterator[tup
         if n <= skip:
             stream.advance(total)
             continue
-        have = stream.fill(total)
-        if have < total:
-            raise CorruptRecord(at, f"truncated record: {total} bytes announced, the stream ends after {have}")
-        buf = stream.buf
+        if stream.fill(total) < total:
+            raise CorruptRecord(at, f"truncated record: {total} bytes announced, the stream ends first")
         off = stream.off
         stream.off = off + total
-        if tfrecord:
-            record = buf[off + 12:off + total - 4]
-            if masked_crc32c(record) != _U32.unpack_from(buf, off + total - 4)[0]:
-                raise CorruptRecord(at, "CRC mismatch: the record's data is corrupt")
-        else:
-            record = buf[off + head:off + total]
-        yield record, n
+        yield stream.buf[off + head:off + total], n
+
+
+def _read_tfrecord(stream: _Stream, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
+    """TFRecords with both CRCs checked; the data CRCs of the records whole in the buffer are
+    computed together (``crc32c_many``), which is what makes small records fast."""
+    n = 0
+    while stream.pos < end:
+        at = stream.pos
+        header = stream.tfrecord_header()
+        if header is None:
+            return
+        total, length = header
+        n += 1
+        if n <= skip:
+            stream.advance(total)
+            continue
+        if stream.fill(total) < total:
+            raise CorruptRecord(at, f"truncated record: {length} bytes of data announced, the stream ends first")
+        buf = stream.buf
+        off = stream.off
+        spans = [(off + 12, off + total - 4)]  # data of this record and the next ones whole in the buffer
+        off += total
+        limit = min(len(buf), end - stream.base)
+        while off + 12 <= limit:
+            length, length_crc = _TF_HEADER.unpack_from(buf, off)
+            if _length_crc(length) != length_crc or off + length + 16 > len(buf):
+                break  # tfrecord_header reports a bad header, fill reads the rest of a record
+            spans.append((off + 12, off + 12 + length))
+            off += length + 16
+        stream.off = off
+        crcs = crc32c_many(buf, spans)
+        for index, (a, b) in enumerate(spans):
+            if _mask(crcs[index]) != _U32.unpack_from(buf, b)[0]:
+                raise CorruptRecord(stream.base + a - 12, "CRC mismatch: the record's data is corrupt")
+            yield buf[a:b], n + index
+        n += len(spans) - 1
 
 
 def _decompress(fileobj: IO[bytes], compression: str) -> IO[bytes]:
