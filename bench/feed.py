@@ -14,6 +14,7 @@ side runs RUNS times, interleaved, best kept; the last line is the text ratios.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -105,6 +106,20 @@ def cat_into_pipe(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def parquet_rows_per_second(path: Path, rng: random.Random) -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        print("parquet: not measured (pyarrow is not installed)")
+        return
+    rows = [json.dumps({"id": i, "user": f"u{rng.randrange(10**6)}", "score": rng.random(),
+                        "tags": ["a", "b"][:i % 3]}).encode() for i in range(100_000)]
+    with open(path, "wb") as out:
+        write_records(out, rows, "parquet", row_group_rows=10_000)
+    seconds = best(primus(path, "parquet"), 1)
+    print(f"parquet: {len(rows) / seconds:,.0f} rows/s (each fed as a JSON line)", flush=True)
+
+
 def best(feed: Callable[[IO[bytes]], None], runs: int = RUNS) -> float:
     return min(into_pipe(feed) for _ in range(runs))
 
@@ -122,8 +137,9 @@ def main() -> None:
             path = Path(tmp) / f"records.{fmt}"
             fmt_size = write_file(path, binary, fmt, repeat)
             seconds = best(primus(path, fmt), 1)
-            print(f"{fmt}: {fmt_size / MB / seconds:.0f} MB/s, {len(binary) * repeat / seconds:,.0f} records/s"
-                  if fmt != "raw" else f"raw: {fmt_size / MB / seconds:.0f} MB/s (64 KiB records)", flush=True)
+            what = "64 KiB records" if fmt == "raw" else f"{len(binary) * repeat / seconds:,.0f} records/s of 100-2000 B"
+            print(f"{fmt}: {fmt_size / MB / seconds:.0f} MB/s ({what})", flush=True)
+        parquet_rows_per_second(Path(tmp) / "rows.parquet", rng)
 
         zipped = Path(tmp) / "lines.txt.gz"
         subprocess.run(f"head -c 50000000 {text} | gzip -1 > {zipped}", shell=True, check=True)
