@@ -41,7 +41,7 @@ class TaskState(str, Enum):
         return self in (TaskState.DONE, TaskState.QUARANTINED)
 
 
-@dataclass
+@dataclass(slots=True)  # a job may hold millions of them
 class Task:
     """A byte range (row-group range for parquet) of one file, read by one executor at a time."""
 

@@ -13,9 +13,10 @@ Kept in ``work_preserve_dir`` as two files:
 
 Changes are buffered and written with one ``write`` + ``fsync`` at most every
 ``FLUSH_SECONDS``; the last second of progress may be lost in a crash, which only means
-those records are read again (at-least-once). Once the journal grows past
-``COMPACT_LINES`` the store writes a new snapshot and starts an empty journal; a crash
-between the two leaves a journal that replays onto the new snapshot harmlessly.
+those records are read again (at-least-once). Once the journal holds more lines than
+``COMPACT_LINES`` and than there are tasks (so snapshots cost O(1) per line), the store
+writes a new snapshot and starts an empty journal; a crash between the two leaves a
+journal that replays onto the new snapshot harmlessly.
 Recovery ignores a torn last line (a crash in the middle of a write).
 """
 
@@ -122,7 +123,7 @@ class TaskJournal:
         os.fsync(self._file.fileno())
         self._lines += len(self._pending)
         self._pending.clear()
-        if self._lines >= COMPACT_LINES:
+        if self._lines >= max(COMPACT_LINES, len(self.state)):  # amortized: a snapshot costs O(tasks)
             self.compact()
 
     def compact(self) -> None:

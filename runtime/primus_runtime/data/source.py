@@ -107,28 +107,30 @@ class Scanner:
                 self.dispatcher.waiting(f"source {source.name}: waiting for {path}")
                 await asyncio.sleep(self.spec.poll_interval)
         self.dispatcher.waiting(None)
-        return await asyncio.to_thread(self._tasks, fs, path, source, partition)
+        return await asyncio.to_thread(self.build_tasks, fs, path, source, partition)
 
-    def _tasks(self, fs: Any, path: str, source: FileSource, partition: Partition) -> list[Task]:
+    def build_tasks(self, fs: Any, path: str, source: FileSource, partition: Partition) -> list[Task]:
+        """The tasks of the readable files in one listed directory, by path, each file split in order."""
         entries = sorted((e for e in fs.ls(path, detail=True) if e.get("type") == "file"), key=lambda e: e["name"])
+        match_all = source.pattern == "*"
+        local = _is_local(fs)
+        fmt, target = source.format, self.spec.task_size
+        prefix = f"{source.name}/{partition.label}/" if partition.label else f"{source.name}/"
         tasks = []
         for entry in entries:
-            name = posixpath.basename(entry["name"])
-            if not readable(name) or not fnmatch.fnmatchcase(name, source.pattern):
+            file_path = entry["name"]
+            name = file_path.rsplit("/", 1)[-1]
+            if not readable(name) or not (match_all or fnmatch.fnmatchcase(name, source.pattern)):
                 continue
-            file_path, size = entry["name"], int(entry["size"])
+            size = int(entry["size"])
             compression = formats.compression_for(name) if source.compression == "auto" else source.compression
-            splits = formats.plan_splits(functools.partial(fs.open, file_path, "rb"), size, source.format, compression,
-                                         self.spec.task_size)
-            prefix = f"{source.name}/{partition.label}/{name}" if partition.label else f"{source.name}/{name}"
+            splits = formats.plan_splits(functools.partial(fs.open, file_path, "rb"), size, fmt, compression, target)
+            url = file_path if local else fs.unstrip_protocol(file_path)
+            whole = fmt == "parquet" or compression != "none"
             for split in splits:
-                if source.format == "parquet" or compression != "none":
-                    share = size // len(splits) if source.format == "parquet" else size
-                else:
-                    share = split.end - split.start
-                tasks.append(Task(id=f"{prefix}:{split.start}", partition=partition.label, source=source.name,
-                                  url=_url(fs, file_path), format=source.format, compression=compression,
-                                  start=split.start, end=split.end, size=max(share, 1)))
+                share = (size // len(splits) if fmt == "parquet" else size) if whole else split.end - split.start
+                tasks.append(Task(f"{prefix}{name}:{split.start}", partition.label, source.name, url, fmt,
+                                  compression, split.start, split.end, max(share, 1)))
         return tasks
 
 
@@ -139,7 +141,7 @@ def _fsspec_for(url: str) -> tuple[Any, str]:
     return fs, path
 
 
-def _url(fs: Any, path: str) -> str:
-    """What the executor opens: a plain path for local files, the fs's URL otherwise."""
+def _is_local(fs: Any) -> bool:
+    """Whether the executor can open this filesystem's paths as they are (it gets the fs's URL otherwise)."""
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return path if protocol in ("file", "local") else fs.unstrip_protocol(path)
+    return protocol in ("file", "local")
