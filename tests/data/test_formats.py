@@ -106,7 +106,7 @@ def test_splits_deliver_every_record_once_in_order(fmt, data, read_size):
     records = data.draw(_records[fmt])
     encoded = _encode(records, fmt)
     target = data.draw(st.integers(1, len(encoded) + 10))
-    with mock.patch.object(formats, "READ_SIZE", read_size):
+    with mock.patch.object(formats, "READ_SIZE", read_size), mock.patch.object(formats, "_PLAN_READ_SIZE", read_size):
         assert _read_all(encoded, fmt, "none", target) == records
 
 

@@ -365,11 +365,11 @@ def plan_splits(opener: Callable[[], IO[bytes]], size: int, fmt: str, compressio
         return _plan_parquet(opener, target_bytes)
     with opener() as fileobj:
         stream = _Stream(fileobj, 0, size, _PLAN_READ_SIZE)
-        next_record = stream.skip_tfrecord if fmt == "tfrecord" else stream.skip_length_delimited
+        walk = stream.walk_tfrecords if fmt == "tfrecord" else stream.walk_length_delimited
         splits = []
         start = 0
         while stream.pos < size:
-            next_record()
+            walk(start + target_bytes)
             if stream.pos - start >= target_bytes:
                 splits.append(Split(start, stream.pos))
                 start = stream.pos
@@ -656,15 +656,48 @@ class _Stream:
             raise CorruptRecord(at, f"truncated record: {length} bytes announced, the file ends at {self.size}")
         return total, head
 
-    def skip_tfrecord(self) -> None:
+    def walk_tfrecords(self, until: int) -> None:
+        """Move past one record, then past the next ones while ``pos < until`` and they are whole
+        in the buffer (any other case is left to the next call, which seeks or raises)."""
         header = self.tfrecord_header()
-        if header is not None:
-            self.advance(header[0])
+        if header is None:
+            return
+        self.advance(header[0])
+        buf = self.buf
+        off = self.off
+        limit = len(buf)
+        stop = until - self.base
+        unpack_from = _TF_HEADER.unpack_from
+        while off < stop and off + 12 <= limit:
+            length, length_crc = unpack_from(buf, off)
+            after = off + length + 16
+            if after > limit or _length_crc(length) != length_crc:
+                break
+            off = after
+        self.off = off
 
-    def skip_length_delimited(self) -> None:
+    def walk_length_delimited(self, until: int) -> None:
+        """Like ``walk_tfrecords``; lengths of one or two varint bytes are read inline."""
         header = self.length_delimited_header()
-        if header is not None:
-            self.advance(header[0])
+        if header is None:
+            return
+        self.advance(header[0])
+        buf = self.buf
+        off = self.off
+        limit = len(buf)
+        stop = until - self.base
+        while off < stop and off + 1 < limit:
+            first = buf[off]
+            if first < 0x80:
+                after = off + 1 + first
+            elif buf[off + 1] < 0x80:
+                after = off + 2 + ((first & 0x7F) | (buf[off + 1] << 7))
+            else:
+                break
+            if after > limit:
+                break
+            off = after
+        self.off = off
 
 
 def _read_raw(stream: _Stream, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
