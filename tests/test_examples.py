@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -29,6 +30,17 @@ def test_ps_worker_example_trains_through_the_ps(client):
     assert f"serving shard 0 of 2 on port {port}" in ps_log
     pushes = int(re.search(r"SIGTERM: stopping after (\d+) pushes", ps_log).group(1))
     assert pushes >= 2 * 200  # every step of both workers
+
+
+def test_data_wordcount_example_reads_every_line_once(client):
+    data = EXAMPLES / "data_wordcount" / "data"
+    expected = sorted(line.split()[0] for f in sorted(data.glob("*/part-*.txt")) for line in f.read_text().splitlines())
+    app = client.submit(EXAMPLES / "data_wordcount" / "job.yaml")
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    summaries = [json.loads(read_log(client, app, "worker", index).strip().splitlines()[-1]) for index in range(2)]
+    assert sorted(i for s in summaries for i in s["ids"]) == expected
+    assert status["data"]["watermark"] == "2026-12-03" and status["data"]["progress"] == 1.0
 
 
 @pytest.mark.framework

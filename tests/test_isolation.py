@@ -14,7 +14,10 @@ from primus_runtime.bundle import build_bundle
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime" / "primus_runtime"
 # Modules the executor process loads (its package and the runtime modules it imports).
 EXECUTOR_MODULES = [*sorted((RUNTIME / "executor").glob("*.py")), RUNTIME / "protocol.py",
-                    RUNTIME / "api_client.py", RUNTIME / "__init__.py"]
+                    RUNTIME / "api_client.py", RUNTIME / "__init__.py", RUNTIME / "data" / "__init__.py",
+                    RUNTIME / "data" / "formats.py", RUNTIME / "data" / "reader.py"]
+# Imported inside the functions that read those formats only, never at import time.
+OPTIONAL_IMPORTS = {"formats.py": {"pyarrow", "zstandard", "compression"}, "reader.py": {"torch"}}
 
 
 def _imports(path: Path) -> set[str]:
@@ -37,7 +40,20 @@ def test_runtime_never_imports_airflow_or_the_provider():
 def test_executor_imports_only_the_standard_library():
     for path in EXECUTOR_MODULES:
         third_party = _imports(path) - set(sys.stdlib_module_names) - {"__future__"}
+        third_party -= OPTIONAL_IMPORTS.get(path.name, set())
         assert not third_party, f"{path.name} imports {third_party}"
+
+
+def test_optional_imports_happen_only_inside_functions():
+    for path in EXECUTOR_MODULES:
+        optional = OPTIONAL_IMPORTS.get(path.name, set())
+        top_level = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                top_level.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                top_level.add(node.module.split(".")[0])
+        assert not top_level & optional, f"{path.name} imports {top_level & optional} at import time"
 
 
 def test_executor_parses_as_python_3_9():

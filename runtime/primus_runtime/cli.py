@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from .api_client import AMRejected
-from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient, progress_line, role_progress
+from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .spec import JobSpec, SpecError, load_spec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("role")
     p.add_argument("replicas", type=int)
     p.set_defaults(func=cmd_scale)
+
+    p = sub.add_parser("data", help="show, suspend or resume the job's input")
+    p.add_argument("action", choices=("status", "suspend", "resume"))
+    p.add_argument("app_id")
+    p.add_argument("--json", action="store_true", help="the data status as JSON")
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("list", help="list jobs, newest first")
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
@@ -142,6 +148,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     print(f"{job['app_id']}  {job.get('name', '')}  {job['state']}  {job.get('reason', '')}")
     for role in status.get("roles", []):
         print("  " + role_progress(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
+    if status.get("data"):
+        print("  " + data_progress(status["data"]))
     for ex in status.get("executors", []):
         ports = ",".join(map(str, ex.get("ports") or []))
         code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
@@ -169,6 +177,24 @@ def cmd_kill(client: PrimusClient, args: argparse.Namespace) -> int:
 def cmd_scale(client: PrimusClient, args: argparse.Namespace) -> int:
     reply = client.scale(args.app_id, args.role, args.replicas)
     print(f"{args.app_id}: role {reply['role']} now has {reply['replicas']} replicas")
+    return EXIT_OK
+
+
+def cmd_data(client: PrimusClient, args: argparse.Namespace) -> int:
+    data: dict[str, Any] | None
+    if args.action == "suspend":
+        data = client.data_suspend(args.app_id)
+    elif args.action == "resume":
+        data = client.data_resume(args.app_id)
+    else:
+        data = client.data(args.app_id)
+        if data is None:
+            print(f"primus: job {args.app_id} has no input", file=sys.stderr)
+            return EXIT_USAGE
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"{args.app_id}: {data_progress(data)} ({data['state']})")
     return EXIT_OK
 
 

@@ -28,9 +28,25 @@ def role_progress(role: dict[str, Any]) -> str:
         f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else "")
 
 
+def data_progress(data: dict[str, Any]) -> str:
+    """``data 40% (4/10 tasks), watermark 2026-12-01`` from the ``data`` part of a status."""
+    tasks = data.get("tasks", {})
+    line = f"data {int(data.get('progress', 0) * 100)}% ({tasks.get('done', 0)}/{tasks.get('total', 0)} tasks)"
+    if data.get("state") not in ("running", "exhausted", "succeeded"):
+        line += f" {data.get('state')}"
+    if tasks.get("quarantined"):
+        line += f", {tasks['quarantined']} quarantined"
+    if data.get("watermark"):
+        line += f", watermark {data['watermark']}"
+    return line
+
+
 def progress_line(status: dict[str, Any]) -> str:
-    """Every role's progress on one line, ``ps x2: 2 running | worker x2: ...``."""
-    return " | ".join(role_progress(role) for role in status.get("roles", [])) or "no executors yet"
+    """Every role's progress on one line, ``ps x2: 2 running | worker x2: ...``, then the input's."""
+    line = " | ".join(role_progress(role) for role in status.get("roles", [])) or "no executors yet"
+    if status.get("data"):
+        line += " | " + data_progress(status["data"])
+    return line
 
 
 class JobNotFound(LookupError):
@@ -77,7 +93,7 @@ class PrimusClient:
         if self.cluster.am_pid(app_id) is not None:
             spec = self.spec(app_id)
             return {"job": {"app_id": app_id, "name": spec.name, "state": "pending", "reason": "AM starting",
-                            "tags": spec.tags}, "roles": [], "executors": [], "events": []}
+                            "tags": spec.tags}, "roles": [], "executors": [], "events": [], "data": None}
         last = self.cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
         last["job"].update(state="lost", reason="the AM exited without recording an outcome; see am.log")
         return last
@@ -147,6 +163,18 @@ class PrimusClient:
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
         return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas})
+
+    def data(self, app_id: str) -> dict[str, Any] | None:
+        """The input's progress (the ``data`` part of the status); None for a job without input."""
+        return self.status(app_id).get("data")
+
+    def data_suspend(self, app_id: str) -> dict[str, Any]:
+        """Stop handing out input tasks (executors finish those they hold); the data status."""
+        return self._require_api(app_id, "POST", "/data/suspend", {})
+
+    def data_resume(self, app_id: str) -> dict[str, Any]:
+        """Hand out input tasks again; the data status."""
+        return self._require_api(app_id, "POST", "/data/resume", {})
 
     # --- logs ---
 

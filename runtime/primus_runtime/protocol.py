@@ -21,10 +21,25 @@ Executor -> AM (all POST, JSON bodies):
     ``{"command": "kill", "reason": ...}``, or ``{"command": "cluster",
     "cluster": CLUSTER}`` when the membership changed.
 
+    An executor of a role with ``consumes_input`` (its START has ``feed``) adds its
+    data report to every heartbeat once running: ``"need_tasks": n`` (tasks it can
+    take now), ``"held": [task_id]`` (tasks it has and is not done with),
+    ``"progress": {task_id: {"records": n, "bytes": b}}`` (records and bytes of the
+    task delivered to the trainer so far: a retry resumes after ``records``),
+    ``"done": [task_id]`` and ``"failed": {task_id: error}``. The reply may then
+    also carry ``"tasks": [TASK]`` (new assignments, or ones the executor does not
+    list in ``held`` and so never received) and ``"data_exhausted": true`` (no task
+    is left anywhere: once it holds nothing, the executor closes the trainer's stdin).
+
 ``/api/v1/executors/unregister``
     ``{"id", "incarnation", "exit_code": int, "message": str}`` -> ``{"ok": true}``
 
 ``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER}``.
+``START`` of a consuming role also has ``"feed": {"max_tasks": n}``: the trainer's
+stdin is then a pipe the executor feeds, and it holds at most ``n`` tasks.
+``TASK`` is ``{"task_id", "url", "format", "compression", "start", "end", "skip"}``:
+read the records of ``url`` that start in ``[start, end)`` (row groups for parquet)
+with ``data.formats.read_records``, after skipping ``skip`` of them.
 ``CLUSTER`` is ``{"version": int, "roles": {role: [address or null, ...]}}``,
 address being ``host:first_port`` of the executor at that index.
 
@@ -87,5 +102,10 @@ def executor_id(role: str, index: int) -> str:
 #   CUDA_VISIBLE_DEVICES the GPUs assigned to the executor ("" when none)
 #   TF_CONFIG            framework tensorflow
 #   MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE  framework pytorch
+#   PRIMUS_INPUT_FRAMING roles with consumes_input: "lines" (each record ends with a newline)
+#                        or "length_prefixed" (4-byte big-endian length, then the record) on stdin
 TRAINER_ENV_CLUSTER = "PRIMUS_CLUSTER"
+TRAINER_ENV_INPUT_FRAMING = "PRIMUS_INPUT_FRAMING"
+FRAMING_LINES = "lines"
+FRAMING_LENGTH_PREFIXED = "length_prefixed"
 TRAINER_ENV_CLUSTER_FILE = "PRIMUS_CLUSTER_FILE"

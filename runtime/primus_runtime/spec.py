@@ -39,6 +39,7 @@ from pydantic import (
 __all__ = [
     "AMSettings",
     "Failover",
+    "FileSource",
     "InputSpec",
     "JobSpec",
     "KubernetesBackend",
@@ -48,6 +49,7 @@ __all__ = [
     "Role",
     "Scheduling",
     "SpecError",
+    "TimeRange",
     "YarnBackend",
     "load_spec",
 ]
@@ -361,14 +363,242 @@ class KubernetesBackend(_Strict):
 Backend = Annotated[LocalBackend | YarnBackend | KubernetesBackend, Field(discriminator="type")]
 
 
-class InputSpec(_Strict):
-    """The data the AM schedules to the roles that consume input.
+# --- input (the data plane) ----------------------------------------------------------
 
-    Reserved for the data plane: the section is validated, and a spec that
-    sets it is refused until dispatch exists rather than silently ignored.
+FORMATS = ("text", "jsonl", "raw", "tfrecord", "length_delimited", "parquet")
+# How each format's records are fed (see data/formats.frame): lines, or 4-byte big-endian length + record.
+_FRAMING = {"text": "lines", "jsonl": "lines", "parquet": "lines",
+            "raw": "length_prefixed", "tfrecord": "length_prefixed", "length_delimited": "length_prefixed"}
+TEMPLATE_TOKENS = ("YYYY", "MM", "DD", "HH")
+_TEMPLATE_RE = re.compile(r"\{\{([^{}]*)\}\}")
+_DAY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+_HOUR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})(?::00(?::00)?)?$")
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from ``"64Mi"``, ``"1G"``, ``"512KiB"``; a bare integer is bytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return parse_memory(value)
+
+
+def local_path(value: str) -> str:
+    """The local path of a ``file://`` URL or a plain path; other schemes are refused for now."""
+    if value.startswith("file://"):
+        value = value[len("file://"):]
+    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
+        raise ValueError(f"only local paths and file:// URLs are readable in this version "
+                         f"(HDFS comes with the YARN backend), got {value!r}")
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path or a file:// URL, got {value!r}")
+    return value
+
+
+class FileSource(_Strict):
+    """Files under a path (template) read as records of one format.
+
+    ``path`` may hold the templates ``{{YYYY}}``, ``{{MM}}``, ``{{DD}}`` and ``{{HH}}``,
+    filled in from the job's ``time_range`` one partition (day or hour) at a time, e.g.
+    ``/data/clicks/{{YYYY}}{{MM}}{{DD}}/``. A partition is read once its
+    ``success_marker`` file exists. Files named ``_SUCCESS``, ``_temporary`` or starting
+    with ``.`` or ``_`` are never read.
     """
 
-    sources: list[dict[str, Any]] = Field(min_length=1)
+    name: Name = Field(description="Source name, used in task ids (e.g. clicks).")
+    path: str = Field(description="Directory (template) holding the files: an absolute path or a file:// URL "
+                      "(in a spec file, a relative path is taken from the file's directory).")
+    pattern: str = Field("*", min_length=1, description="Glob the file names must match (default every file).")
+    success_marker: str | None = Field(
+        "_SUCCESS", description="File that must exist in a partition before it is read; null = read at once."
+    )
+    format: Literal["text", "jsonl", "raw", "tfrecord", "length_delimited", "parquet"] = Field(
+        "text", description="Record format: text/jsonl lines; raw bytes; tfrecord / length_delimited framed "
+        "records; parquet row groups. Binary records reach the trainer length-prefixed."
+    )
+    compression: Literal["auto", "none", "gzip", "zstd"] = Field(
+        "auto", description="auto: by file suffix (.gz gzip, .zst zstd, else none). Compressed files are "
+        "read whole (one task per file)."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _check_path(cls, value: str) -> str:
+        local_path(value)
+        unknown = [t for t in _TEMPLATE_RE.findall(value) if t not in TEMPLATE_TOKENS]
+        if unknown:
+            raise ValueError(f"unknown template {{{{{unknown[0]}}}}} in {value!r} "
+                             "(templates: {{YYYY}}, {{MM}}, {{DD}}, {{HH}})")
+        if "{" in _TEMPLATE_RE.sub("", value) or "}" in _TEMPLATE_RE.sub("", value):
+            raise ValueError(f"unbalanced braces in {value!r} (templates are written {{{{YYYY}}}})")
+        return value
+
+    @field_validator("success_marker")
+    @classmethod
+    def _check_marker(cls, value: str | None) -> str | None:
+        if value is not None and (not value or "/" in value):
+            raise ValueError(f"must be a file name without '/', got {value!r}")
+        return value
+
+    @property
+    def templates(self) -> set[str]:
+        return set(_TEMPLATE_RE.findall(self.path))
+
+
+def _partition_value(value: Any) -> Any:
+    # YAML turns 2026-12-01 into a date; keep the spelling the user meant.
+    import datetime as _dt
+
+    if isinstance(value, _dt.datetime):
+        return value.strftime("%Y-%m-%dT%H")
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    return value
+
+
+PartitionTime = Annotated[str, BeforeValidator(_partition_value)]
+
+
+class TimeRange(_Strict):
+    """Which partitions to read, inclusive at both ends, oldest first.
+
+    ``start`` and ``end`` are ``YYYY-MM-DD`` (day) or ``YYYY-MM-DDTHH`` (hour).
+    ``end: null`` leaves the range open: the job keeps waiting for new partitions
+    until it is stopped.
+    """
+
+    start: PartitionTime = Field(description="First partition, e.g. 2026-12-01 or 2026-12-01T05.")
+    end: PartitionTime | None = Field(None, description="Last partition (inclusive); null = open-ended.")
+    granularity: Literal["day", "hour"] = Field("day", description="One partition per day or per hour.")
+
+    @field_validator("start", "end")
+    @classmethod
+    def _check_time(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        import datetime as _dt
+
+        day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
+        try:
+            if day:
+                _dt.datetime(int(day[1]), int(day[2]), int(day[3]))
+            elif hour:
+                _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]))
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"must be a date YYYY-MM-DD or an hour YYYY-MM-DDTHH, got {value!r}") from None
+        return value
+
+    def bounds(self) -> tuple[Any, Any]:
+        """(start, end or None) as datetimes truncated to the granularity."""
+        return _to_time(self.start, self.granularity), (
+            None if self.end is None else _to_time(self.end, self.granularity))
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeRange:
+        start, end = self.bounds()
+        if end is not None and end < start:
+            raise ValueError(f"end: must not be before start ({self.start}), got {self.end!r}")
+        return self
+
+
+def _to_time(value: str, granularity: str) -> Any:
+    import datetime as _dt
+
+    day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
+    if hour:
+        t = _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]))
+    else:
+        assert day is not None
+        t = _dt.datetime(int(day[1]), int(day[2]), int(day[3]))
+    return t.replace(hour=0) if granularity == "day" else t
+
+
+TaskBytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0), PlainSerializer(format_memory)]
+
+
+class InputSpec(_Strict):
+    """The data the AM hands out, as tasks, to the roles with ``consumes_input: true``.
+
+    The AM scans the sources partition by partition (oldest first, in the background
+    while training runs), splits files into tasks of about ``task_size`` bytes, and
+    hands them out on heartbeats: each consuming executor holds at most
+    ``max_tasks_per_executor + prefetch`` tasks and pulls more as it finishes. The
+    trainer reads the records on its stdin (text lines, or 4-byte big-endian
+    length-prefixed binary records) and gets EOF once every task is done.
+    """
+
+    sources: list[FileSource] = Field(min_length=1, description="Where the data is; read as one stream.")
+    time_range: TimeRange | None = Field(
+        None, description="Partitions to read; required when a path holds templates, refused when none does."
+    )
+    task_size: TaskBytes = Field("64Mi", validate_default=True,
+                                 description="Target bytes per task ('64Mi'; a bare number is bytes).")
+    max_tasks_per_executor: int = Field(1, ge=1, description="Tasks an executor reads at the same time.")
+    prefetch: int = Field(1, ge=0, description="Extra tasks held per executor so that its trainer never waits.")
+    max_task_attempts: int = Field(3, ge=1, description="Times a task is tried before on_bad_data applies.")
+    on_bad_data: Literal["fail", "quarantine"] = Field(
+        "fail", description="A task out of attempts: fail the job naming the file, or quarantine it "
+        "(skip it, list it in the status) and go on."
+    )
+    success_percent: float = Field(
+        100.0, gt=0, le=100, description="The input is complete once this share of tasks is done "
+        "(quarantined tasks count as done); the rest is not read."
+    )
+    failed_percent: float = Field(
+        100.0, gt=0, le=100, description="The job fails once this share of tasks is quarantined."
+    )
+    delivery: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once", description="at_least_once: a retried task resumes from its last reported position."
+    )
+    poll_interval: Seconds = Field(
+        5.0, description="How often a partition waiting for its marker, or an open range, is checked again."
+    )
+    work_preserve_dir: str | None = Field(
+        None, description="Directory for the AM's task journal; a job started with the same directory "
+        "resumes where the last one stopped, mid-file. Local paths or file:// for now."
+    )
+
+    @field_validator("work_preserve_dir")
+    @classmethod
+    def _check_dir(cls, value: str | None) -> str | None:
+        if value is not None:
+            local_path(value)
+        return value
+
+    @property
+    def framing(self) -> str:
+        """How records reach the trainer: ``lines`` or ``length_prefixed``."""
+        return _FRAMING[self.sources[0].format]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InputSpec:
+        names = [s.name for s in self.sources]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"sources: duplicate source names {duplicates}")
+        for i, source in enumerate(self.sources):
+            used = source.templates
+            if used and self.time_range is None:
+                raise ValueError(f"sources[{i}].path: holds templates but the input has no time_range, "
+                                 f"got {source.path!r}")
+            if not used and self.time_range is not None:
+                raise ValueError(f"sources[{i}].path: a time_range needs {{{{YYYY}}}}{{{{MM}}}}{{{{DD}}}} "
+                                 f"templates in the path, got {source.path!r}")
+            if self.time_range is not None:
+                needed = {"YYYY", "MM", "DD"} | ({"HH"} if self.time_range.granularity == "hour" else set())
+                if not needed <= used:
+                    raise ValueError(f"sources[{i}].path: {self.time_range.granularity} partitions need the "
+                                     f"templates {sorted(needed)}, got {source.path!r}")
+        framings = {_FRAMING[s.format] for s in self.sources}
+        if len(framings) > 1:
+            raise ValueError("sources: every source of a job must be fed the same way (text, jsonl and parquet "
+                             "as lines; raw, tfrecord and length_delimited length-prefixed), got formats "
+                             f"{[s.format for s in self.sources]}")
+        if self.delivery == "exactly_once":
+            raise ValueError("delivery: exactly_once is not available in this version (it needs the trainer's "
+                             "checkpoint commit API); use at_least_once, got 'exactly_once'")
+        return self
 
 
 # --- the job --------------------------------------------------------------------
@@ -413,8 +643,8 @@ class JobSpec(_Strict):
         frameworks = {r.framework for r in self.roles if r.framework != "plain"}
         if len(frameworks) > 1:
             raise ValueError(f"roles: one framework per job, got {sorted(frameworks)}")
-        if self.input is not None:
-            raise ValueError("input: data dispatch is not available in this version of the runtime")
+        if self.input is not None and not any(r.consumes_input for r in self.roles):
+            raise ValueError("input: no role has consumes_input: true, so nobody would read it")
         if any(r.consumes_input for r in self.roles) and self.input is None:
             raise ValueError("roles: a role consumes_input but the job has no `input` section")
         return self
@@ -435,6 +665,8 @@ class JobSpec(_Strict):
     @classmethod
     def from_dict(cls, data: dict[str, Any], base_dir: str | Path | None = None) -> JobSpec:
         """Validate a dict; raise SpecError naming every bad field and its value."""
+        if base_dir is not None:
+            data = _input_paths_from(data, Path(base_dir))
         try:
             spec = cls.model_validate(data)
         except ValidationError as exc:
@@ -479,6 +711,26 @@ class JobSpec(_Strict):
         for role in data["roles"]:
             role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f for f in role["files"]]
         return JobSpec.model_validate(data)
+
+
+def _input_paths_from(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Relative input paths in a spec file are taken from the file's directory."""
+    section = data.get("input")
+    if not isinstance(section, dict):
+        return data
+
+    def absolute(value: Any) -> Any:
+        if isinstance(value, str) and value and not value.startswith("/") and "://" not in value:
+            return str(base.resolve() / value) + ("/" if value.endswith("/") else "")
+        return value
+
+    section = dict(section)
+    if isinstance(section.get("sources"), list):
+        section["sources"] = [{**src, "path": absolute(src.get("path"))} if isinstance(src, dict) else src
+                              for src in section["sources"]]
+    if "work_preserve_dir" in section:
+        section["work_preserve_dir"] = absolute(section["work_preserve_dir"])
+    return {**data, "input": section}
 
 
 def load_spec(source: JobSpec | dict[str, Any] | str | Path) -> JobSpec:

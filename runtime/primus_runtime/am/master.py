@@ -3,9 +3,12 @@
 It owns the ``JobRecord`` and meets three sources of events on one asyncio
 loop (so no locks): executor reports (register / heartbeat / unregister),
 backend events (launched / exited), and user requests (kill, succeed,
-scale). After each state change ``_reconcile()`` asks the RoleScheduler what
+scale, data suspend/resume). After each state change ``_reconcile()`` asks the RoleScheduler what
 to launch and start next and whether the job is decided; failures go through
-the FailoverEngine. The AM itself never decides policy.
+the FailoverEngine. Input data is the DataPlane's: the AM passes it the data
+part of consuming executors' heartbeats and says when an executor ended; the data
+plane answers with tasks and, through ``data_event``/``data_failed``, with events
+and a failed job. The AM itself never decides policy.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from .. import protocol
 from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
+from ..data.plane import DataPlane
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
 from .scheduler import RoleScheduler
@@ -68,6 +72,11 @@ class ApplicationMaster(BackendEvents):
         self._tasks: set[asyncio.Task] = set()
         self._snapshot = (0.0, 0)  # (monotonic time, events) of the last status file written
         self._launching: set[asyncio.Task] = set()
+        self.data: DataPlane | None = None
+        self._fed_roles = {r.name for r in spec.roles if r.consumes_input}
+        if spec.input is not None:
+            self.data = DataPlane(spec.input, self)
+            self.record.data_view = self.data.status
 
     # --- life cycle -------------------------------------------------------------
 
@@ -83,6 +92,8 @@ class ApplicationMaster(BackendEvents):
             for index in range(role.replicas):
                 self._new_incarnation(role.name, index, attempt=0)
         self._spawn(self._sweep_forever())
+        if self.data is not None:
+            self.data.start()
         self._reconcile()
         if self._launching:  # the first executors are on their way before start() returns
             await asyncio.wait(list(self._launching))
@@ -90,6 +101,8 @@ class ApplicationMaster(BackendEvents):
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.data is not None:
+            self.data.close()
         await self.backend.close()
 
     def finish(self, state: JobState, reason: str) -> None:
@@ -141,6 +154,28 @@ class ApplicationMaster(BackendEvents):
         self._reconcile()
         return {"role": role_name, "replicas": replicas}
 
+    def request_data(self, action: str) -> dict[str, Any]:
+        """``suspend`` or ``resume`` handing out input tasks; the data status."""
+        if self.data is None:
+            raise RequestError(404, "this job has no input")
+        if action != "status":
+            self._check_not_finished()
+        if action == "suspend":
+            return self.data.suspend()
+        if action == "resume":
+            return self.data.resume()
+        return self.data.status()
+
+    # --- the data plane's reports (DataEvents) ---------------------------------------
+
+    def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None:
+        log.info("%s: %s", subject, reason)
+        self.record.add_event(subject, old, new, reason)
+
+    def data_failed(self, reason: str) -> None:
+        # Called from inside the data plane: decide once it has returned.
+        asyncio.get_running_loop().call_soon(self.finish, JobState.FAILED, reason)
+
     def _check_not_finished(self) -> None:
         if self.record.state.terminal or self.record.finishing is not None:
             raise RequestError(409, f"job is already {(self.record.finishing or self.record.state).value}")
@@ -181,11 +216,15 @@ class ApplicationMaster(BackendEvents):
                 reply = self._start_command(ex)  # still waiting: the earlier reply was lost
             else:
                 reply = await self._wait_for_command(ex)
-        if reply is not None:
-            return reply
-        if ex.state is ExecutorState.RUNNING and body.get("cluster_version", 0) < self.record.cluster_version:
-            return {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
-        return NONE_REPLY
+        if reply is None and ex.state is ExecutorState.RUNNING \
+                and body.get("cluster_version", 0) < self.record.cluster_version:
+            reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
+        if self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
+                and ex.stop_reason is None and (reply is None or reply["command"] != protocol.CMD_KILL):
+            data = self.data.heartbeat(ex.incarnation, body)
+            if data:
+                reply = {**(reply or NONE_REPLY), **data}
+        return NONE_REPLY if reply is None else reply
 
     def unregister(self, body: dict[str, Any]) -> dict[str, Any]:
         ex = self._current(body)
@@ -244,6 +283,11 @@ class ApplicationMaster(BackendEvents):
             state, reason = ExecutorState.KILLED, ex.stop_reason
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
+        if self.data is not None and ex.role in self._fed_roles:
+            # A trainer that failed may have failed on the data: that counts as an attempt of the
+            # tasks it held. Lost, killed, preempted or scaled-down executors cost their tasks nothing.
+            charge = state is ExecutorState.FAILED and not preempted
+            self.data.release(ex.incarnation, charge, f"{ex.id} {state.value}: {reason}")
         self._membership_changed()
         if self.record.finishing is None and self.record.executors.get(ex.id) is ex:
             decision = self.failover.decide(self.record.roles[ex.role], ex, preempted)
@@ -264,6 +308,8 @@ class ApplicationMaster(BackendEvents):
             return
         if record.finishing is not None:
             if not self._live:
+                if self.data is not None:
+                    self.data.finish(record.finishing is JobState.SUCCEEDED)
                 self._set_job(record.finishing, self._finish_reason)
                 self._write_status()
                 self.done.set()
@@ -294,14 +340,14 @@ class ApplicationMaster(BackendEvents):
             self.finish(verdict.state, verdict.reason)
 
     def _start_command(self, ex: Executor) -> dict[str, Any]:
-        return {
-            "command": protocol.CMD_START,
-            "start": {
-                "command": self.spec.role(ex.role).argv(),
-                "env": trainer_env(self.spec, self.record, ex, self.address),
-                "cluster": cluster_payload(self.record),
-            },
+        start = {
+            "command": self.spec.role(ex.role).argv(),
+            "env": trainer_env(self.spec, self.record, ex, self.address),
+            "cluster": cluster_payload(self.record),
         }
+        if self.data is not None and ex.role in self._fed_roles:
+            start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor}
+        return {"command": protocol.CMD_START, "start": start}
 
     # --- executors: create, launch, stop -----------------------------------------------
 

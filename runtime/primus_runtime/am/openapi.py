@@ -63,6 +63,11 @@ def openapi_document() -> dict[str, Any]:
                                           "properties": {"replicas": {"type": "integer", "minimum": 0}}}),
                 "parameters": [{"name": "role", "in": "path", "required": True, "schema": {"type": "string"}}],
             }},
+            f"{v1}/data": {"get": _op("Input progress: state, tasks and bytes done/total, records, rate, ETA, "
+                                      "watermark, quarantined tasks (404 when the job has no input)")},
+            f"{v1}/data/suspend": {"post": _op("Stop handing out input tasks (executors finish what they hold); "
+                                               "the data status", body={"type": "object"})},
+            f"{v1}/data/resume": {"post": _op("Hand out input tasks again; the data status", body={"type": "object"})},
             f"{v1}/executors/register": {"post": _op("Executor protocol: register an incarnation", body={
                 "type": "object", "required": ["id", "incarnation", "host"],
                 "properties": {**_IDS, "host": {"type": "string"}, "ports": {"type": "array"},
@@ -71,6 +76,11 @@ def openapi_document() -> dict[str, Any]:
                                                       body={"type": "object", "required": ["incarnation"],
                                                             "properties": {**_IDS, "state": {"type": "string"},
                                                                            "wait": {"type": "boolean"},
+                                                                           "need_tasks": {"type": "integer"},
+                                                                           "held": {"type": "array"},
+                                                                           "progress": {"type": "object"},
+                                                                           "done": {"type": "array"},
+                                                                           "failed": {"type": "object"},
                                                                            "cluster_version": {
                                                                                "type": "integer"}}})},
             f"{v1}/executors/unregister": {"post": _op("Executor protocol: report the trainer's exit", body={

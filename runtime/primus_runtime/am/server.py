@@ -132,6 +132,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         # The one route without the token: read-only, for a browser (see status_page.py).
         return web.Response(text=render_status_page(am.record.to_dict()), content_type="text/html")
 
+    async def data(request: web.Request) -> web.Response:
+        return _json(am.request_data("status"))
+
+    async def data_suspend(request: web.Request) -> web.Response:
+        return _json(am.request_data("suspend"))
+
+    async def data_resume(request: web.Request) -> web.Response:
+        return _json(am.request_data("resume"))
+
     app = web.Application(client_max_size=1 << 20)
     app.router.add_get("/", status_page)
     prefix = protocol.API_PREFIX
@@ -148,6 +157,9 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         ("POST", prefix + "/job/kill", kill),
         ("POST", prefix + "/job/succeed", succeed),
         ("POST", prefix + "/roles/{role}/scale", scale),
+        ("GET", prefix + "/data", data),
+        ("POST", prefix + "/data/suspend", data_suspend),
+        ("POST", prefix + "/data/resume", data_resume),
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, authorized(handler))

@@ -12,6 +12,7 @@ import enum
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -168,6 +169,8 @@ class JobRecord:
     # O(roles), not O(executors): role -> state -> current executors in it.
     counts: dict[str, Counter] = field(default_factory=dict, repr=False)
     _cluster_cache: tuple[int, dict, str] | None = field(default=None, repr=False)
+    # The data plane's status (``data`` in every snapshot); None when the job has no input.
+    data_view: Callable[[], dict[str, Any]] | None = field(default=None, repr=False)
 
     # --- membership ---
 
@@ -299,4 +302,5 @@ class JobRecord:
             "executors": self.executors_view(),
             "history": [ex.to_dict() for ex in self.history],
             "events": [asdict(e) for e in self.events],
+            "data": self.data_view() if self.data_view is not None else None,
         }

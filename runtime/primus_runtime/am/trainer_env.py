@@ -41,6 +41,9 @@ def trainer_env(spec: JobSpec, record: JobRecord, ex: Executor, am_address: str)
         env["TF_CONFIG"] = json.dumps(_tf_config(spec, cluster, ex), sort_keys=True)
     elif role.framework == "pytorch":
         env.update(_torch_env(record, ex))
+    if role.consumes_input and spec.input is not None:
+        # The records arrive on stdin; how they are framed (data.reader decodes both).
+        env[protocol.TRAINER_ENV_INPUT_FRAMING] = spec.input.framing
     env.update(role.env)
     return env
 

@@ -6,10 +6,12 @@ Standard library only (Python 3.9+), so it runs on any node or image. It
 2. registers with the AM, then long-polls until the start barrier opens,
 3. releases the ports and launches the trainer in its own process group,
    with stdout/stderr in per-executor log files,
-4. heartbeats; forwards a kill as SIGTERM, then SIGKILL after the grace,
+4. for a role that consumes input, feeds the assigned tasks into the trainer's
+   stdin (``feed.py``) and reports their progress on heartbeats;
+5. heartbeats; forwards a kill as SIGTERM, then SIGKILL after the grace,
    to the trainer's whole process group; rewrites the cluster file when the
    membership changes,
-5. reports the trainer's exit code and exits with it.
+6. reports the trainer's exit code and exits with it.
 
 If the AM stays unreachable past the heartbeat timeout it kills the trainer
 and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind.
@@ -28,6 +30,7 @@ from typing import Any
 
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
+from .feed import Feeder
 from .trainer import Trainer
 
 log = logging.getLogger("primus.executor")
@@ -78,6 +81,7 @@ class Executor:
         self.cluster_file = os.path.join(config.log_dir, "cluster.json")
         self.stop_reason: str | None = None
         self.last_contact = time.monotonic()
+        self.feeder: Feeder | None = None
 
     # --- the run ---
 
@@ -118,25 +122,48 @@ class Executor:
         env.update(start["env"])
         env[protocol.TRAINER_ENV_CLUSTER_FILE] = self.cluster_file
         self._write_cluster(start["cluster"])
+        feed = start.get("feed")
         try:
-            self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir)
+            self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
+                                          fed=feed is not None)
         except OSError as exc:
             return self._finish(protocol.EXIT_LAUNCH_FAILED, f"cannot launch {start['command'][0]!r}: {exc}")
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
+        if feed is not None and self.trainer.proc.stdin is not None:
+            self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)))
         while True:
             if self.stop_reason is None:
-                reply = self._heartbeat(protocol.REPORT_RUNNING)
+                report = self.feeder.report() if self.feeder is not None else None
+                reply = self._heartbeat(protocol.REPORT_RUNNING, data=report)
                 if reply is None:
                     self.trainer.stop(self.config.kill_grace)
                     return protocol.EXIT_AM_UNREACHABLE
                 if reply.get("command") == protocol.CMD_CLUSTER:
                     self._write_cluster(reply["cluster"])
+                if self.feeder is not None and report is not None and reply.get("command") != protocol.CMD_KILL:
+                    self.feeder.reported(report, reply)
             if self.stop_reason is not None:
+                if self.feeder is not None:
+                    self.feeder.stop()
                 return self._finish(self.trainer.stop(self.config.kill_grace), self.stop_reason)
-            exited = self.trainer.wait(self.interval)  # returns as soon as the trainer exits
+            exited = self._wait_trainer(self.interval)  # returns as soon as the trainer exits
             if exited is not None:
                 log.info("trainer exited with %d", exited)
                 return self._finish(exited, f"trainer exited {exited}")
+
+    def _wait_trainer(self, timeout: float) -> int | None:
+        """The trainer's exit code, or None after ``timeout`` (sooner when the feeder wants a heartbeat)."""
+        if self.feeder is None or self.trainer is None:
+            return self.trainer.wait(timeout) if self.trainer is not None else None
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            exited = self.trainer.wait(max(0.0, min(left, 0.05)))
+            if exited is not None or left <= 0:
+                return exited
+            if self.feeder.wake.is_set():
+                self.feeder.wake.clear()
+                return None
 
     def _finish(self, code: int, message: str) -> int:
         self._call(protocol.UNREGISTER_PATH, {
@@ -150,11 +177,14 @@ class Executor:
 
     # --- talking to the AM ---
 
-    def _heartbeat(self, state: str, wait: bool = False) -> dict[str, Any] | None:
-        reply = self._call(protocol.HEARTBEAT_PATH, {
+    def _heartbeat(self, state: str, wait: bool = False, data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        body = {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": state,
             "cluster_version": self.cluster_version, "wait": wait,
-        })
+        }
+        if data is not None:
+            body.update(data)
+        reply = self._call(protocol.HEARTBEAT_PATH, body)
         if reply is not None and reply.get("command") == protocol.CMD_KILL:
             self.request_stop(str(reply.get("reason", "killed by the AM")))
         return reply

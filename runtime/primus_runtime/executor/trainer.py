@@ -27,11 +27,12 @@ class Trainer:
         self.pid = proc.pid
 
     @classmethod
-    def launch(cls, argv: list[str], env: dict[str, str], cwd: str, log_dir: str) -> Trainer:
+    def launch(cls, argv: list[str], env: dict[str, str], cwd: str, log_dir: str, fed: bool = False) -> Trainer:
+        """Start it; ``fed``: its stdin is a pipe (``proc.stdin``) the executor feeds, else /dev/null."""
         os.makedirs(cwd, exist_ok=True)
         with open(os.path.join(log_dir, "stdout.log"), "ab") as out, \
                 open(os.path.join(log_dir, "stderr.log"), "ab") as err:
-            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE if fed else subprocess.DEVNULL, stdout=out, stderr=err,
                                     preexec_fn=_die_with_parent, close_fds=True)
         return cls(proc)
 

@@ -1,0 +1,202 @@
+"""Data dispatch capacity: ``python bench/dispatch.py`` (TASKS, EXECUTORS, SECONDS from the environment).
+
+Two parts:
+
+1. Task build: a listing of TASKS files (an in-memory filesystem, so that the disk is not
+   what is measured) turned into tasks by the scanner's own code (filter, split, Task).
+2. Dispatch: a real ApplicationMaster with its aiohttp API in a second process, its input a
+   sparse text file split into TASKS tasks, and this process playing EXECUTORS consuming
+   executors over the real protocol: register, take the start command, then heartbeat in a
+   closed loop, each heartbeat reporting the tasks of the previous reply done and asking for
+   more. Figure: task assignments + completions per second, and the AM's peak resident memory.
+
+The last line compares the dispatch rate with the issue's goal of 10,000 per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from heartbeat import call, connect, fan_out, http
+
+from primus_runtime import protocol
+from primus_runtime.data.dispatcher import Dispatcher
+from primus_runtime.data.source import Partition, Scanner
+from primus_runtime.spec import InputSpec
+
+TASKS = int(os.environ.get("TASKS", 1_000_000))
+EXECUTORS = int(os.environ.get("EXECUTORS", 1000))
+SECONDS = float(os.environ.get("SECONDS", 10))
+CONNS = 50
+TASK_BYTES = 64
+GOAL = 10_000
+
+
+# --- 1. task build from a big listing ------------------------------------------------------------
+
+
+class ListingFS:
+    """Just enough of an fsspec filesystem: a directory of ``count`` small files."""
+
+    protocol = "memory"
+
+    def __init__(self, count: int):
+        self.entries = [{"name": f"/in/part-{i:08d}.txt", "size": 4096, "type": "file"} for i in range(count)]
+
+    def ls(self, path: str, detail: bool = True) -> list[dict]:
+        return self.entries
+
+    def open(self, path: str, mode: str = "rb"):
+        raise AssertionError("text files are split without being read")
+
+    def unstrip_protocol(self, path: str) -> str:
+        return "memory://" + path
+
+
+def task_build_seconds(count: int) -> float:
+    spec = InputSpec.model_validate({"sources": [{"name": "in", "path": "/in", "success_marker": None}],
+                                     "task_size": "64Ki"})
+    fs = ListingFS(count)
+    scanner = Scanner(spec, Dispatcher(spec, events=None))  # type: ignore[arg-type]
+    t = time.perf_counter()
+    tasks = scanner.build_tasks(fs, "/in", spec.sources[0], Partition("", None))
+    seconds = time.perf_counter() - t
+    assert len(tasks) == count, len(tasks)
+    return seconds
+
+
+# --- 2. dispatch over the real protocol ----------------------------------------------------------
+
+
+async def serve(token: str, data_dir: str) -> None:
+    from aiohttp import web
+
+    from primus_runtime.am.master import ApplicationMaster
+    from primus_runtime.am.server import build_app
+    from primus_runtime.backends.simulated import SimulatedBackend
+    from primus_runtime.spec import JobSpec
+
+    spec = JobSpec.from_dict({
+        "name": "dispatch-bench",
+        "roles": [{"name": "worker", "replicas": EXECUTORS, "command": ["true"], "consumes_input": True}],
+        "am": {"heartbeat_interval": 1.0, "heartbeat_timeout": 60.0},
+        "input": {"sources": [{"name": "in", "path": data_dir, "success_marker": None}],
+                  "task_size": TASK_BYTES, "max_tasks_per_executor": 1, "prefetch": 1},
+    })
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{sock.getsockname()[1]}"
+    am = ApplicationMaster(spec, "bench-app", SimulatedBackend())
+    await am.start(address)
+    runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock, backlog=2048).start()
+    print(address, flush=True)
+    await asyncio.Event().wait()
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def load(token: str, port: int) -> tuple[float, int, float, float]:
+    conns = await connect(port, CONNS)
+    t = time.perf_counter()
+    while True:  # the AM scans in the background: wait until every task is known
+        [data] = await fan_out(conns[:1], [http(token, protocol.API_PREFIX + "/data")], bool, "GET data")
+        if data["scan_complete"]:
+            break
+        await asyncio.sleep(0.2)
+    scan = time.perf_counter() - t
+    [listing] = await fan_out(conns[:1], [http(token, protocol.API_PREFIX + "/executors")], bool, "GET executors")
+    exs = listing["executors"]
+    await fan_out(conns, [http(token, protocol.REGISTER_PATH, {
+        "id": e["id"], "role": e["role"], "index": e["index"], "incarnation": e["incarnation"],
+        "host": "127.0.0.1", "ports": [], "pid": 0}) for e in exs], lambda r: r.get("ok") is True, "register")
+    starts = await fan_out(conns, [http(token, protocol.HEARTBEAT_PATH, {
+        "id": e["id"], "incarnation": e["incarnation"], "state": "registered", "cluster_version": 0,
+        "wait": True}) for e in exs], lambda r: r.get("command") == protocol.CMD_START, "the start heartbeat")
+    version = starts[-1]["start"]["cluster"]["version"]
+    ops = beats = 0
+    end = time.perf_counter() + SECONDS
+    exhausted = False
+
+    async def run(c: int) -> None:
+        nonlocal ops, beats, exhausted
+        mine = {e["id"]: [] for e in exs[c::CONNS]}
+        by_id = {e["id"]: e for e in exs[c::CONNS]}
+        while time.perf_counter() < end and not exhausted:
+            for ex_id, held in mine.items():
+                e = by_id[ex_id]
+                status, body = await call(conns[c], http(token, protocol.HEARTBEAT_PATH, {
+                    "id": ex_id, "incarnation": e["incarnation"], "state": "running", "cluster_version": version,
+                    "wait": False, "need_tasks": 2, "done": held}))
+                if status != 200:
+                    raise SystemExit(f"heartbeat answered {status}: {body[:200]!r}")
+                reply = json.loads(body)
+                ops += len(held)
+                held[:] = [task["task_id"] for task in reply.get("tasks", ())]
+                ops += len(held)
+                beats += 1
+                exhausted = exhausted or bool(reply.get("data_exhausted"))
+    t = time.perf_counter()
+    await asyncio.gather(*(run(c) for c in range(CONNS)))
+    seconds = time.perf_counter() - t
+    return ops / seconds, beats, seconds, scan
+
+
+def spawn_am(token: str, data_dir: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, __file__, "serve", token, data_dir], stdout=subprocess.PIPE, text=True)
+    if not select.select([proc.stdout], [], [], 60)[0]:
+        proc.kill()
+        raise SystemExit("the AM printed no address within 60 s")
+    return proc
+
+
+def main() -> None:
+    build = task_build_seconds(TASKS)
+    print(f"task build: {TASKS:,} listed files -> tasks in {build:.1f} s", flush=True)
+    token = secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory() as data_dir:
+        with open(Path(data_dir) / "input.txt", "wb") as f:
+            f.truncate(TASKS * TASK_BYTES)  # sparse: the AM only plans byte ranges of it
+        proc = spawn_am(token, data_dir)
+        try:
+            assert proc.stdout is not None
+            address = proc.stdout.readline().strip()
+            if not address:
+                raise SystemExit(f"the AM failed (exit {proc.wait()})")
+            rate, beats, seconds, scan = asyncio.run(load(token, int(address.rsplit(":", 1)[1])))
+            rss = peak_rss_mib(proc.pid)
+        finally:  # also on Ctrl-C and errors: the AM never outlives us
+            proc.kill()
+            proc.wait()
+    print(f"dispatch: {beats:,} heartbeats in {seconds:.1f} s from {EXECUTORS:,} executors over the real protocol; "
+          f"AM scanned {TASKS:,} tasks in {scan:.1f} s; AM peak RSS {rss:.0f} MiB", flush=True)
+    print(f"dispatch: {rate:,.0f} task assignments+completions/s against the goal of {GOAL:,}/s: {rate / GOAL:.2f}x")
+
+
+if __name__ == "__main__":
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+    if sys.argv[1:2] == ["serve"]:
+        asyncio.run(serve(sys.argv[2], sys.argv[3]))
+    else:
+        main()

@@ -1,0 +1,395 @@
+"""Tasks, attempts, pull dispatch, progress and the watermark: the AM's data state.
+
+The dispatcher is a plain object driven by three kinds of calls, all from the AM's
+event loop: the scanner adds partitions of tasks (``add_partition``,
+``scan_finished``), executors report on heartbeats (``heartbeat``), and the AM says
+when an executor ended (``release``). It never looks at executors or roles; the AM
+never looks at tasks. Decisions go out through ``DataEvents``: an event line for the
+job's log, and ``failed`` when the stop policy says the job cannot go on.
+
+A task moves ``queued -> running -> done``; a running task whose executor ended goes
+back to the front of the queue with the position it last reported (records already
+delivered, skipped on the next attempt). A task whose reader failed is retried until
+``max_task_attempts``; then ``on_bad_data`` decides: ``fail`` the job, or
+``quarantined`` (skipped, listed in the status).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from ..spec import InputSpec
+
+# How far back the transfer rate looks.
+RATE_WINDOW_SECONDS = 30.0
+
+
+class TaskState(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    QUARANTINED = "quarantined"
+
+    @property
+    def resolved(self) -> bool:
+        return self in (TaskState.DONE, TaskState.QUARANTINED)
+
+
+@dataclass(slots=True)  # a job may hold millions of them
+class Task:
+    """A byte range (row-group range for parquet) of one file, read by one executor at a time."""
+
+    id: str
+    partition: str  # partition label ("" without a time range)
+    source: str
+    url: str
+    format: str
+    compression: str
+    start: int
+    end: int
+    size: int  # bytes this task stands for (progress and ETA)
+    state: TaskState = TaskState.QUEUED
+    attempts: int = 0  # attempts charged (reader failures, executor failures)
+    records: int = 0  # records delivered so far (the position a retry resumes from)
+    bytes_done: int = 0
+    holder: str | None = None  # executor incarnation holding it
+    error: str = ""
+
+    def assignment(self) -> dict[str, Any]:
+        return {"task_id": self.id, "url": self.url, "format": self.format, "compression": self.compression,
+                "start": self.start, "end": self.end, "skip": self.records}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "partition": self.partition, "source": self.source, "url": self.url,
+                "format": self.format, "compression": self.compression, "start": self.start, "end": self.end,
+                "size": self.size}
+
+
+class DataEvents(Protocol):
+    """What the dispatcher tells the AM."""
+
+    def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None: ...
+
+    def data_failed(self, reason: str) -> None: ...
+
+
+class TaskStore(Protocol):
+    """Where task changes are kept (the work-preserve journal)."""
+
+    def added(self, task: Task) -> None: ...
+
+    def changed(self, task: Task) -> None: ...
+
+
+class Dispatcher:
+    def __init__(self, spec: InputSpec, events: DataEvents, store: TaskStore | None = None,
+                 recovered: dict[str, dict[str, Any]] | None = None):
+        self.spec = spec
+        self.events = events
+        self.store = store
+        self.tasks: dict[str, Task] = {}
+        self.queue: deque[str] = deque()
+        self.held: dict[str, dict[str, None]] = {}  # holder -> task ids, in assignment order
+        self.recovered = recovered or {}  # task id -> {state, records, bytes, attempts} of an earlier job
+        self.state = "scanning"
+        self.scan_complete = False
+        self.waiting_for: str | None = None
+        self.suspended = False
+        self.enough = False  # success_percent reached: nothing more is handed out
+        self.counts = {s: 0 for s in TaskState}
+        self.bytes_total = 0
+        self.bytes_done = 0
+        self.records_done = 0
+        self.partitions: list[str] = []
+        self.unresolved: dict[str, int] = {}  # partition -> tasks not done yet
+        self._watermark_at = 0  # partitions[:_watermark_at] are fully consumed
+        self._rate: deque[tuple[float, int]] = deque()
+        self.limit = spec.max_tasks_per_executor + spec.prefetch
+        self.failure: str | None = None
+        self.quarantined: list[str] = []
+
+    # --- from the scanner ---
+
+    def add_partition(self, label: str, tasks: Iterable[Task]) -> int:
+        """A fully listed partition's tasks, in reading order; returns how many were new."""
+        if label not in self.unresolved:
+            self.partitions.append(label)
+            self.unresolved[label] = 0
+        added = 0
+        for task in tasks:
+            if task.id in self.tasks:
+                continue
+            added += 1
+            self.tasks[task.id] = task
+            self.bytes_total += task.size
+            earlier = self.recovered.get(task.id)
+            if earlier is not None:  # work preserved by an earlier job
+                task.attempts = int(earlier.get("attempts", 0))
+                task.records = int(earlier.get("records", 0))
+                task.bytes_done = min(int(earlier.get("bytes", 0)), task.size)
+                task.error = str(earlier.get("error", ""))
+                old = TaskState(earlier.get("state", "queued"))
+                if old.resolved:
+                    task.state = old
+                    if old is TaskState.QUARANTINED:
+                        self.quarantined.append(task.id)
+                    task.bytes_done = task.size if old is TaskState.DONE else task.bytes_done
+            self.counts[task.state] += 1
+            self.bytes_done += task.bytes_done
+            self.records_done += task.records
+            if task.state.resolved:
+                continue
+            self.unresolved[label] += 1
+            self.queue.append(task.id)
+            if self.store is not None:
+                self.store.added(task)
+        self._advance_watermark()
+        if self.state == "scanning" and self.tasks:
+            self.state = "suspended" if self.suspended else "running"
+        self._check_complete()
+        return added
+
+    def scan_finished(self) -> None:
+        self.scan_complete = True
+        self.waiting_for = None
+        if not self.tasks:
+            self._fail("the input has no files: every source and partition is empty")
+            return
+        self._check_complete()
+
+    def scan_failed(self, reason: str) -> None:
+        self._fail(f"scanning failed: {reason}")
+
+    def waiting(self, what: str | None) -> None:
+        self.waiting_for = what
+
+    # --- from executors ---
+
+    def heartbeat(self, holder: str, report: dict[str, Any]) -> dict[str, Any]:
+        """Apply an executor's data report; the data part of the reply."""
+        held = self.held.setdefault(holder, {})
+        for task_id, position in (report.get("progress") or {}).items():
+            task = self.tasks.get(task_id)
+            if task is not None and task.holder == holder:
+                self._progress(task, int(position.get("records", 0)), int(position.get("bytes", 0)))
+        for task_id in report.get("done") or ():
+            task = self.tasks.get(task_id)
+            if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
+                held.pop(task_id, None)
+                self._resolve(task, TaskState.DONE, "read to the end")
+        for task_id, error in (report.get("failed") or {}).items():
+            task = self.tasks.get(task_id)
+            if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
+                held.pop(task_id, None)
+                self._attempt_failed(task, str(error)[:500])
+        reply: dict[str, Any] = {}
+        # Assignments the executor does not know of were lost on the way: send them again.
+        known = set(report.get("held") or ()) | set(report.get("done") or ()) | set(report.get("failed") or ())
+        resend = [self.tasks[t].assignment() for t in held if t not in known] if "held" in report else []
+        # The executor counts the tasks it still reads; tasks it wrote out but has not yet seen
+        # consumed (see executor/feed.py) do not keep it from pulling more.
+        need = min(int(report.get("need_tasks") or 0), self.limit)
+        new = []
+        while need > 0 and self.queue and not self.suspended and not self.enough and self.failure is None:
+            task = self.tasks[self.queue.popleft()]
+            if task.state is not TaskState.QUEUED:
+                continue
+            self._set(task, TaskState.RUNNING)
+            task.holder = holder
+            held[task.id] = None
+            new.append(task.assignment())
+            need -= 1
+        if resend or new:
+            reply["tasks"] = resend + new
+        if self.state == "exhausted" or (self.enough and not self.counts[TaskState.RUNNING]):
+            reply["data_exhausted"] = True
+        self._sample_rate()
+        return reply
+
+    def release(self, holder: str, charge: bool, reason: str) -> None:
+        """An executor ended: its tasks go back to the front of the queue, at their reported position.
+
+        ``charge``: the end counts as an attempt of each task it held (the trainer failed)."""
+        held = self.held.pop(holder, {})
+        returned = []
+        for task_id in held:
+            task = self.tasks[task_id]
+            if task.state is not TaskState.RUNNING:
+                continue
+            if charge:
+                task.attempts += 1
+                task.error = reason
+                if task.attempts >= self.spec.max_task_attempts:
+                    self._out_of_attempts(task)
+                    continue
+            returned.append(task)
+        for task in reversed(returned):
+            self._set(task, TaskState.QUEUED)
+            task.holder = None
+            self.queue.appendleft(task.id)
+        if returned:
+            self.events.data_event("data", None, "requeued",
+                                   f"{len(returned)} task(s) of an executor that ended ({reason}) back in the "
+                                   f"queue: {', '.join(t.id for t in returned[:5])}")
+
+    # --- from the user ---
+
+    def suspend(self) -> None:
+        if not self.suspended:
+            self.suspended = True
+            if self.state in ("running", "scanning"):
+                self._set_state("suspended", "suspended on request")
+
+    def resume(self) -> None:
+        if self.suspended:
+            self.suspended = False
+            if self.state == "suspended":
+                self._set_state("running" if self.tasks else "scanning", "resumed on request")
+
+    def finish(self, succeeded: bool) -> None:
+        """The job ended: the final data state."""
+        if self.state not in ("failed", "succeeded"):
+            self.state = "succeeded" if succeeded and self.state == "exhausted" else (
+                "failed" if not succeeded or self.failure else self.state)
+
+    # --- views ---
+
+    @property
+    def watermark(self) -> str | None:
+        label = self.partitions[self._watermark_at - 1] if self._watermark_at else None
+        return label or None
+
+    def status(self) -> dict[str, Any]:
+        exhausted = self.state in ("exhausted", "succeeded")
+        progress = 1.0 if exhausted else (self.bytes_done / self.bytes_total if self.bytes_total else 0.0)
+        rate = self.rate()
+        eta = None
+        if exhausted:
+            eta = 0.0
+        elif self.scan_complete and rate > 0:
+            eta = (self.bytes_total - self.bytes_done) / rate
+        return {
+            "state": self.state,
+            "tasks": {"total": len(self.tasks), **{s.value: self.counts[s] for s in TaskState}},
+            "bytes": {"done": self.bytes_done, "total": self.bytes_total},
+            "records_done": self.records_done,
+            "progress": round(min(progress, 1.0), 6),
+            "rate_bytes_per_s": round(rate, 1),
+            "eta_seconds": None if eta is None else round(eta, 1),
+            "watermark": self.watermark,
+            "scan_complete": self.scan_complete,
+            "waiting_for": self.waiting_for,
+            "quarantined": list(self.quarantined),
+            "failure": self.failure,
+        }
+
+    def rate(self) -> float:
+        self._sample_rate()
+        if len(self._rate) < 2:
+            return 0.0
+        (t0, b0), (t1, b1) = self._rate[0], self._rate[-1]
+        return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+    # --- internals ---
+
+    def _progress(self, task: Task, records: int, nbytes: int) -> None:
+        if records > task.records:
+            self.records_done += records - task.records
+            task.records = records
+        nbytes = min(nbytes, task.size)
+        if nbytes > task.bytes_done:
+            self.bytes_done += nbytes - task.bytes_done
+            task.bytes_done = nbytes
+        if self.store is not None:
+            self.store.changed(task)
+
+    def _resolve(self, task: Task, state: TaskState, why: str) -> None:
+        if state is TaskState.DONE:
+            self.bytes_done += task.size - task.bytes_done
+            task.bytes_done = task.size
+        task.holder = None
+        self._set(task, state)
+        self.unresolved[task.partition] -= 1
+        if state is TaskState.QUARANTINED:
+            self.quarantined.append(task.id)
+            self.events.data_event(f"task/{task.id}", "running", "quarantined", why)
+        self._advance_watermark()
+        self._check_complete()
+
+    def _attempt_failed(self, task: Task, error: str) -> None:
+        task.attempts += 1
+        task.error = error
+        if task.attempts >= self.spec.max_task_attempts:
+            self._out_of_attempts(task)
+            return
+        self.events.data_event(f"task/{task.id}", "running", "queued",
+                               f"attempt {task.attempts} of {self.spec.max_task_attempts} failed: {error}")
+        task.holder = None
+        self._set(task, TaskState.QUEUED)
+        self.queue.appendleft(task.id)
+
+    def _out_of_attempts(self, task: Task) -> None:
+        why = (f"task {task.id} ({task.url}) failed {task.attempts} time(s), max_task_attempts is "
+               f"{self.spec.max_task_attempts}; last error: {task.error}")
+        if self.spec.on_bad_data == "quarantine":
+            self._resolve(task, TaskState.QUARANTINED, why)
+            quarantined = self.counts[TaskState.QUARANTINED]
+            if quarantined * 100 >= self.spec.failed_percent * len(self.tasks):
+                self._fail(f"{quarantined} of {len(self.tasks)} tasks quarantined, failed_percent is "
+                           f"{self.spec.failed_percent:g}; last: {why}")
+        else:
+            task.holder = None
+            self._set(task, TaskState.FAILED)
+            self._fail(why + " (on_bad_data: fail)")
+
+    def _fail(self, reason: str) -> None:
+        if self.failure is None:
+            self.failure = reason
+            self._set_state("failed", reason)
+            self.events.data_failed(f"input: {reason}")
+
+    def _set(self, task: Task, state: TaskState) -> None:
+        self.counts[task.state] -= 1
+        self.counts[state] += 1
+        task.state = state
+        if self.store is not None:
+            self.store.changed(task)
+
+    def _set_state(self, state: str, reason: str) -> None:
+        if state != self.state:
+            self.events.data_event("data", self.state, state, reason)
+            self.state = state
+
+    def _advance_watermark(self) -> None:
+        while self._watermark_at < len(self.partitions) and \
+                self.unresolved[self.partitions[self._watermark_at]] == 0:
+            self._watermark_at += 1
+
+    def _check_complete(self) -> None:
+        if not self.scan_complete or self.failure is not None or self.state == "exhausted" or not self.tasks:
+            return
+        resolved = self.counts[TaskState.DONE] + self.counts[TaskState.QUARANTINED]
+        if not self.enough and resolved * 100 >= self.spec.success_percent * len(self.tasks) \
+                and resolved < len(self.tasks):
+            self.enough = True
+            self.events.data_event("data", self.state, self.state,
+                                   f"{resolved} of {len(self.tasks)} tasks done, success_percent is "
+                                   f"{self.spec.success_percent:g}: the rest is not read")
+        if resolved == len(self.tasks) or (self.enough and not self.counts[TaskState.RUNNING]):
+            self._set_state("exhausted", f"{self.counts[TaskState.DONE]} of {len(self.tasks)} tasks done, "
+                                         f"{self.counts[TaskState.QUARANTINED]} quarantined")
+
+    def _sample_rate(self) -> None:
+        now = time.monotonic()
+        if self._rate and now - self._rate[-1][0] < 0.5:
+            return
+        self._rate.append((now, self.bytes_done))
+        while len(self._rate) > 2 and now - self._rate[0][0] > RATE_WINDOW_SECONDS:
+            self._rate.popleft()
+

@@ -1,0 +1,147 @@
+"""Input sources: partitions of a time range, path templates, and the background scan.
+
+A source's path template is filled in once per partition (a day or an hour of the
+job's ``time_range``), oldest first. The scanner waits for each partition's success
+marker, lists the files matching the source's pattern (never ``_SUCCESS``,
+``_temporary``, or names starting with ``.`` or ``_``), splits them into tasks with
+``formats.plan_splits`` and hands the partition to the dispatcher, sources in spec
+order and files by path. An open-ended range keeps waiting for the next partition.
+
+Every filesystem call goes through fsspec (local paths and ``file://`` now; HDFS and
+object stores plug in through the same calls) and runs in a worker thread, so the AM's
+event loop never blocks on a listing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import fnmatch
+import functools
+import logging
+import posixpath
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..spec import FileSource, InputSpec, TimeRange
+from . import formats
+from .dispatcher import Dispatcher, Task
+
+log = logging.getLogger("primus.data")
+
+SKIPPED_NAMES = ("_SUCCESS", "_temporary")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One step of the time range; ``label`` is ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH`` ("" without a range)."""
+
+    label: str
+    time: dt.datetime | None
+
+    def render(self, template: str) -> str:
+        if self.time is None:
+            return template
+        t = self.time
+        for token, value in (("YYYY", f"{t.year:04d}"), ("MM", f"{t.month:02d}"), ("DD", f"{t.day:02d}"),
+                             ("HH", f"{t.hour:02d}")):
+            template = template.replace("{{" + token + "}}", value)
+        return template
+
+
+def partitions(time_range: TimeRange | None) -> Iterator[Partition]:
+    """The partitions to read, oldest first; endless for an open range, one for no range."""
+    if time_range is None:
+        yield Partition("", None)
+        return
+    start, end = time_range.bounds()
+    hourly = time_range.granularity == "hour"
+    step = dt.timedelta(hours=1) if hourly else dt.timedelta(days=1)
+    t = start
+    while end is None or t <= end:
+        yield Partition(t.strftime("%Y-%m-%dT%H") if hourly else t.strftime("%Y-%m-%d"), t)
+        t += step
+
+
+def readable(name: str) -> bool:
+    return name not in SKIPPED_NAMES and not name.startswith((".", "_"))
+
+
+class Scanner:
+    """Walks the partitions in order and feeds the dispatcher, in the background."""
+
+    def __init__(self, spec: InputSpec, dispatcher: Dispatcher, fs_for: Callable[[str], tuple[Any, str]] | None = None):
+        self.spec = spec
+        self.dispatcher = dispatcher
+        self._fs_for = fs_for or _fsspec_for
+
+    async def run(self) -> None:
+        try:
+            for partition in partitions(self.spec.time_range):
+                tasks: list[Task] = []
+                for source in self.spec.sources:
+                    tasks += await self._scan(source, partition)
+                added = self.dispatcher.add_partition(partition.label, tasks)
+                log.info("partition %s: %d task(s), %d new", partition.label or "(all)", len(tasks), added)
+            self.dispatcher.scan_finished()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a scan that cannot go on fails the job with the reason
+            log.exception("scan failed")
+            self.dispatcher.scan_failed(f"{type(exc).__name__}: {exc}")
+
+    async def _scan(self, source: FileSource, partition: Partition) -> list[Task]:
+        url = partition.render(source.path)
+        fs, path = self._fs_for(url)
+        path = path.rstrip("/") or "/"
+        if partition.time is None and not await asyncio.to_thread(fs.exists, path):
+            raise FileNotFoundError(f"source {source.name}: input path {url} does not exist")
+        if source.success_marker is not None:
+            marker = posixpath.join(path, source.success_marker)
+            while not await asyncio.to_thread(fs.exists, marker):
+                self.dispatcher.waiting(f"source {source.name}: waiting for {marker}")
+                await asyncio.sleep(self.spec.poll_interval)
+        elif partition.time is not None:
+            while not await asyncio.to_thread(fs.exists, path):
+                self.dispatcher.waiting(f"source {source.name}: waiting for {path}")
+                await asyncio.sleep(self.spec.poll_interval)
+        self.dispatcher.waiting(None)
+        return await asyncio.to_thread(self.build_tasks, fs, path, source, partition)
+
+    def build_tasks(self, fs: Any, path: str, source: FileSource, partition: Partition) -> list[Task]:
+        """The tasks of the readable files in one listed directory, by path, each file split in order."""
+        entries = sorted((e for e in fs.ls(path, detail=True) if e.get("type") == "file"), key=lambda e: e["name"])
+        match_all = source.pattern == "*"
+        local = _is_local(fs)
+        fmt, target = source.format, self.spec.task_size
+        prefix = f"{source.name}/{partition.label}/" if partition.label else f"{source.name}/"
+        tasks = []
+        for entry in entries:
+            file_path = entry["name"]
+            name = file_path.rsplit("/", 1)[-1]
+            if not readable(name) or not (match_all or fnmatch.fnmatchcase(name, source.pattern)):
+                continue
+            size = int(entry["size"])
+            compression = formats.compression_for(name) if source.compression == "auto" else source.compression
+            splits = formats.plan_splits(functools.partial(fs.open, file_path, "rb"), size, fmt, compression, target)
+            url = file_path if local else fs.unstrip_protocol(file_path)
+            whole = fmt == "parquet" or compression != "none"
+            for split in splits:
+                share = (size // len(splits) if fmt == "parquet" else size) if whole else split.end - split.start
+                tasks.append(Task(f"{prefix}{name}:{split.start}", partition.label, source.name, url, fmt,
+                                  compression, split.start, split.end, max(share, 1)))
+        return tasks
+
+
+def _fsspec_for(url: str) -> tuple[Any, str]:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs, path
+
+
+def _is_local(fs: Any) -> bool:
+    """Whether the executor can open this filesystem's paths as they are (it gets the fs's URL otherwise)."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")

@@ -1,0 +1,223 @@
+"""Feeding input tasks to the trainer's stdin (standard library only, Python 3.9+).
+
+The AM assigns tasks on heartbeat replies. Reader threads (one per task read at a
+time) read each task's records with ``data.formats.read_records`` and put them,
+framed (``formats.frame``: text lines end with a newline, binary records get a 4-byte
+big-endian length), in chunks of about ``CHUNK_BYTES`` into a bounded buffer; one
+writer thread writes the chunks into the trainer's stdin pipe. A full pipe blocks the
+writer, a full buffer blocks the readers: backpressure all the way to the files.
+
+What the executor reports as a task's position (records and bytes delivered) must be
+safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
+when the trainer dies was never consumed. So a position counts only once its chunk
+has left the pipe (``FIONREAD`` on the pipe says how much is unread) and another
+``SLACK_BYTES`` have left after it, or once the pipe has been empty for
+``QUIET_SECONDS`` with nothing more to write. The price is bounded duplicates after a
+crash (at-least-once), never lost records.
+
+When the AM says the input is exhausted and this executor holds no task, the pipe is
+closed: the trainer reads EOF and exits on its own.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import logging
+import os
+import queue
+import struct
+import termios
+import threading
+import time
+from typing import IO, Any, BinaryIO
+
+from ..data import formats
+
+log = logging.getLogger("primus.executor")
+
+CHUNK_BYTES = 64 * 1024  # framed records per write, and the granularity of positions
+BUFFER_CHUNKS = 32  # chunks read ahead of the trainer (2 MiB)
+SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
+QUIET_SECONDS = 0.5
+
+
+class _TaskFeed:
+    def __init__(self, assignment: dict[str, Any]):
+        self.assignment = assignment
+        self.id = str(assignment["task_id"])
+        self.skip = int(assignment.get("skip", 0))
+        # (stream offset after the chunk, records, bytes) of chunks written, not yet confirmed
+        self.written: collections.deque[tuple[int, int, int]] = collections.deque()
+        self.records = self.skip  # confirmed position
+        self.bytes = 0
+        self.read_done = False  # the reader is finished with it
+        self.written_end: int | None = None  # stream offset after its last chunk, once written
+        self.error: str | None = None
+
+
+def open_input(url: str) -> BinaryIO:
+    """A local path or ``file://`` URL, opened for reading."""
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    elif "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise OSError(f"{scheme}:// input cannot be read by this executor yet (local files and file:// only): "
+                      f"{url}")
+    return open(url, "rb")
+
+
+class Feeder:
+    """Reads assigned tasks into the trainer's stdin; reports positions on heartbeats."""
+
+    def __init__(self, stdin: IO[bytes], max_tasks: int, readers: int = 1,
+                 wake: threading.Event | None = None):
+        self.stdin = stdin
+        self.fd = stdin.fileno()
+        self.max_tasks = max_tasks
+        self.wake = wake or threading.Event()
+        self.lock = threading.Lock()
+        self.tasks: dict[str, _TaskFeed] = collections.OrderedDict()
+        self.todo: queue.Queue[_TaskFeed | None] = queue.Queue()
+        self.buffer: queue.Queue[tuple[_TaskFeed, bytes, int, int, bool] | None] = queue.Queue(BUFFER_CHUNKS)
+        self.total_written = 0
+        self.last_write = time.monotonic()
+        self.exhausted = False
+        self.closed = False
+        self.broken = False  # the trainer closed its end
+        self._threads = [threading.Thread(target=self._read_loop, name=f"primus-feed-reader-{i}", daemon=True)
+                         for i in range(max(1, readers))]
+        self._threads.append(threading.Thread(target=self._write_loop, name="primus-feed-writer", daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    # --- the heartbeat side (executor main thread) ---
+
+    def report(self) -> dict[str, Any]:
+        """The data part of the next heartbeat."""
+        with self.lock:
+            confirmed = self._confirmed_offset()
+            progress: dict[str, dict[str, int]] = {}
+            done: list[str] = []
+            failed: dict[str, str] = {}
+            for task in self.tasks.values():
+                while task.written and task.written[0][0] <= confirmed:
+                    _, task.records, task.bytes = task.written.popleft()
+                progress[task.id] = {"records": task.records, "bytes": task.bytes}
+                if task.written_end is not None and task.written_end <= confirmed:
+                    if task.error is None:
+                        done.append(task.id)
+                    else:
+                        failed[task.id] = task.error
+            # A task counts against max_tasks until its last record is in the pipe.
+            feeding = sum(1 for t in self.tasks.values() if t.written_end is None)
+            return {"need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - feeding),
+                    "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
+
+    def reported(self, report: dict[str, Any], reply: dict[str, Any]) -> None:
+        """The AM took ``report``; ``reply`` may assign tasks or say the input is exhausted."""
+        with self.lock:
+            for task_id in list(report["done"]) + list(report["failed"]):
+                self.tasks.pop(task_id, None)
+            for assignment in reply.get("tasks") or ():
+                if str(assignment["task_id"]) in self.tasks or self.closed:
+                    continue
+                task = _TaskFeed(assignment)
+                self.tasks[task.id] = task
+                self.todo.put(task)
+            self.exhausted = bool(reply.get("data_exhausted"))
+            if self.exhausted and not self.tasks:
+                self._close()
+
+    def _confirmed_offset(self) -> int:
+        if self.closed or self.broken:
+            return self.total_written if self.closed else -1
+        try:
+            unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:
+            return -1
+        if unread == 0 and self.buffer.empty() and time.monotonic() - self.last_write >= QUIET_SECONDS:
+            return self.total_written
+        return self.total_written - unread - SLACK_BYTES
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            log.info("input exhausted: closing the trainer's stdin")
+            self.buffer.put(None)  # the writer closes the pipe after what it has
+
+    def stop(self) -> None:
+        with self.lock:
+            self.closed = True
+            for _ in self._threads:
+                self.todo.put(None)
+
+    # --- threads ---
+
+    def _read_loop(self) -> None:
+        while True:
+            task = self.todo.get()
+            if task is None:
+                return
+            error = None
+            records, nbytes = task.skip, 0
+            chunk = bytearray()
+            a = task.assignment
+            try:
+                with open_input(str(a["url"])) as f:
+                    fmt = str(a["format"])
+                    for record, count in formats.read_records(f, fmt, str(a["compression"]), int(a["start"]),
+                                                              int(a["end"]), task.skip):
+                        framed = formats.frame(record, fmt)
+                        chunk += framed
+                        records = count  # position in the split, skipped records included
+                        nbytes += len(framed)
+                        if len(chunk) >= CHUNK_BYTES:
+                            self._put(task, bytes(chunk), records, nbytes, False)
+                            chunk = bytearray()
+                        if self.closed or self.broken:
+                            return
+            except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
+                error = f"{a['url']}: {type(exc).__name__}: {exc}"
+                log.warning("task %s failed: %s", task.id, error)
+            with self.lock:
+                task.read_done = True
+                task.error = error
+            self._put(task, bytes(chunk), records, nbytes, True)
+
+    def _put(self, task: _TaskFeed, data: bytes, records: int, nbytes: int, last: bool) -> None:
+        while not (self.closed or self.broken):
+            try:
+                self.buffer.put((task, data, records, nbytes, last), timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self.buffer.get()
+            if item is None:
+                break
+            task, data, records, nbytes, last = item
+            view = memoryview(data)
+            try:
+                while view:
+                    written = os.write(self.fd, view)
+                    view = view[written:]
+            except OSError as exc:  # EPIPE: the trainer is gone; the executor reports its exit
+                log.warning("trainer's stdin closed (%s): feeding stops", exc)
+                with self.lock:
+                    self.broken = True
+                return
+            with self.lock:
+                self.total_written += len(data)
+                self.last_write = time.monotonic()
+                task.written.append((self.total_written, records, nbytes))
+                if last:
+                    task.written_end = self.total_written
+            if last:
+                self.wake.set()  # room for another task: heartbeat soon
+        try:
+            self.stdin.close()
+        except OSError:
+            pass

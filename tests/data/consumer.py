@@ -1,0 +1,29 @@
+"""A trainer for the data-plane tests: reads stdin lines, appends each to a file of its own.
+
+Env: OUT_DIR (where to write), DIE_AFTER (exit 1 after this many lines, on attempts listed
+in DIE_ON_ATTEMPTS, e.g. "0,1"), SLEEP_EVERY / SLEEP (pause SLEEP seconds every SLEEP_EVERY
+lines, to make a run last).
+"""
+
+import os
+import sys
+import time
+
+out_dir = os.environ["OUT_DIR"]
+attempt = os.environ.get("PRIMUS_ATTEMPT", "0")
+name = f"{os.environ['PRIMUS_ROLE']}-{os.environ['PRIMUS_INDEX']}-{attempt}-{os.getpid()}.txt"
+die_after = int(os.environ.get("DIE_AFTER", "0"))
+die = die_after and attempt in os.environ.get("DIE_ON_ATTEMPTS", "0").split(",")
+sleep_every = int(os.environ.get("SLEEP_EVERY", "0"))
+pause = float(os.environ.get("SLEEP", "0"))
+fd = os.open(os.path.join(out_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+count = 0
+for line in sys.stdin.buffer:
+    os.write(fd, line)
+    count += 1
+    if die and count >= die_after:
+        os._exit(1)
+    if sleep_every and count % sleep_every == 0:
+        time.sleep(pause)
+os.close(fd)
+print(f"consumed {count} lines")

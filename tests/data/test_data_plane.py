@@ -1,0 +1,264 @@
+"""The data plane end to end: real AM, executors and trainers on the local backend.
+
+The trainer (tests/data/consumer.py) appends every line it reads to a file of its own,
+so a test sees exactly what reached trainers, duplicates included.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import make_spec, wait_for
+from primus_runtime.data.journal import TaskJournal
+
+CONSUMER = str(Path(__file__).with_name("consumer.py"))
+DAILY = "/{{YYYY}}{{MM}}{{DD}}/"
+
+
+def write_day(data: Path, day: int, files: int = 2, lines: int = 300, marker: bool = True,
+              prefix: str = "") -> list[str]:
+    """Day ``day`` of December 2026: ``files`` text files of ``lines`` numbered lines; the lines."""
+    directory = data / f"202612{day:02d}"
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for f in range(files):
+        rows = [f"{prefix}d{day:02d}-f{f}-{i:05d}" for i in range(lines)]
+        (directory / f"part-{f}.txt").write_text("\n".join(rows) + "\n")
+        written += rows
+    (directory / ".hidden").write_text("never read\n")
+    (directory / "_temporary").mkdir(exist_ok=True)
+    if marker:
+        (directory / "_SUCCESS").write_text("")
+    return written
+
+
+def consumed(out: Path) -> dict[str, list[str]]:
+    """File name -> the lines that trainer read."""
+    return {f.name: f.read_text().split() for f in sorted(out.iterdir())}
+
+
+def all_lines(out: Path) -> list[str]:
+    return [line for lines in consumed(out).values() for line in lines]
+
+
+def data_spec(out: Path, data: Path, replicas: int = 2, env: dict[str, str] | None = None,
+              **input_section: Any) -> dict[str, Any]:
+    section: dict[str, Any] = {"sources": [{"name": "clicks", "path": str(data) + DAILY}],
+                               "time_range": {"start": "2026-12-01", "end": "2026-12-03"},
+                               "task_size": 2000, "poll_interval": 0.2}
+    section.update(input_section)
+    return make_spec([{"name": "worker", "replicas": replicas, "consumes_input": True,
+                       "command": [sys.executable, CONSUMER], "env": {"OUT_DIR": str(out), **(env or {})}}],
+                     input=section)
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    out = tmp_path / "out"
+    out.mkdir()
+    return tmp_path / "data", out
+
+
+def test_every_line_is_consumed_once_in_partition_order(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2, 3) for line in write_day(data, day)]
+    app = client.submit(data_spec(out, data))
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(all_lines(out)) == sorted(expected)  # each line exactly once
+    for name, lines in consumed(out).items():
+        assert lines == sorted(lines), f"{name} read out of partition order"
+    info = status["data"]
+    assert info["state"] == "succeeded" and info["progress"] == 1.0 and info["watermark"] == "2026-12-03"
+    assert info["tasks"]["done"] == info["tasks"]["total"] > 3 and info["records_done"] == len(expected)
+    assert info["bytes"]["done"] == info["bytes"]["total"] and info["scan_complete"]
+
+
+def test_a_partition_is_read_only_after_its_marker(client, dirs):
+    data, out = dirs
+    first = write_day(data, 1)
+    second = write_day(data, 2, marker=False)  # files there, marker not yet
+    app = client.submit(data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": None}))
+    info = wait_for(lambda: (d := client.data(app)) and d["watermark"] == "2026-12-01" and d, 30, "day 1 consumed")
+    assert "20261202/_SUCCESS" in (info["waiting_for"] or "")
+    time.sleep(1.0)  # several scan polls while day 2 has no marker
+    assert sorted(all_lines(out)) == sorted(first)
+    (data / "20261202" / "_SUCCESS").write_text("")
+    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-02", 30, "day 2 consumed")
+    third = write_day(data, 3)  # the open range keeps polling for new partitions
+    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-03", 30, "day 3 consumed")
+    lines = all_lines(out)
+    assert sorted(lines) == sorted(first + second + third) and lines == sorted(lines)
+    client.succeed(app, "test done")
+    assert client.wait(app, timeout=30)["job"]["state"] == "succeeded"
+
+
+def test_trainers_dying_mid_task_lose_nothing(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=400)]
+    spec = data_spec(out, data, env={"DIE_AFTER": "150", "DIE_ON_ATTEMPTS": "0,1,2"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10)
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 6  # 2 workers x 3 deaths
+    lines = all_lines(out)
+    assert set(lines) == set(expected)  # at least once
+    assert len(lines) < 3 * len(expected)  # duplicates bounded by what was fed since the last report
+    assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"]
+    assert any(e["to_state"] == "requeued" for e in status["events"])
+
+
+def test_trainers_killed_from_outside_lose_nothing(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=3000)]
+    spec = data_spec(out, data, env={"SLEEP_EVERY": "500", "SLEEP": "0.05"}, task_size="8Ki",
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10)
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    killed: set[int] = set()
+
+    def reading_trainer() -> int | None:
+        for f in out.iterdir():
+            pid = int(f.stem.rsplit("-", 1)[1])
+            if pid not in killed and f.stat().st_size > 2000:
+                return pid
+        return None
+
+    for _ in range(3):  # SIGKILL a trainer in the middle of its tasks, three times
+        pid = wait_for(reading_trainer, 30, "a trainer reading")
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 3
+    assert set(all_lines(out)) == set(expected)
+
+
+@pytest.mark.parametrize("stop", ["kill", "crash"])
+def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path, stop):
+    data, out = dirs
+    small = write_day(data, 1, files=1, lines=100, prefix="a")  # part-0.txt: done in the first run
+    directory = data / "20261201"
+    big = [f"b{i:06d}" for i in range(40000)]  # part-1.txt: about 320 KB, one task
+    (directory / "part-1.txt").write_text("\n".join(big) + "\n")
+    spec = data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi",
+                     work_preserve_dir=str(tmp_path / "preserve"))
+    app = client.submit(spec)
+    if stop == "kill":  # a graceful stop: the AM writes the journal on its way out
+        wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60,
+                 "part of the big file read")
+        first = client.kill(app)
+        assert first["job"]["state"] == "killed"
+        assert len(small) + 2000 < first["data"]["records_done"] < len(small) + len(big)
+    else:  # SIGKILL to the AM and everything else, once the journal holds a position in the big file
+        big_task = "clicks/2026-12-01/part-1.txt:0"
+
+        def journaled() -> bool:
+            state = TaskJournal(tmp_path / "preserve").recover()
+            return state.get(big_task, {}).get("records", 0) > 2000
+
+        wait_for(journaled, 60, "a position in the big file journaled")
+        client.cluster.force_kill(app)
+    before = set(all_lines(out))
+    for f in out.iterdir():
+        f.rename(f.with_name("first-" + f.name))
+
+    spec["roles"][0]["env"] = {"OUT_DIR": str(out)}  # full speed this time
+    again = client.submit(spec)
+    status = client.wait(again, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
+    assert not set(small) & set(second), "a task done in the first run was read again"
+    assert second[0] != big[0] and second[0] in big, "the big file did not resume mid-file"
+    assert before | set(second) == set(small) | set(big)
+    assert status["data"]["records_done"] == len(small) + len(big)
+
+
+@pytest.mark.parametrize("policy", ["quarantine", "fail"])
+def test_corrupt_file_follows_the_bad_data_policy(client, dirs, policy):
+    data, out = dirs
+    good = write_day(data, 1, files=1)
+    (data / "20261201" / "part-9.txt.gz").write_bytes(b"this is not gzip data at all\n" * 10)
+    spec = data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"},
+                     on_bad_data=policy, max_task_attempts=2)
+    app = client.submit(spec)
+    status = client.wait(app, timeout=60)
+    bad_task = "clicks/2026-12-01/part-9.txt.gz:0"
+    if policy == "quarantine":
+        assert status["job"]["state"] == "succeeded", status["job"]
+        assert status["data"]["quarantined"] == [bad_task] and status["data"]["tasks"]["quarantined"] == 1
+        assert sorted(all_lines(out)) == sorted(good)
+        assert any(e["subject"] == f"task/{bad_task}" and e["to_state"] == "quarantined" for e in status["events"])
+    else:
+        assert status["job"]["state"] == "failed"
+        reason = status["job"]["reason"]
+        assert bad_task in reason and str(data / "20261201" / "part-9.txt.gz") in reason, reason
+        assert status["data"]["state"] == "failed"
+
+
+def test_status_progress_and_suspend_resume(client, dirs):
+    from primus_runtime.cli import main as cli
+
+    data, out = dirs
+    expected = [line for day in (1, 2, 3) for line in write_day(data, day, lines=2500)]
+    app = client.submit(data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "250", "SLEEP": "0.1"},
+                                  max_tasks_per_executor=1, prefetch=0, task_size="16Ki"))
+    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) > 0, 30, "reading started")
+    suspended = client.data_suspend(app)
+    assert suspended["state"] == "suspended"
+    # What the executor held drains; nothing new is handed out.
+    held = wait_for(lambda: (d := client.data(app))["tasks"]["running"] == 0 and d, 30, "held tasks drained")
+    time.sleep(1.0)
+    still = client.data(app)
+    assert still["tasks"]["done"] == held["tasks"]["done"] and still["tasks"]["queued"] > 0
+    assert 0 < still["progress"] < 1 and still["bytes"]["done"] < still["bytes"]["total"]
+    assert still["scan_complete"] and (still["eta_seconds"] is None or still["eta_seconds"] >= 0)
+    assert still["rate_bytes_per_s"] >= 0 and still["watermark"] in (None, "2026-12-01", "2026-12-02")
+    assert "data" in client.status(app) and "suspended" in client.status(app)["data"]["state"]
+    from primus_runtime.client import progress_line
+
+    assert "data " in progress_line(client.status(app)) and "suspended" in progress_line(client.status(app))
+    assert cli(["--home", str(client.cluster.home), "data", "resume", app]) == 0
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(all_lines(out)) == sorted(expected)
+    assert status["data"]["progress"] == 1.0 and status["data"]["watermark"] == "2026-12-03"
+    events = [e for e in status["events"] if e["subject"] == "data"]
+    assert [e["to_state"] for e in events][:2] == ["suspended", "running"]
+
+
+def test_a_job_without_input_has_no_data(client):
+    app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
+    status = client.wait(app, timeout=30)
+    assert status["data"] is None
+
+
+def test_a_missing_input_path_fails_the_job_with_a_clear_error(client, dirs):
+    data, out = dirs
+    spec = data_spec(out, data, replicas=1, sources=[{"name": "clicks", "path": str(data / "nowhere")}],
+                     time_range=None)
+    status = client.wait(client.submit(spec), timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert f"input path {data / 'nowhere'} does not exist" in status["job"]["reason"], status["job"]
+
+
+def test_an_empty_input_fails_the_job_with_a_clear_error(client, dirs):
+    data, out = dirs
+    for day in (1, 2):
+        (data / f"202612{day:02d}").mkdir(parents=True)
+        (data / f"202612{day:02d}" / "_SUCCESS").write_text("")
+    status = client.wait(client.submit(data_spec(out, data, replicas=1,
+                                                 time_range={"start": "2026-12-01", "end": "2026-12-02"})),
+                         timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert "the input has no files" in status["job"]["reason"], status["job"]

@@ -1,0 +1,442 @@
+"""Input formats: splits never cut or repeat a record, resume skips exactly, corruption is named."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import io
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from primus_runtime.data import formats
+from primus_runtime.data.formats import (
+    COMPRESSIONS,
+    FORMATS,
+    CorruptRecord,
+    Split,
+    compression_for,
+    crc32c,
+    frame,
+    plan_splits,
+    read_framed,
+    read_records,
+    write_records,
+)
+
+RUNTIME = Path(formats.__file__).resolve().parents[2]
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RECORD_FORMATS = ("text", "jsonl", "tfrecord", "length_delimited")
+
+
+def _line(data: bytes) -> bytes:
+    """Any bytes made into a valid text record: no newline, no \\r at the end (\\r inside stays)."""
+    return data.replace(b"\n", b"\r").rstrip(b"\r")
+
+
+_binary = st.one_of(st.binary(max_size=12), st.binary(min_size=120, max_size=140))  # 127/128: varint width
+_records = {
+    "text": st.lists(_binary.map(_line), max_size=40),
+    "jsonl": st.lists(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                                   lambda inner: st.lists(inner, max_size=3), max_leaves=5)
+                      .map(lambda v: json.dumps(v, ensure_ascii=False).encode()), max_size=40),
+    "tfrecord": st.lists(_binary, max_size=40),
+    "length_delimited": st.lists(_binary, max_size=40),
+}
+
+
+def _encode(records: list[bytes], fmt: str, compression: str = "none") -> bytes:
+    out = io.BytesIO()
+    if compression == "gzip":
+        with gzip.GzipFile(fileobj=out, mode="wb") as zipped:
+            write_records(zipped, records, fmt)
+    elif compression == "zstd":
+        import zstandard
+
+        plain = io.BytesIO()
+        write_records(plain, records, fmt)
+        out.write(zstandard.ZstdCompressor().compress(plain.getvalue()))
+    else:
+        write_records(out, records, fmt)
+    return out.getvalue()
+
+
+def _splits(data: bytes, fmt: str, compression: str, target: int) -> list[Split]:
+    return plan_splits(lambda: io.BytesIO(data), len(data), fmt, compression, target)
+
+
+def _read(data: bytes, fmt: str, compression: str, split: Split, skip: int = 0) -> list[tuple[bytes, int]]:
+    return list(read_records(io.BytesIO(data), fmt, compression, split.start, split.end, skip))
+
+
+def _read_all(data: bytes, fmt: str, compression: str, target: int) -> list[bytes]:
+    """Every split's records, checking on the way that ``read_framed`` feeds the same records framed."""
+    splits = _splits(data, fmt, compression, target)
+    if data and fmt != "parquet":
+        assert splits[0].start == 0 and all(a.end == b.start for a, b in zip(splits, splits[1:], strict=False))
+        assert splits[-1].end == len(data)
+    records = []
+    for split in splits:
+        in_split = _read(data, fmt, compression, split)
+        _check_framed(data, fmt, compression, split, 0, in_split)
+        records += [record for record, _ in in_split]
+    return records
+
+
+def _check_framed(data: bytes, fmt: str, compression: str, split: Split, skip: int,
+                  expected: list[tuple[bytes, int]]) -> None:
+    blocks = list(read_framed(io.BytesIO(data), fmt, compression, split.start, split.end, skip))
+    assert b"".join(block for block, _ in blocks) == b"".join(frame(record, fmt) for record, _ in expected)
+    if expected:
+        assert blocks[-1][1] == expected[-1][1]
+
+
+@pytest.mark.parametrize("fmt", RECORD_FORMATS)
+@PROPERTY
+@given(data=st.data(), read_size=st.sampled_from([1, 5, 64, formats.READ_SIZE]))
+def test_splits_deliver_every_record_once_in_order(fmt, data, read_size):
+    records = data.draw(_records[fmt])
+    encoded = _encode(records, fmt)
+    target = data.draw(st.integers(1, len(encoded) + 10))
+    with mock.patch.object(formats, "READ_SIZE", read_size), mock.patch.object(formats, "_PLAN_READ_SIZE", read_size):
+        assert _read_all(encoded, fmt, "none", target) == records
+
+
+@pytest.mark.parametrize("fmt", RECORD_FORMATS)
+@PROPERTY
+@given(data=st.data())
+def test_gzip_file_is_one_split_that_delivers_every_record(fmt, data):
+    records = data.draw(_records[fmt])
+    encoded = _encode(records, fmt, "gzip")
+    target = data.draw(st.integers(1, len(encoded) + 10))
+    assert _splits(encoded, fmt, "gzip", target) == [Split(0, len(encoded))]
+    assert _read_all(encoded, fmt, "gzip", target) == records
+
+
+@pytest.mark.parametrize("fmt", RECORD_FORMATS)
+def test_zstd_file_of_several_frames_delivers_every_record(fmt):
+    records = [b"1", b"22", b"333"] * 1000 if fmt != "jsonl" else [b'{"i": %d}' % i for i in range(3000)]
+    encoded = _encode(records[:1000], fmt, "zstd") + _encode(records[1000:], fmt, "zstd")
+    assert _read_all(encoded, fmt, "zstd", 100) == records
+
+
+@PROPERTY
+@given(data=st.data(), chunk=st.sampled_from([1, 3, 16]))
+def test_raw_records_are_fixed_chunks_and_splits_fall_between_them(data, chunk):
+    blob = data.draw(st.binary(max_size=200))
+    target = data.draw(st.integers(1, len(blob) + 10))
+    with mock.patch.object(formats, "RAW_CHUNK", chunk):
+        out = _read_all(blob, "raw", "none", target)
+        for split in _splits(blob, "raw", "none", target):
+            assert split.start % chunk == 0
+    assert b"".join(out) == blob
+    assert all(len(record) == chunk for record in out[:-1])
+
+
+def test_raw_uses_64_kib_chunks_also_compressed():
+    blob = bytes(range(256)) * 1000  # 256,000 bytes: 3 whole chunks and a short one
+    out = _read_all(blob, "raw", "none", 100_000)
+    assert [len(r) for r in out] == [65536, 65536, 65536, 256_000 - 3 * 65536]
+    assert b"".join(out) == blob
+    assert b"".join(_read_all(_encode([blob], "raw", "gzip"), "raw", "gzip", 1)) == blob
+
+
+def test_text_lines_near_the_read_size_are_neither_cut_nor_repeated():
+    size = formats.READ_SIZE
+    records = [b"x" * (size - 2), b"", b"y" * 3, b"\rz" * (size // 2), b"w" * (size + 1), b"last"]
+    encoded = _encode(records, "text")
+    for target in (size - 1, size, size + 1, 3 * size // 2, 10 * size):
+        assert _read_all(encoded, "text", "none", target) == records
+
+
+def test_text_strips_crlf_and_keeps_a_final_line_without_newline():
+    encoded = b"a\r\nb\rc\r\n\r\nlast"
+    assert [r for r, _ in _read(encoded, "text", "none", Split(0, len(encoded)))] == [b"a", b"b\rc", b"", b"last"]
+
+
+def test_text_line_belongs_to_the_split_its_first_byte_is_in():
+    encoded = b"aaaa\nbbbb\ncccc\n"  # lines start at 0, 5, 10
+    assert [r for r, _ in _read(encoded, "text", "none", Split(0, 5))] == [b"aaaa"]
+    assert [r for r, _ in _read(encoded, "text", "none", Split(5, 6))] == [b"bbbb"]
+    assert [r for r, _ in _read(encoded, "text", "none", Split(6, 10))] == []
+    assert [r for r, _ in _read(encoded, "text", "none", Split(6, 11))] == [b"cccc"]
+
+
+@pytest.mark.parametrize("fmt", RECORD_FORMATS)
+@PROPERTY
+@given(data=st.data())
+def test_resume_skips_exactly_the_records_already_delivered(fmt, data):
+    records = data.draw(_records[fmt].filter(bool))
+    encoded = _encode(records, fmt)
+    splits = _splits(encoded, fmt, "none", data.draw(st.integers(1, len(encoded))))
+    split = data.draw(st.sampled_from(splits))
+    whole = _read(encoded, fmt, "none", split)
+    assert [n for _, n in whole] == list(range(1, len(whole) + 1))
+    skip = data.draw(st.integers(0, len(whole) + 2))
+    assert _read(encoded, fmt, "none", split, skip) == whole[skip:]
+    _check_framed(encoded, fmt, "none", split, skip, whole[skip:])
+
+
+def test_resume_inside_a_compressed_file():
+    records = [b"r%d" % i for i in range(5000)]
+    encoded = _encode(records, "length_delimited", "gzip")
+    out = _read(encoded, "length_delimited", "gzip", Split(0, len(encoded)), skip=4321)
+    assert out[0] == (b"r4321", 4322) and len(out) == 5000 - 4321
+
+
+def _reference_crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def test_crc32c_known_vectors():
+    assert crc32c(b"") == 0
+    assert crc32c(b"123456789") == 0xE3069283
+    # RFC 3720 (iSCSI), appendix B.4
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
+    assert crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.binary(max_size=100), st.binary(min_size=500, max_size=1200)), st.integers(0, 1200))
+def test_crc32c_matches_the_bitwise_definition_and_continues(data, cut):
+    assert crc32c(data) == _reference_crc32c(data)
+    assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
+
+
+@pytest.mark.parametrize("size", [511, 512, 4095, 4096, 40_000, 300_001])  # every width of the lane-wise path
+def test_crc32c_lane_wise_path_agrees_with_slicing_by_8(size):
+    data = random.Random(size).randbytes(size)
+    assert crc32c(data) == formats._crc_sliced(0xFFFFFFFF, data) ^ 0xFFFFFFFF
+    assert crc32c(data[size // 3:], crc32c(data[:size // 3])) == crc32c(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_crc32c_many_equals_one_crc32c_per_span(data):
+    buf = data.draw(st.one_of(st.binary(max_size=300), st.binary(min_size=15000, max_size=20000)))
+    bounds = st.integers(0, len(buf))
+    spans = [tuple(sorted(pair)) for pair in data.draw(st.lists(st.tuples(bounds, bounds), max_size=20))]
+    assert formats.crc32c_many(buf, spans) == [crc32c(buf[a:b]) for a, b in spans]
+
+
+def test_tfrecord_layout_matches_the_tensorflow_framing():
+    encoded = _encode([b"hello"], "tfrecord")
+    length = (5).to_bytes(8, "little")
+    assert encoded[:8] == length and encoded[12:17] == b"hello" and len(encoded) == 21
+    assert int.from_bytes(encoded[8:12], "little") == formats.masked_crc32c(length)
+    # the masked CRC: rotate right by 15, add 0xa282ead8
+    crc = crc32c(b"hello")
+    assert int.from_bytes(encoded[17:], "little") == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def test_tfrecord_flipped_data_byte_is_a_crc_mismatch_at_the_record_offset():
+    encoded = bytearray(_encode([b"a" * 10, b"b" * 10, b"c" * 10], "tfrecord"))
+    encoded[26 + 12 + 3] ^= 0x01  # data of the second record (records are 26 bytes)
+    delivered = []
+    with pytest.raises(CorruptRecord, match="at byte 26: CRC mismatch") as caught:
+        for record, _ in read_records(io.BytesIO(bytes(encoded)), "tfrecord", "none", 0, len(encoded)):
+            delivered.append(record)
+    assert caught.value.offset == 26
+    assert delivered == [b"a" * 10]
+
+
+def test_tfrecord_corrupt_length_is_a_bad_length_even_when_planning():
+    encoded = bytearray(_encode([b"a" * 10, b"b" * 10], "tfrecord"))
+    encoded[26] ^= 0x40
+    with pytest.raises(CorruptRecord, match="at byte 26: bad length"):
+        _read(bytes(encoded), "tfrecord", "none", Split(0, len(encoded)))
+    with pytest.raises(CorruptRecord, match="at byte 26: bad length"):
+        _splits(bytes(encoded), "tfrecord", "none", 1)
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited"])
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_truncated_record_is_named_with_its_offset(fmt, compression):
+    whole = _encode([b"a" * 200, b"b" * 200], fmt)
+    first = len(_encode([b"a" * 200], fmt))
+    cut = whole[:-5]
+    if compression == "gzip":
+        cut = gzip.compress(cut)
+    with pytest.raises(CorruptRecord, match=f"at byte {first}: truncated record") as caught:
+        _read(cut, fmt, compression, Split(0, len(cut)))
+    assert caught.value.offset == first
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd"])
+def test_corrupt_compressed_stream_is_a_corrupt_record(compression):
+    encoded = _encode([b"line %d" % i for i in range(20000)], "text", compression)
+    with pytest.raises(CorruptRecord, match=f"corrupt {compression} data"):
+        _read(encoded[:len(encoded) // 2], "text", compression, Split(0, len(encoded) // 2))
+    flipped = bytearray(encoded)
+    flipped[len(encoded) // 2] ^= 0xFF
+    with pytest.raises(CorruptRecord, match=f"corrupt {compression} data"):
+        _read(bytes(flipped), "text", compression, Split(0, len(encoded)))
+
+
+def test_varint_longer_than_ten_bytes_is_a_bad_length():
+    with pytest.raises(CorruptRecord, match="at byte 0: bad length"):
+        _read(b"\xff" * 12, "length_delimited", "none", Split(0, 12))
+
+
+def test_corrupt_record_survives_pickling():
+    import pickle
+
+    error = pickle.loads(pickle.dumps(CorruptRecord(7, "CRC mismatch")))
+    assert (error.offset, error.problem, str(error)) == (7, "CRC mismatch", "corrupt record at byte 7: CRC mismatch")
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited"])
+def test_planning_seeks_over_record_bodies(fmt):
+    encoded = _encode([bytes(1 << 20)] * 8, fmt)
+    read_bytes = []
+
+    class Counting(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            chunk = super().read(size)
+            read_bytes.append(len(chunk))
+            return chunk
+
+    splits = plan_splits(lambda: Counting(encoded), len(encoded), fmt, "none", 3 << 20)
+    assert [s.end - s.start for s in splits[:2]] == [len(encoded) // 8 * 3] * 2
+    assert sum(read_bytes) < len(encoded) // 10
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_empty_file_has_no_splits(fmt, compression):
+    if fmt == "parquet" and compression != "none":
+        return
+    assert plan_splits(lambda: io.BytesIO(b""), 0, fmt, compression, 100) == []
+
+
+def test_text_splits_are_byte_ranges_of_about_the_target_size():
+    assert _splits(b"x" * 1000, "text", "none", 300) == [Split(0, 250), Split(250, 500), Split(500, 750),
+                                                        Split(750, 1000)]
+
+
+def test_frame_ends_lines_and_length_prefixes_binary_records():
+    assert frame(b"abc", "text") == b"abc\n"
+    assert frame(b"{}", "jsonl") == b"{}\n"
+    assert frame(b"{}", "parquet") == b"{}\n"
+    for fmt in ("raw", "tfrecord", "length_delimited"):
+        assert frame(b"abc", fmt) == b"\x00\x00\x00\x03abc"
+        assert frame(b"", fmt) == b"\x00\x00\x00\x00"
+
+
+def test_compression_for_suffixes():
+    assert compression_for("/d/part-0.gz") == "gzip"
+    assert compression_for("/d/part-0.ZST") == "zstd"
+    assert compression_for("/d/part-0.zstd") == "zstd"
+    assert compression_for("/d/part-0.tfrecord") == "none"
+
+
+def test_unknown_names_are_refused_with_the_choices():
+    with pytest.raises(ValueError, match="unknown format 'csv'"):
+        plan_splits(lambda: io.BytesIO(b""), 0, "csv", "none", 1)
+    with pytest.raises(ValueError, match="compression_for"):
+        plan_splits(lambda: io.BytesIO(b""), 0, "text", "auto", 1)
+    with pytest.raises(ValueError, match="parquet"):
+        plan_splits(lambda: io.BytesIO(b""), 0, "parquet", "gzip", 1)
+    with pytest.raises(ValueError, match="newline"):
+        write_records(io.BytesIO(), [b"a\nb"], "text")
+
+
+def test_parquet_splits_are_row_group_ranges_and_rows_are_json_lines():
+    rows = [{"id": i, "name": f"n{i}", "score": i / 2, "tags": ["a"] * (i % 3)} for i in range(1000)]
+    out = io.BytesIO()
+    write_records(out, [json.dumps(row).encode() for row in rows], "parquet", row_group_rows=100)
+    encoded = out.getvalue()
+    one_group = plan_splits(lambda: io.BytesIO(encoded), len(encoded), "parquet", "none", 1)
+    assert one_group == [Split(i, i + 1) for i in range(10)]
+    whole = plan_splits(lambda: io.BytesIO(encoded), len(encoded), "parquet", "none", 1 << 30)
+    assert whole == [Split(0, 10)]
+    assert [json.loads(r) for r in _read_all(encoded, "parquet", "none", 1)] == rows
+    resumed = _read(encoded, "parquet", "none", Split(2, 5), skip=150)
+    assert [json.loads(r)["id"] for r, _ in resumed] == list(range(350, 500))
+    assert resumed[0][1] == 151
+
+
+def test_parquet_values_without_a_json_type_are_written_as_strings():
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table({"day": [datetime.date(2026, 1, 2)], "blob": [b"\x00\xff"]}), out)
+    encoded = out.getvalue()
+    assert _read(encoded, "parquet", "none", Split(0, 1)) == [(b'{"day":"2026-01-02","blob":"AP8="}', 1)]
+
+
+def test_missing_optional_packages_are_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    monkeypatch.setitem(sys.modules, "compression", None)
+    with pytest.raises(ImportError, match="'pyarrow' package"):
+        plan_splits(lambda: io.BytesIO(b"PAR1"), 4, "parquet", "none", 1)
+    with pytest.raises(ImportError, match="'zstandard' package"):
+        _read(b"x", "text", "zstd", Split(0, 1))
+
+
+def test_module_imports_with_the_standard_library_only():
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(RUNTIME)!r})\n"
+            "import primus_runtime.data.formats\n"
+            "loaded = {m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
+            "assert loaded == {'primus_runtime', '__main__'}, loaded\n"
+            "assert 'pyarrow' not in sys.modules and 'zstandard' not in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-S", "-I", "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_module_parses_as_python_3_9():
+    path = Path(formats.__file__)
+    ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
+
+
+_ROUND_TRIP = """
+import gzip, io, sys
+from primus_runtime.data.formats import frame, plan_splits, read_framed, read_records, write_records
+records = [b"a", b"", b"b\\rc", b"x" * 3000] * 50
+for fmt in ("text", "tfrecord", "length_delimited"):
+    out = io.BytesIO()
+    write_records(out, records, fmt)
+    for compression, blob in (("none", out.getvalue()), ("gzip", gzip.compress(out.getvalue()))):
+        splits = plan_splits(lambda: io.BytesIO(blob), len(blob), fmt, compression, 1000)
+        got = [r for s in splits for r, _ in read_records(io.BytesIO(blob), fmt, compression, s.start, s.end)]
+        fed = b"".join(b for s in splits for b, _ in read_framed(io.BytesIO(blob), fmt, compression, s.start, s.end))
+        assert got == records and fed == b"".join(frame(r, fmt) for r in records), (fmt, compression)
+"""
+
+
+def _python_3_9() -> str | None:
+    for candidate in [shutil.which("python3.9"), *sorted(Path("/root/.pyenv/versions").glob("3.9*/bin/python"))]:
+        if candidate and subprocess.run([str(candidate), "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                                        capture_output=True).returncode == 0:
+            return str(candidate)
+    return None
+
+
+def test_round_trip_on_python_3_9_when_this_machine_has_it():
+    python = _python_3_9()
+    if python is None:
+        pytest.skip("no Python 3.9 interpreter here; parsing as 3.9 is checked above")
+    proc = subprocess.run([python, "-S", "-I", "-c", f"import sys; sys.path.insert(0, {str(RUNTIME)!r})\n" + _ROUND_TRIP],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
