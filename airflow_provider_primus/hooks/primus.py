@@ -145,6 +145,14 @@ class PrimusHook(BaseHook):
         """Resize ``role`` of a running job to ``replicas`` executors."""
         return self.client.scale(app_id, role, replicas)
 
+    def suspend_data(self, app_id: str) -> dict[str, Any]:
+        """Stop handing out input tasks (executors finish those they hold); the data status."""
+        return self.client.data_suspend(app_id)
+
+    def resume_data(self, app_id: str) -> dict[str, Any]:
+        """Hand out input tasks again; the data status."""
+        return self.client.data_resume(app_id)
+
     def tail_logs(self, app_id: str, role: str | None = None, index: int = 0, stream: str = "stdout",
                   lines: int = 20) -> str:
         """The last ``lines`` lines of an executor's log (``stream``: stdout/stderr/executor), or of the

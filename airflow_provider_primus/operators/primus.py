@@ -162,7 +162,18 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
             raise AirflowException(f"Primus job {app_id} did not end within the task's execution_timeout"
                                    f" (job {'killed' if self.on_kill_action == 'kill' else 'left running'})")
         if status == "failed":
-            self._log_failed_executors(app_id, self.hook.status(app_id))
+            self._raise_failed(app_id, self.hook.status(app_id), reason)
+        raise AirflowException(reason)
+
+    def _raise_failed(self, app_id: str, status: dict[str, Any], reason: str) -> None:
+        """Log what the failed executors said, then fail the try: without retry when the input
+        itself is at fault (missing, empty, or corrupt with ``on_bad_data: fail``), since the next
+        try would read the same input."""
+        self._log_failed_executors(app_id, status)
+        data_failure = (status.get("data") or {}).get("failure")
+        if data_failure:
+            raise AirflowFailException(f"{reason} (the input is at fault: {data_failure}; not retried, the "
+                                       "next try would read the same input)")
         raise AirflowException(reason)
 
     def _submit(self, ti_tags: dict[str, str], try_number: str) -> str:
@@ -248,8 +259,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                 if job["state"] == "succeeded":
                     return
                 if job["state"] in FINISHED:
-                    self._log_failed_executors(app_id, status)
-                    raise AirflowException(f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
+                    self._raise_failed(app_id, status,
+                                       f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
             if self._stopping.wait(self.poll_interval):
                 self._raise_killed(app_id)
 
@@ -338,3 +349,33 @@ class PrimusKillJobOperator(BaseOperator):
         state = status["job"]["state"] if status else "unknown"
         self.log.info("Primus job %s is %s: %s", self.app_id, state, status["job"].get("reason") if status else "")
         return state
+
+
+class PrimusSuspendDataOperator(BaseOperator):
+    """Pause a running job's input: no new tasks are handed out, executors finish the ones they
+    hold (e.g. while an upstream table is repaired). ``PrimusResumeDataOperator`` undoes it.
+
+    :param app_id: the job (templated).
+    """
+
+    template_fields: Sequence[str] = ("app_id", "primus_conn_id")
+    suspend = True
+
+    def __init__(self, *, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.app_id, self.primus_conn_id = app_id, primus_conn_id
+
+    def execute(self, context: Context) -> str:
+        hook = PrimusHook(primus_conn_id=self.primus_conn_id)
+        data = hook.suspend_data(self.app_id) if self.suspend else hook.resume_data(self.app_id)
+        self.log.info("Primus job %s: data %s", self.app_id, data.get("state"))
+        return str(data.get("state"))
+
+
+class PrimusResumeDataOperator(PrimusSuspendDataOperator):
+    """Hand out a suspended job's input tasks again.
+
+    :param app_id: the job (templated).
+    """
+
+    suspend = False

@@ -73,41 +73,40 @@ class PrimusStatusTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
+        try:
+            event = await self._first_event(hook)
+        finally:  # before yielding: the triggerer may drop the generator right after the event
+            await hook.aclose()
+        yield event
+
+    async def _first_event(self, hook: PrimusAsyncHook) -> TriggerEvent:
         follower = LogFollower(self.follow_logs)
         last_line, errors = None, 0
-        try:
-            while True:
-                if self.deadline is not None and time.time() > self.deadline:
-                    yield self._event("timeout", "unknown", "the deadline (the task's timeout) passed")
-                    return
-                try:
-                    status = await hook.astatus(self.app_id)
-                    errors = 0
-                except JobNotFound:
-                    yield self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
-                    return
-                except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
-                    errors += 1
-                    if errors >= MAX_READ_ERRORS:
-                        yield self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: {exc}")
-                        return
-                    self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
-                else:
-                    for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
-                        self.log.info("%s", line)
-                    check = self.check(status)
-                    if check.line != last_line:
-                        self.log.info("Primus job %s %s", self.app_id, check.line)
-                        last_line = check.line
-                    if check.met:
-                        yield self.success_event(status, check)
-                        return
-                    if check.impossible:
-                        yield self._event("failed", status["job"]["state"], check.impossible)
-                        return
-                await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
-        finally:
-            await hook.aclose()
+        while True:
+            if self.deadline is not None and time.time() > self.deadline:
+                return self._event("timeout", "unknown", "the deadline (the task's timeout) passed")
+            try:
+                status = await hook.astatus(self.app_id)
+                errors = 0
+            except JobNotFound:
+                return self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
+            except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
+                errors += 1
+                if errors >= MAX_READ_ERRORS:
+                    return self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: {exc}")
+                self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
+            else:
+                for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
+                    self.log.info("%s", line)
+                check = self.check(status)
+                if check.line != last_line:
+                    self.log.info("Primus job %s %s", self.app_id, check.line)
+                    last_line = check.line
+                if check.met:
+                    return self.success_event(status, check)
+                if check.impossible:
+                    return self._event("failed", status["job"]["state"], check.impossible)
+            await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
 
     def _event(self, status: str, state: str, reason: str) -> TriggerEvent:
         return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason})

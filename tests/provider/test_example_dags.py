@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -115,3 +117,32 @@ def test_mapped_sweep_runs_one_job_per_configuration_and_picks_the_best(migrated
     best, learning_rate, loss = re.search(r"best: job (\S+), learning rate ([\d.]+), final loss ([\d.]+)",
                                           output).groups()
     assert {j["app_id"]: j["tags"]["learning_rate"] for j in jobs}[best] == learning_rate and float(loss) < 0.1
+
+
+def test_daily_retraining_trains_on_the_days_partition_and_evaluates_the_model(migrated_airflow_home, tmp_path):
+    primus_home = tmp_path / "primus-home"
+    data_root, model_root = tmp_path / "data", tmp_path / "models"
+    trainer = EXAMPLE_DAGS.parent / "examples" / "ps_worker" / "trainer.py"
+    # the upstream pipeline's part: the day's samples and their _SUCCESS marker
+    made = subprocess.run([sys.executable, str(trainer), "make-partition", str(data_root / "20261201"), "3000"])
+    assert made.returncode == 0
+    conf = {"data_root": str(data_root), "model_root": str(model_root)}
+    got = run_airflow("dags", "test", "primus_daily_retraining", "2026-12-01", "-c", json.dumps(conf),
+                      env=airflow_env(migrated_airflow_home, primus_home), timeout=300)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    run_id, state = last_run(migrated_airflow_home, "primus_daily_retraining")
+    assert state == "success"
+    # the partition was there already (the sensor checks once before deferring); the data
+    # sensor had to wait, in the trigger
+    assert "Partition " + str(data_root / "20261201" / "_SUCCESS") + " on the local filesystem: ready" in output
+    assert "Pausing task as DEFERRED" in output
+    client = PrimusClient(primus_home)
+    (train,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "train", "run_id": run_id})
+    status = client.status(train["app_id"])
+    assert status["job"]["state"] == "succeeded"
+    assert status["data"]["watermark"] == "2026-12-01" and status["data"]["records_done"] >= 3000
+    assert sorted(p.name for p in (model_root / "20261201").iterdir()) == ["ps-0.json", "ps-1.json"]
+    (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id})
+    assert evaluate["state"] == "succeeded"
+    assert re.search(r"evaluation loss [\d.]+ on held-out data .*2 ps shards", output)

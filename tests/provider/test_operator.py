@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import time
 import urllib.request
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.links.primus import PrimusJobLink
@@ -103,6 +104,71 @@ def test_failed_job_raises_retryable_error_with_the_runtime_reason(primus_home, 
     with pytest.raises(AirflowException, match=r"failed: .*worker") as info:
         operator(make_spec(FAILING)).execute(make_context())
     assert not isinstance(info.value, AirflowFailException)
+
+
+# Reads its lines from stdin (0.5 ms each: long enough for heartbeats to report progress) and
+# appends them to $OUT/lines.txt; the first job to run it fails after 3,000 lines (leaving
+# $OUT/failed-once behind), later ones read to the end.
+FAIL_ONCE_READER = """
+import os, sys, time
+out = os.environ["OUT"]
+first = not os.path.exists(os.path.join(out, "failed-once"))
+with open(os.path.join(out, "lines.txt"), "a") as f:
+    for n, line in enumerate(sys.stdin, 1):
+        f.write(line)
+        f.flush()
+        time.sleep(0.0005)
+        if first and n == 3000:
+            open(os.path.join(out, "failed-once"), "w").close()
+            sys.exit(3)
+"""
+
+
+def test_a_retry_after_a_failed_job_resumes_its_data_instead_of_reading_it_again(primus_home, client, tmp_path):
+    day = tmp_path / "data" / "20261201"
+    day.mkdir(parents=True)
+    # 600 KB: more than the feed's safety margin (what may sit in the pipe and the trainer's
+    # buffers when it dies, never counted as consumed)
+    every_line = [f"record-{n:05d}-" + "x" * 86 for n in range(6000)]
+    for part in range(3):
+        (day / f"part-{part}.txt").write_text("".join(f"{line}\n" for line in every_line[part::3]))
+    (day / "_SUCCESS").touch()
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = make_spec(
+        [{"name": "worker", "ports": 0, "consumes_input": True, "command": ["python3", "-c", FAIL_ONCE_READER],
+          "env": {"OUT": str(out)}, "failover": {"restart": "never"}}],
+        input={"sources": [{"name": "lines", "path": str(tmp_path / "data" / "{{YYYY}}{{MM}}{{DD}}"),
+                            "format": "text"}],
+               "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": "16Ki"},
+    )
+    with pytest.raises(AirflowException):  # try 1: the trainer fails, the job fails
+        operator(spec).execute(make_context(try_number=1))
+    (first,) = client.list()
+    first_dir = client.spec(first["app_id"]).input.work_preserve_dir
+    assert first_dir.startswith(str(primus_home / "work-preserve" / "dag" / "train" / "manual__1"))
+    second = operator(spec).execute(make_context(try_number=2))  # try 2: a new job on the same checkpoint
+    assert client.spec(second).input.work_preserve_dir == first_dir
+    assert client.status(second)["data"]["state"] == "succeeded"
+    read = (out / "lines.txt").read_text().split()
+    assert set(read) == set(every_line)  # nothing lost across the two jobs
+    assert len(read) < 3000 + len(every_line)  # what the failed job had consumed was not all read again
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["waiting", "deferred"])
+def test_missing_input_fails_the_task_without_retry(primus_home, client, tmp_path, deferrable):
+    spec = make_spec([{"name": "worker", "ports": 0, "consumes_input": True, "command": "cat > /dev/null"}],
+                     input={"sources": [{"name": "lines", "path": str(tmp_path / "nowhere"), "format": "text",
+                                         "success_marker": None}]})
+    op = operator(spec, deferrable=deferrable)
+    with pytest.raises(AirflowFailException, match="input path .*nowhere does not exist"):
+        if not deferrable:
+            op.execute(make_context())
+        else:
+            with pytest.raises(TaskDeferred) as info:
+                op.execute(make_context())
+            event = asyncio.run(asyncio.wait_for(info.value.trigger.run().__anext__(), 60)).payload
+            op.execute_complete(make_context(), event)
 
 
 def test_invalid_spec_fails_without_retry_and_submits_nothing(primus_home, client):

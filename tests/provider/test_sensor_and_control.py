@@ -8,7 +8,12 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
 from airflow_provider_primus.hooks.primus import PrimusHook
-from airflow_provider_primus.operators.primus import PrimusKillJobOperator, PrimusScaleRoleOperator
+from airflow_provider_primus.operators.primus import (
+    PrimusKillJobOperator,
+    PrimusResumeDataOperator,
+    PrimusScaleRoleOperator,
+    PrimusSuspendDataOperator,
+)
 from airflow_provider_primus.sensors.primus import PrimusDataProgressSensor, PrimusPartitionSensor, PrimusRoleSensor
 from airflow_provider_primus.triggers.primus import PrimusPartitionTrigger, PrimusRoleTrigger
 from conftest import make_spec, wait_for
@@ -120,3 +125,22 @@ def test_partition_sensor_asks_webhdfs_for_hdfs_paths(monkeypatch):
                                         partition="2026-12-01")
     assert hdfs_sensor.poke(make_context()) is True
     assert asked == [("webhdfs_default", "/logs/2026/12/01/_SUCCESS")]
+
+
+def test_suspend_and_resume_the_input_of_a_running_job(primus_home, client, tmp_path):
+    day = tmp_path / "20261201"
+    day.mkdir()
+    (day / "part-0.txt").write_text("".join(f"line-{n}\n" for n in range(2000)))
+    spec = make_spec([{"name": "worker", "ports": 0, "consumes_input": True,
+                       "command": "while read line; do sleep 0.001; done"}],
+                     input={"sources": [{"name": "lines", "path": str(tmp_path / "{{YYYY}}{{MM}}{{DD}}"),
+                                         "format": "text", "success_marker": None}],
+                            "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": "1Ki"})
+    app_id = PrimusHook().submit(spec)
+    wait_for(lambda: (client.status(app_id).get("data") or {}).get("state") == "running", what="data running")
+    assert PrimusSuspendDataOperator(task_id="pause", app_id=app_id).execute(make_context()) == "suspended"
+    assert client.status(app_id)["data"]["state"] == "suspended"
+    assert PrimusResumeDataOperator(task_id="go", app_id=app_id).execute(make_context()) == "running"
+    wait_for(lambda: client.status(app_id)["job"]["state"] == "succeeded", timeout=60, what="job succeeded")
+    with pytest.raises(Exception, match="already succeeded|not running"):
+        PrimusSuspendDataOperator(task_id="pause", app_id=app_id).execute(make_context())
