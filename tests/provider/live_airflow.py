@@ -85,18 +85,18 @@ def _pids_with_env_name(name: str) -> set[int]:
     return {pid for pid, entries in _environments() if any(item.startswith(prefix) for item in entries)}
 
 
-def pids_with_cmdline(cmdline: str) -> list[int]:
-    """Pids whose command line (as ``setproctitle`` sets it) is exactly ``cmdline``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        if raw.replace(b"\0", b" ").strip().decode(errors="replace") == cmdline:
-            found.append(int(pid))
-    return found
+def cmdline(pid: int) -> str | None:
+    """The command line of ``pid`` as one string (as ``setproctitle`` sets it), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").strip().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def pids_with_cmdline(line: str) -> list[int]:
+    """Pids whose command line is exactly ``line``."""
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc")) if cmdline(int(pid)) == line]
 
 
 def parent_pid(pid: int) -> int | None:

@@ -19,7 +19,7 @@ import pytest
 from primus_runtime.backends.local import processes_of_job
 from primus_runtime.client import PrimusClient
 
-from .live_airflow import LiveAirflow, ancestors, pids_with_cmdline, wait_until
+from .live_airflow import LiveAirflow, ancestors, cmdline, pids_with_cmdline, wait_until
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(600)
@@ -103,8 +103,13 @@ def task_process(ti_id: str, timeout: float = 60.0) -> int:
     return pid
 
 
-def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirflow):
-    dag_id = "primus_live_reattach"
+@pytest.mark.parametrize("victim", ["task-process", "whole-worker"])
+def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirflow, victim: str):
+    """``task-process``: SIGKILL the task runner; its supervisor reports the try failed at once.
+    ``whole-worker``: SIGKILL the supervisor (the LocalExecutor worker process) and the task runner,
+    as when a worker is lost; the scheduler fails the try once its heartbeat is overdue
+    (``task_instance_heartbeat_timeout``, 30 s in the fixture)."""
+    dag_id = "primus_live_reattach" if victim == "task-process" else "primus_live_reattach_lost_worker"
     with live.explain_failure(dag_id):
         client = PrimusClient(live.primus_home)
         live.wait_for_dag(dag_id)
@@ -118,12 +123,17 @@ def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirfl
         assert job["tags"]["try_number"] == "1"
 
         pid = task_process(ti["id"])
-        # Ours: the scheduler -> LocalExecutor worker -> task supervisor -> this task runner.
-        assert live.procs["scheduler"].pid in ancestors(pid)
-        os.kill(pid, signal.SIGKILL)
+        # Ours: the scheduler -> LocalExecutor worker (the task's supervisor) -> this task runner.
+        supervisor = ancestors(pid)[0]
+        assert (cmdline(supervisor) or "").startswith("airflow worker -- LocalExecutor:"), cmdline(supervisor)
+        assert live.procs["scheduler"].pid in ancestors(supervisor)
+        assert pids_with_cmdline(f"airflow worker -- {ti['id']}") == [pid]
+        victims = [pid] if victim == "task-process" else [supervisor, pid]
+        for target in victims:
+            os.kill(target, signal.SIGKILL)
 
-        # The supervisor sees its task process die: try 1 fails, try 2 runs after retry_delay.
-        run = live.wait_for_run_state(dag_id, run_id, timeout=240)
+        # Try 1 fails (at once, or after the heartbeat timeout), try 2 runs after retry_delay.
+        run = live.wait_for_run_state(dag_id, run_id, timeout=300)
         ti = live.task_instance(dag_id, run_id, "train")
         assert (run["state"], ti["state"], ti["try_number"]) == ("success", "success", 2), (run, ti)
 

@@ -25,24 +25,26 @@ with DAG(dag_id="primus_live_deferred", schedule=None, start_date=datetime(2026,
         },
     )
 
-# Waits in a worker slot while a ~40 s job runs: the test SIGKILLs the task's process and expects
-# the retry to reattach to the same job, which then succeeds.
-with DAG(dag_id="primus_live_reattach", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
-         tags=["primus", "live-test"]):
-    PrimusSubmitJobOperator(
-        task_id="train",
-        deferrable=False,
-        poll_interval=1.0,
-        retries=1,
-        retry_delay=timedelta(seconds=1),
-        on_kill_action="keep",
-        spec={
-            "name": "live-reattach",
-            "roles": [{"name": "worker", "replicas": 1, "command": "sleep 40"}],
-            "am": FAST_AM,
-            "backend": {"type": "local"},
-        },
-    )
+# Waits in a worker slot while a job runs: the test SIGKILLs the task's process (or its whole
+# worker) and expects the retry to reattach to the same job, which then succeeds. A lost worker is
+# only noticed after [scheduler] task_instance_heartbeat_timeout, hence the longer job.
+for dag_id, seconds in (("primus_live_reattach", 40), ("primus_live_reattach_lost_worker", 90)):
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+             tags=["primus", "live-test"]):
+        PrimusSubmitJobOperator(
+            task_id="train",
+            deferrable=False,
+            poll_interval=1.0,
+            retries=1,
+            retry_delay=timedelta(seconds=1),
+            on_kill_action="keep",
+            spec={
+                "name": dag_id.replace("_", "-"),
+                "roles": [{"name": "worker", "replicas": 1, "command": f"sleep {seconds}"}],
+                "am": FAST_AM,
+                "backend": {"type": "local"},
+            },
+        )
 
 # The quickstart's job (example_dags/primus_quickstart.py runs it waiting in a worker slot), deferred.
 with DAG(dag_id="primus_live_quickstart_deferred", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
