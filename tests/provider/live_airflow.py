@@ -108,12 +108,35 @@ def parent_pid(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])  # after "pid (comm)": state, ppid
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def ancestors(pid: int) -> list[int]:
     """The parent, grandparent, ... of ``pid`` up to init."""
     chain = []
     while (pid := parent_pid(pid) or 0) > 1:
         chain.append(pid)
     return chain
+
+
+def descendants(roots: list[int]) -> list[int]:
+    """Every living descendant of the ``roots`` pids (not the roots)."""
+    children: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        ppid = parent_pid(int(pid))
+        if ppid is not None:
+            children.setdefault(ppid, []).append(int(pid))
+    found, todo = [], list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 class ApiError(RuntimeError):
@@ -225,10 +248,13 @@ class LiveAirflow:
                    for part in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
 
     def stop(self) -> list[int]:
-        """SIGTERM every component's session, SIGKILL what is left after STOP_TIMEOUT, then kill any
-        process still carrying this AIRFLOW_HOME in its environment (Primus jobs that tasks left
-        running included). The pids of Airflow processes (not Primus jobs') that needed that: none
-        is expected."""
+        """SIGTERM every component's session, SIGKILL what is left after STOP_TIMEOUT, then SIGKILL
+        whatever left the sessions: descendants of the components, and processes carrying this
+        AIRFLOW_HOME in their environment (Primus jobs that tasks left running among them).
+
+        Returns the pids of Airflow processes (not Primus jobs') that only that last step stopped:
+        none is expected."""
+        tree = descendants([proc.pid for proc in self.procs.values()])
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -239,15 +265,15 @@ class LiveAirflow:
             with contextlib.suppress(ProcessLookupError):  # children left in the session
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        # Anything that left its session (a Primus job started by a task has its own) but still
-        # has our AIRFLOW_HOME: not the components' business to stop, but nothing may be left.
-        leftovers = pids_with_env(f"AIRFLOW_HOME={self.airflow_home}")
-        primus_jobs = set(pids_with_env(f"PRIMUS_HOME={self.primus_home}")) | _pids_with_env_name("PRIMUS_APP_ID")
-        for pid in leftovers:
+        self.procs.clear()
+        # A task's Primus job has its own session by design; nothing else should have left.
+        escaped = {pid for pid in tree if _alive(pid)}
+        escaped |= set(pids_with_env(f"AIRFLOW_HOME={self.airflow_home}"))
+        primus_jobs = _pids_with_env_name("PRIMUS_APP_ID")
+        for pid in escaped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.procs.clear()
-        return [pid for pid in leftovers if pid not in primus_jobs]
+        return sorted(escaped - primus_jobs)
 
     def __enter__(self) -> LiveAirflow:
         self.start()
