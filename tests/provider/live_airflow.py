@@ -374,14 +374,20 @@ class LiveAirflow:
         return self.api("PATCH", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
                                  f"/taskInstances/{task_id}", {"new_state": state})
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-        """The log of one try, as text (the structured lines' events joined)."""
+    def task_log_records(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> list[dict[str, Any]]:
+        """The log of one try (the task's and its triggers'), as the API's structured records
+        (``event``, ``timestamp``, ...)."""
         reply = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
                                 f"/taskInstances/{task_id}/logs/{try_number}?full_content=true")
         content = reply.get("content", [])
         if isinstance(content, str):
-            return content
-        return "\n".join(item.get("event", "") if isinstance(item, dict) else str(item) for item in content)
+            content = content.splitlines()
+        return [item if isinstance(item, dict) else {"event": str(item)} for item in content]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        """The log of one try as text: its records' events, one a line."""
+        return "\n".join(str(record.get("event", ""))
+                         for record in self.task_log_records(dag_id, run_id, task_id, try_number))
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
         reply = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
