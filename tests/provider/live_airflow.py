@@ -139,6 +139,10 @@ def descendants(roots: list[int]) -> list[int]:
     return found
 
 
+class PortTaken(RuntimeError):
+    pass
+
+
 class ApiError(RuntimeError):
     def __init__(self, method: str, path: str, status: int, body: str):
         super().__init__(f"{method} {path}: HTTP {status}: {body[:2000]}")
@@ -221,25 +225,56 @@ class LiveAirflow:
                                   timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed:\n{self.tail('db-migrate')}")
+        for attempt in range(3):
+            self._start_components()
+            try:
+                wait_until(self._healthy, timeout, "the Airflow components to report healthy", poll=1.0)
+                return
+            except PortTaken:  # another process took the free port first: a new port, once more
+                self.stop()
+                if attempt == 2:
+                    raise RuntimeError(f"no free port for the api-server:\n{self.report()}") from None
+                self._use_port(free_port())
+            except BaseException as exc:
+                self.stop()
+                raise RuntimeError(f"Airflow did not start: {exc}\n{self.report()}") from exc
+
+    def _use_port(self, port: int) -> None:
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.env.update({
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": self.base_url,
+        })
+
+    def _start_components(self) -> None:
         for name in COMPONENTS:
             args = [AIRFLOW, name]
             if name in ("scheduler", "triggerer"):
                 args.append("--skip-serve-logs")
             with open(self.log_dir / f"{name}.log", "ab") as log:
+                log.write(f"===== airflow {name} on port {self.port} =====\n".encode())
+                log.flush()
                 # Own session: stop() reaches the component's children (executor workers, task
                 # supervisors, parsers) through the process group.
                 self.procs[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            wait_until(self._healthy, timeout, "the Airflow components to report healthy", poll=1.0)
-        except BaseException as exc:
-            self.stop()
-            raise RuntimeError(f"Airflow did not start: {exc}\n{self.report()}") from exc
+
+    def _this_start(self, name: str) -> str:
+        """The component's log since it was last started."""
+        text = (self.log_dir / f"{name}.log").read_text(errors="replace")
+        return text.rsplit(f"===== airflow {name} on port ", 1)[-1]
 
     def _healthy(self) -> bool:
         for name, proc in self.procs.items():
             if proc.poll() is not None:
+                if name == "api-server" and "address already in use" in self._this_start("api-server").lower():
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"airflow {name} exited with {proc.returncode}:\n{self.tail(name)}")
+        # Only our api-server answers on the port (not another one that took it first).
+        if f"Uvicorn running on {self.base_url}" not in self._this_start("api-server"):
+            return False
         try:
             health = self._request("GET", "/api/v2/monitor/health", auth=False)
         except (OSError, ApiError):
