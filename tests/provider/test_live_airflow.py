@@ -91,6 +91,37 @@ def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
         assert f"Deferred task killed: stopping Primus job {app_id}" in log
 
 
+def test_marking_a_running_task_failed_kills_its_job(live: LiveAirflow):
+    """The worker-slot twin of the test above: Airflow SIGTERMs the task, the operator's on_kill
+    stops the job and the wait loop ends the try."""
+    dag_id = "primus_live_running"
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+
+        ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success", "up_for_retry"))
+        assert ti["state"] == "running", ti
+        app_id = job_of(client, ti_tags(dag_id, run_id), ("running",))["app_id"]
+        wait_until(lambda: f"Primus job {app_id} running: worker x2: 2 running"
+                   in live.task_log(dag_id, run_id, "train", 1), 60, "the task to wait on the running job", poll=1.0)
+
+        marked = time.monotonic()
+        live.set_task_state(dag_id, run_id, "train", "failed")
+        status = wait_until(lambda: (s := client.status(app_id))["job"]["state"] not in ("pending", "starting",
+                                                                                          "running") and s,
+                            60, f"Primus job {app_id} to end", poll=0.05)
+        took = time.monotonic() - marked
+        assert status["job"]["state"] == "killed", status["job"]
+        assert "Airflow task train was killed" in status["job"]["reason"]
+        wait_until(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
+        print(f"mark failed (running task) -> Primus job killed: {took:.2f} s")
+
+        assert live.wait_for_run_state(dag_id, run_id)["state"] == "failed"
+        assert live.task_instance(dag_id, run_id, "train")["state"] == "failed"
+        assert not pids_with_cmdline(f"airflow worker -- {ti['id']}")  # the task process is gone too
+
+
 def task_process(ti_id: str, timeout: float = 60.0) -> int:
     """The pid of the process running the task instance's ``execute()``.
 

@@ -25,6 +25,22 @@ with DAG(dag_id="primus_live_deferred", schedule=None, start_date=datetime(2026,
         },
     )
 
+# The same long job waited on in a worker slot: marking the running task failed makes Airflow
+# SIGTERM the task, whose on_kill (on_kill_action="kill", the default) stops the job.
+with DAG(dag_id="primus_live_running", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         tags=["primus", "live-test"]):
+    PrimusSubmitJobOperator(
+        task_id="train",
+        deferrable=False,
+        poll_interval=1.0,
+        spec={
+            "name": "live-running",
+            "roles": [{"name": "worker", "replicas": 2, "command": "sleep 600"}],
+            "am": FAST_AM,
+            "backend": {"type": "local"},
+        },
+    )
+
 # Waits in a worker slot while a job runs: the test SIGKILLs the task's process (or its whole
 # worker) and expects the retry to reattach to the same job, which then succeeds. A lost worker is
 # only noticed after [scheduler] task_instance_heartbeat_timeout, hence the longer job.
