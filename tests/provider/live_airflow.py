@@ -99,21 +99,28 @@ def pids_with_cmdline(line: str) -> list[int]:
     return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc")) if cmdline(int(pid)) == line]
 
 
-def parent_pid(pid: int) -> int | None:
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after ``pid (comm)``: state, ppid, pgrp, session, ..."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+            return f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[1])  # after "pid (comm)": state, ppid
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def _session(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[3]) if fields is not None else None
+
+
+def parent_pid(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields is not None else None
 
 
 def ancestors(pid: int) -> list[int]:
@@ -289,7 +296,8 @@ class LiveAirflow:
 
         Returns the pids of Airflow processes (not Primus jobs') that only that last step stopped:
         none is expected."""
-        tree = descendants([proc.pid for proc in self.procs.values()])
+        sessions = {proc.pid for proc in self.procs.values()}  # each component leads its own session
+        tree = descendants(list(sessions))
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -301,9 +309,10 @@ class LiveAirflow:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         self.procs.clear()
-        # A task's Primus job has its own session by design; nothing else should have left.
-        escaped = {pid for pid in tree if _alive(pid)}
-        escaped |= set(pids_with_env(f"AIRFLOW_HOME={self.airflow_home}"))
+        # A task's Primus job has its own session by design; nothing else should have left. (What
+        # is still in a component's session was SIGKILLed above and is only dying.)
+        escaped = {pid for pid in [*tree, *pids_with_env(f"AIRFLOW_HOME={self.airflow_home}")]
+                   if _alive(pid) and _session(pid) not in sessions}
         primus_jobs = _pids_with_env_name("PRIMUS_APP_ID")
         for pid in escaped:
             with contextlib.suppress(ProcessLookupError):
