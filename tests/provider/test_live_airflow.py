@@ -1,0 +1,201 @@
+"""The provider under a real Airflow: scheduler, dag-processor, triggerer and api-server running.
+
+Every test drives Airflow only through its public REST API (``/api/v2``), as the UI does:
+trigger a DAG run, watch the task instance, mark it failed. The Primus side is checked with
+``PrimusClient`` on the components' Primus home. See ``live_airflow.py`` for how the components
+are started and stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from primus_runtime.backends.local import processes_of_job
+from primus_runtime.client import PrimusClient
+
+from .live_airflow import LiveAirflow, ancestors, cmdline, pids_with_cmdline, wait_until
+
+# Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveAirflow]:
+    airflow = LiveAirflow(tmp_path_factory.mktemp("live-airflow"), with_examples=True)
+    airflow.start()
+    try:
+        yield airflow
+    finally:
+        stray = airflow.stop()
+    assert stray == [], f"Airflow processes outlived their components' sessions: {stray}"
+
+
+def ti_tags(dag_id: str, run_id: str, task_id: str = "train") -> dict[str, str]:
+    return {"dag_id": dag_id, "task_id": task_id, "run_id": run_id, "map_index": "-1"}
+
+
+def job_of(client: PrimusClient, tags: dict[str, str], states: tuple[str, ...], timeout: float = 60.0
+           ) -> dict[str, Any]:
+    """The one Primus job carrying ``tags``, once it is in one of ``states``."""
+    def found() -> dict[str, Any] | None:
+        jobs = client.list(tags)
+        assert len(jobs) <= 1, f"more than one Primus job for {tags}: {jobs}"
+        if jobs and client.status(jobs[0]["app_id"])["job"]["state"] in states:
+            return jobs[0]
+        return None
+    return wait_until(found, timeout, f"a Primus job tagged {tags} to be {'/'.join(states)}", poll=0.2)
+
+
+def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
+    dag_id = "primus_live_deferred"
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+
+        ti = live.wait_for_task_state(dag_id, run_id, "train", ("deferred", "failed", "success", "up_for_retry"))
+        assert ti["state"] == "deferred", ti
+        assert ti["trigger"]["classpath"] == "airflow_provider_primus.triggers.primus.PrimusJobTrigger"
+        job = job_of(client, ti_tags(dag_id, run_id), ("running",))
+        app_id = job["app_id"]
+        assert live.xcom(dag_id, run_id, "train", "app_id") == app_id
+        assert processes_of_job(app_id)  # AM, 2 executors, 2 trainers
+        # The trigger runs in the triggerer and its progress lines reach the task log (REST API).
+        wait_until(lambda: f"Primus job {app_id} running: worker x2: 2 running"
+                   in live.task_log(dag_id, run_id, "train", 1), 60, "the trigger's progress in the task log", poll=1.0)
+
+        marked = time.monotonic()
+        live.set_task_state(dag_id, run_id, "train", "failed")  # the UI's "Mark as failed"
+
+        def killed() -> dict[str, Any] | None:
+            status = client.status(app_id)
+            return status if status["job"]["state"] not in ("pending", "starting", "running") else None
+        status = wait_until(killed, 60, f"Primus job {app_id} to end", poll=0.05)
+        took = time.monotonic() - marked
+        assert status["job"]["state"] == "killed", status["job"]
+        # The trigger's on_kill did it (not a cleanup, not a timeout).
+        assert "the deferred Airflow task was killed" in status["job"]["reason"]
+        wait_until(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
+        print(f"mark failed -> Primus job killed: {took:.2f} s")
+
+        assert live.task_instance(dag_id, run_id, "train")["state"] == "failed"
+        assert live.wait_for_run_state(dag_id, run_id)["state"] == "failed"
+        log = live.task_log(dag_id, run_id, "train", 1)
+        assert "Trigger cancelled by user action, invoking on_kill" in log
+        assert f"Deferred task killed: stopping Primus job {app_id}" in log
+
+
+def test_marking_a_running_task_failed_kills_its_job(live: LiveAirflow):
+    """The worker-slot twin of the test above: Airflow SIGTERMs the task, the operator's on_kill
+    stops the job and the wait loop ends the try."""
+    dag_id = "primus_live_running"
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+
+        ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success", "up_for_retry"))
+        assert ti["state"] == "running", ti
+        app_id = job_of(client, ti_tags(dag_id, run_id), ("running",))["app_id"]
+        wait_until(lambda: f"Primus job {app_id} running: worker x2: 2 running"
+                   in live.task_log(dag_id, run_id, "train", 1), 60, "the task to wait on the running job", poll=1.0)
+
+        marked = time.monotonic()
+        live.set_task_state(dag_id, run_id, "train", "failed")
+        status = wait_until(lambda: (s := client.status(app_id))["job"]["state"] not in ("pending", "starting",
+                                                                                          "running") and s,
+                            60, f"Primus job {app_id} to end", poll=0.05)
+        took = time.monotonic() - marked
+        assert status["job"]["state"] == "killed", status["job"]
+        assert "Airflow task train was killed" in status["job"]["reason"]
+        wait_until(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
+        print(f"mark failed (running task) -> Primus job killed: {took:.2f} s")
+
+        assert live.wait_for_run_state(dag_id, run_id)["state"] == "failed"
+        assert live.task_instance(dag_id, run_id, "train")["state"] == "failed"
+        assert not pids_with_cmdline(f"airflow worker -- {ti['id']}")  # the task process is gone too
+
+
+def task_process(ti_id: str, timeout: float = 60.0) -> int:
+    """The pid of the process running the task instance's ``execute()``.
+
+    The LocalExecutor's worker runs a supervisor (``airflow worker -- LocalExecutor: <workload>``)
+    which forks the task runner; the task runner names itself ``airflow worker -- <ti id>``
+    (``setproctitle`` in ``airflow.sdk.execution_time.task_runner.startup``), the id the REST API
+    gives as the task instance's ``id``."""
+    (pid,) = wait_until(lambda: pids_with_cmdline(f"airflow worker -- {ti_id}"), timeout,
+                        f"the task runner process of {ti_id}")
+    return pid
+
+
+@pytest.mark.parametrize("victim", ["task-process", "whole-worker"])
+def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirflow, victim: str):
+    """``task-process``: SIGKILL the task runner; its supervisor reports the try failed at once.
+    ``whole-worker``: SIGKILL the supervisor (the LocalExecutor worker process) and the task runner,
+    as when a worker is lost; the scheduler fails the try once its heartbeat is overdue
+    (``task_instance_heartbeat_timeout``, 30 s in the fixture)."""
+    dag_id = "primus_live_reattach" if victim == "task-process" else "primus_live_reattach_lost_worker"
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+        tags = ti_tags(dag_id, run_id)
+
+        ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success", "up_for_retry"))
+        assert ti["state"] == "running" and ti["try_number"] == 1, ti
+        job = job_of(client, tags, ("running",))
+        app_id = job["app_id"]
+        assert job["tags"]["try_number"] == "1"
+
+        pid = task_process(ti["id"])
+        # Ours: the scheduler -> LocalExecutor worker (the task's supervisor) -> this task runner.
+        supervisor = ancestors(pid)[0]
+        assert (cmdline(supervisor) or "").startswith("airflow worker -- LocalExecutor:"), cmdline(supervisor)
+        assert live.procs["scheduler"].pid in ancestors(supervisor)
+        assert pids_with_cmdline(f"airflow worker -- {ti['id']}") == [pid]
+        victims = [pid] if victim == "task-process" else [supervisor, pid]
+        for target in victims:
+            os.kill(target, signal.SIGKILL)
+
+        # Try 1 fails (at once, or after the heartbeat timeout), try 2 runs after retry_delay.
+        run = live.wait_for_run_state(dag_id, run_id, timeout=300)
+        ti = live.task_instance(dag_id, run_id, "train")
+        assert (run["state"], ti["state"], ti["try_number"]) == ("success", "success", 2), (run, ti)
+
+        first, second = (live.task_log(dag_id, run_id, "train", n) for n in (1, 2))
+        assert f"Submitted Primus job {app_id}" in first
+        assert f"Reattaching to Primus job {app_id}" in second
+        assert "Submitted Primus job" not in second
+
+        (only,) = client.list(tags)  # one job for both tries, by app id
+        assert only["app_id"] == app_id
+        assert client.status(app_id)["job"]["state"] == "succeeded"
+        assert live.xcom(dag_id, run_id, "train", "app_id") == app_id
+        assert live.xcom(dag_id, run_id, "train", "return_value") == app_id
+
+
+@pytest.mark.parametrize("dag_id", ["primus_quickstart", "primus_live_quickstart_deferred"])
+def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
+    """The repository's quickstart DAG, unchanged (served from example_dags/ as a second DAG
+    bundle), and the same job deferred, run by the scheduler and the triggerer."""
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+        run = live.wait_for_run_state(dag_id, run_id, timeout=300)
+        ti = live.task_instance(dag_id, run_id, "train")
+        assert (run["state"], ti["state"]) == ("success", "success"), (run, ti)
+
+        (job,) = client.list(ti_tags(dag_id, run_id))
+        assert client.status(job["app_id"])["job"]["state"] == "succeeded"
+        assert live.xcom(dag_id, run_id, "train", "app_id") == job["app_id"]
+        log = live.task_log(dag_id, run_id, "train", 1)
+        assert "succeeded: ps x2: 2 killed | worker x2: 2 succeeded" in log  # role progress in the task log
+        assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
+
