@@ -157,9 +157,12 @@ def test_text_lines_near_the_read_size_are_neither_cut_nor_repeated():
         assert _read_all(encoded, "text", "none", target) == records
 
 
-def test_text_strips_crlf_and_keeps_a_final_line_without_newline():
-    encoded = b"a\r\nb\rc\r\n\r\nlast"
-    assert [r for r, _ in _read(encoded, "text", "none", Split(0, len(encoded)))] == [b"a", b"b\rc", b"", b"last"]
+@pytest.mark.parametrize("ending", [b"last", b"last\r"])
+def test_text_strips_crlf_and_keeps_a_final_line_without_newline(ending):
+    encoded = b"a\r\nb\rc\r\n\r\n" + ending
+    records = _read(encoded, "text", "none", Split(0, len(encoded)))
+    assert [r for r, _ in records] == [b"a", b"b\rc", b"", b"last"]
+    _check_framed(encoded, "text", "none", Split(0, len(encoded)), 0, records)
 
 
 def test_text_line_belongs_to_the_split_its_first_byte_is_in():
@@ -314,6 +317,22 @@ def test_planning_seeks_over_record_bodies(fmt):
     splits = plan_splits(lambda: Counting(encoded), len(encoded), fmt, "none", 3 << 20)
     assert [s.end - s.start for s in splits[:2]] == [len(encoded) // 8 * 3] * 2
     assert sum(read_bytes) < len(encoded) // 10
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited"])
+def test_binary_split_ends_at_the_first_record_boundary_past_its_target(fmt):
+    encoded = _encode([b"r" * 10] * 100, fmt)
+    record = len(encoded) // 100  # 26 bytes for tfrecord, 11 for length_delimited
+    splits = _splits(encoded, fmt, "none", 4 * record)
+    assert splits == [Split(at, at + 4 * record) for at in range(0, len(encoded), 4 * record)]
+    splits = _splits(encoded, fmt, "none", 4 * record - 1)
+    assert splits[0] == Split(0, 4 * record)
+
+
+@pytest.mark.parametrize("target", [1, 50_000])
+def test_length_delimited_lengths_of_every_varint_width_plan_and_read(target):
+    records = [bytes([i]) * size for i, size in enumerate([16384, 16383, 1 << 15, 128, 127, 0, 1 << 21] * 3)]
+    assert _read_all(_encode(records, "length_delimited"), "length_delimited", "none", target) == records
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
