@@ -231,7 +231,8 @@ def _pads() -> list[bytes]:
             prefix ^= q
         assert after_four(prefix) == 0xFFFFFFFF
         head = _U32.pack(prefix)
-        _PADS.extend(bytes(p - 4) + head if p >= 4 else b"" for p in range(_MANY_WIDTH + 4))
+        # One slice assignment (no Python code runs in it): reader threads never see a half-built list.
+        _PADS[:] = [bytes(p - 4) + head if p >= 4 else b"" for p in range(_MANY_WIDTH + 4)]
     return _PADS
 
 
