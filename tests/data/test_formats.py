@@ -237,6 +237,31 @@ def test_crc32c_many_equals_one_crc32c_per_span(data):
     assert formats.crc32c_many(buf, spans) == [crc32c(buf[a:b]) for a, b in spans]
 
 
+def test_reader_threads_building_the_crc_tables_at_once_all_read_correctly(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(formats, "_PADS", [])
+    monkeypatch.setattr(formats, "_WIDE", {})
+    records = [random.Random(i).randbytes(i * 37 % 3000) for i in range(300)]
+    encoded = _encode(records, "tfrecord")
+    results: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def read() -> None:
+        barrier.wait()
+        try:
+            results.append([r for r, _ in _read(encoded, "tfrecord", "none", Split(0, len(encoded)))])
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            results.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [records] * 8
+
+
 def test_tfrecord_layout_matches_the_tensorflow_framing():
     encoded = _encode([b"hello"], "tfrecord")
     length = (5).to_bytes(8, "little")
