@@ -6,7 +6,8 @@ A ~200 MB text file (lines of 20-300 bytes) is planned into 8 splits, and each s
 framed into a pipe drained by ``cat > /dev/null`` (the trainer), through the same 1 MiB-buffered
 writer on every side. The baseline is ``for line in open(path, "rb"): pipe.write(line)`` over
 the whole file; ``cat FILE`` into the same kind of pipe is shown too. Also prints MB/s and
-records/s for tfrecord (CRC-checked), length-delimited and raw records, and gzip text. Each text
+records/s for tfrecord (CRC-checked), length-delimited and raw records, parquet rows/s and gzip text
+(best of 2 each). Each text
 side runs RUNS times, interleaved, best kept; the last line is the text ratios.
 
     python bench/feed.py            # SIZE_MB=200 RUNS=3 by default
@@ -116,7 +117,7 @@ def parquet_rows_per_second(path: Path, rng: random.Random) -> None:
                         "tags": ["a", "b"][:i % 3]}).encode() for i in range(100_000)]
     with open(path, "wb") as out:
         write_records(out, rows, "parquet", row_group_rows=10_000)
-    seconds = best(primus(path, "parquet"), 1)
+    seconds = best(primus(path, "parquet"), 2)
     print(f"parquet: {len(rows) / seconds:,.0f} rows/s (each fed as a JSON line)", flush=True)
 
 
@@ -136,14 +137,14 @@ def main() -> None:
         for fmt, repeat in (("tfrecord", 10), ("length_delimited", 25), ("raw", 25)):
             path = Path(tmp) / f"records.{fmt}"
             fmt_size = write_file(path, binary, fmt, repeat)
-            seconds = best(primus(path, fmt), 1)
+            seconds = best(primus(path, fmt), 2)
             what = "64 KiB records" if fmt == "raw" else f"{len(binary) * repeat / seconds:,.0f} records/s of 100-2000 B"
             print(f"{fmt}: {fmt_size / MB / seconds:.0f} MB/s ({what})", flush=True)
         parquet_rows_per_second(Path(tmp) / "rows.parquet", rng)
 
         zipped = Path(tmp) / "lines.txt.gz"
         subprocess.run(f"head -c 50000000 {text} | gzip -1 > {zipped}", shell=True, check=True)
-        seconds = best(primus(zipped, "text", "gzip"), 1)
+        seconds = best(primus(zipped, "text", "gzip"), 2)
         print(f"gzip text (one split, decompressed): {50 / seconds:.0f} MB/s", flush=True)
 
         sides: dict[str, list[float]] = {"plain": [], "records": [], "framed": [], "cat": []}
