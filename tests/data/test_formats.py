@@ -416,6 +416,16 @@ def test_parquet_splits_are_row_group_ranges_and_rows_are_json_lines():
     assert resumed[0][1] == 151
 
 
+def test_unreadable_parquet_file_is_a_corrupt_record():
+    out = io.BytesIO()
+    write_records(out, [b'{"a": 1}'], "parquet")
+    for broken in (b"not parquet at all", out.getvalue()[:-12]):
+        with pytest.raises(CorruptRecord, match="at byte 0: not a readable parquet file"):
+            plan_splits(lambda data=broken: io.BytesIO(data), len(broken), "parquet", "none", 1)
+        with pytest.raises(CorruptRecord, match="not a readable parquet file"):
+            _read(broken, "parquet", "none", Split(0, 1))
+
+
 def test_parquet_values_without_a_json_type_are_written_as_strings():
     import datetime
 

@@ -857,9 +857,19 @@ def _parquet() -> Any:
     return pq
 
 
+def _parquet_file(fileobj: IO[bytes]) -> Any:
+    pq = _parquet()
+    import pyarrow as pa
+
+    try:
+        return pq.ParquetFile(fileobj)
+    except pa.ArrowInvalid as exc:
+        raise CorruptRecord(0, f"not a readable parquet file: {exc}") from exc
+
+
 def _plan_parquet(opener: Callable[[], IO[bytes]], target_bytes: int) -> list[Split]:
     with opener() as fileobj:
-        meta = _parquet().ParquetFile(fileobj).metadata
+        meta = _parquet_file(fileobj).metadata
         sizes = []
         for index in range(meta.num_row_groups):
             group = meta.row_group(index)
@@ -890,7 +900,7 @@ def _json_value(value: Any) -> Any:
 
 
 def _read_parquet(fileobj: IO[bytes], start: int, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
-    parquet_file = _parquet().ParquetFile(fileobj)
+    parquet_file = _parquet_file(fileobj)
     meta = parquet_file.metadata
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_value).encode
     n = 0
