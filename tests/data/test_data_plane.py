@@ -143,6 +143,23 @@ def test_trainers_killed_from_outside_lose_nothing(client, dirs):
     assert set(all_lines(out)) == set(expected)
 
 
+def test_scaling_a_consuming_role_down_hands_its_tasks_to_the_others(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=2500)]
+    app = client.submit(data_spec(out, data, replicas=2, env={"SLEEP_EVERY": "250", "SLEEP": "0.2"},
+                                  time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="8Ki"))
+    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) >= 2, 30, "both workers reading")
+    time.sleep(0.5)
+    client.scale(app, "worker", 1)
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert set(all_lines(out)) == set(expected)
+    status = client.cluster.final_status(app)  # every event, not only the API's latest 50
+    dropped = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "killed")
+    assert "scaled down" in dropped["reason"]
+    assert any(e["to_state"] == "requeued" and "worker-1 killed" in e["reason"] for e in status["events"])
+
+
 @pytest.mark.parametrize("stop", ["kill", "crash"])
 def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path, stop):
     data, out = dirs

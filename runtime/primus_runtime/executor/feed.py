@@ -9,11 +9,19 @@ writer, a full buffer blocks the readers: backpressure all the way to the files.
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
-when the trainer dies was never consumed. So a position counts only once its chunk
-has left the pipe (``FIONREAD`` on the pipe says how much is unread) and another
-``SLACK_BYTES`` have left after it, or once the pipe has been empty for
-``QUIET_SECONDS`` with nothing more to write. The price is bounded duplicates after a
-crash (at-least-once), never lost records.
+when the trainer dies was never consumed. So a position counts only once
+
+- its chunk has left the pipe (``FIONREAD`` on the pipe says how much is unread) and
+  another ``SLACK_BYTES`` have left after it (room for the trainer's read buffer), or
+- the pipe is empty and a process of the trainer's group is blocked reading it
+  (``/proc/<pid>/wchan``): a trainer that reads its stdin in a loop asks for more only
+  once it is done with what it read, so everything written so far was consumed, or
+- (where /proc cannot tell, or the trainer waits with select/poll) the pipe has been
+  empty for ``QUIET_SECONDS`` with nothing more written.
+
+The price is bounded duplicates after a crash (at-least-once), never lost records for a
+trainer that reads stdin in a loop. A trainer that reads ahead into queues of its own
+should keep them smaller than ``SLACK_BYTES``.
 
 When the AM says the input is exhausted and this executor holds no task, the pipe is
 closed: the trainer reads EOF and exits on its own.
@@ -39,7 +47,7 @@ log = logging.getLogger("primus.executor")
 CHUNK_BYTES = 64 * 1024  # framed records per write, and the granularity of positions
 BUFFER_CHUNKS = 32  # chunks read ahead of the trainer (2 MiB)
 SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
-QUIET_SECONDS = 0.5
+QUIET_SECONDS = 5.0
 
 
 class _TaskFeed:
@@ -71,9 +79,11 @@ class Feeder:
     """Reads assigned tasks into the trainer's stdin; reports positions on heartbeats."""
 
     def __init__(self, stdin: IO[bytes], max_tasks: int, readers: int = 1,
-                 wake: threading.Event | None = None):
+                 wake: threading.Event | None = None, reader_group: int | None = None):
         self.stdin = stdin
         self.fd = stdin.fileno()
+        self.reader_group = reader_group  # process group of the trainer (who reads the pipe)
+        self.pipe = f"pipe:[{os.fstat(self.fd).st_ino}]"
         self.max_tasks = max_tasks
         self.wake = wake or threading.Event()
         self.lock = threading.Lock()
@@ -136,9 +146,31 @@ class Feeder:
             unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
         except OSError:
             return -1
-        if unread == 0 and self.buffer.empty() and time.monotonic() - self.last_write >= QUIET_SECONDS:
+        if unread == 0 and (self._reader_waiting() or time.monotonic() - self.last_write >= QUIET_SECONDS):
             return self.total_written
         return self.total_written - unread - SLACK_BYTES
+
+    def _reader_waiting(self) -> bool:
+        """Whether a process of the trainer's group is blocked reading the (empty) pipe."""
+        if self.reader_group is None:
+            return False
+        try:
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return False
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) != self.reader_group:
+                        continue
+                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:
+                    continue
+                with open(f"/proc/{pid}/wchan") as f:
+                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
+                        return True
+            except (OSError, ValueError, IndexError):
+                continue
+        return False
 
     def _close(self) -> None:
         if not self.closed:

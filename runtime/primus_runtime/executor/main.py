@@ -130,7 +130,8 @@ class Executor:
             return self._finish(protocol.EXIT_LAUNCH_FAILED, f"cannot launch {start['command'][0]!r}: {exc}")
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
         if feed is not None and self.trainer.proc.stdin is not None:
-            self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)))
+            self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
+                                 reader_group=self.trainer.pid)
         while True:
             if self.stop_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None
