@@ -2,13 +2,13 @@
 (framed blocks) into a trainer's pipe, against a plain Python line loop writing the same bytes
 into the same pipe.
 
-A ~200 MB text file (lines of 20-300 bytes) is planned into 8 splits, and each split is read and
-framed into a pipe drained by ``wc -c`` (the trainer; the count proves every byte arrived),
-through the same 1 MiB-buffered writer on every side. The baseline is ``for line in open(path, "rb"): pipe.write(line)`` over
-the whole file; ``cat FILE | wc -c`` is shown too. Also prints MB/s and
-records/s for tfrecord (CRC-checked), length-delimited and raw records, parquet rows/s and gzip
-text (best of 2 each). Each text side runs RUNS times, interleaved, best kept; the last line is
-the text ratios.
+A ~200 MB text file (lines of 20-300 bytes) is planned into 8 splits, and each split is read
+and framed into a pipe drained by ``wc -c`` (the trainer; its count proves every byte arrived),
+through the same 1 MiB-buffered writer on every side. The baseline is
+``for line in open(path, "rb"): pipe.write(line)`` over the whole file; ``cat FILE | wc -c`` is
+shown too. Also prints MB/s and records/s for tfrecord (CRC-checked), length-delimited and raw
+records, parquet rows/s and gzip text (best of 2 each). Each text side runs RUNS times,
+interleaved, best kept; the last line is the text ratios.
 
     python bench/feed.py            # SIZE_MB=200 RUNS=3 by default
 """
