@@ -559,7 +559,13 @@ class InputSpec(_Strict):
         "resumes where the last one stopped, mid-file. Local paths or file:// for now."
     )
 
-    @field_validator("work_preserve_dir")
+    restore_from: str | None = Field(
+        None, description="A savepoint directory (POST /api/v1/data/savepoint, `primus data savepoint`) or "
+        "another job's work_preserve_dir to start from: done tasks are skipped, the others resume at their "
+        "saved position. Not used when work_preserve_dir already holds progress."
+    )
+
+    @field_validator("work_preserve_dir", "restore_from")
     @classmethod
     def _check_dir(cls, value: str | None) -> str | None:
         if value is not None:
@@ -728,8 +734,9 @@ def _input_paths_from(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if isinstance(section.get("sources"), list):
         section["sources"] = [{**src, "path": absolute(src.get("path"))} if isinstance(src, dict) else src
                               for src in section["sources"]]
-    if "work_preserve_dir" in section:
-        section["work_preserve_dir"] = absolute(section["work_preserve_dir"])
+    for key in ("work_preserve_dir", "restore_from"):
+        if key in section:
+            section[key] = absolute(section[key])
     return {**data, "input": section}
 
 

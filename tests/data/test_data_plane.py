@@ -279,3 +279,41 @@ def test_an_empty_input_fails_the_job_with_a_clear_error(client, dirs):
                          timeout=30)
     assert status["job"]["state"] == "failed"
     assert "the input has no files" in status["job"]["reason"], status["job"]
+
+
+def test_savepoint_and_restore_round_trip(client, dirs, tmp_path):
+    from primus_runtime.cli import main as cli
+
+    data, out = dirs
+    small = write_day(data, 1, files=1, lines=100, prefix="a")
+    big = [f"b{i:06d}" for i in range(40000)]
+    (data / "20261201" / "part-1.txt").write_text("\n".join(big) + "\n")
+    spec = data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi")
+    app = client.submit(spec)
+    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
+    savepoint = tmp_path / "savepoint"
+    assert cli(["--home", str(client.cluster.home), "data", "savepoint", app, str(savepoint)]) == 0
+    client.kill(app)
+    saved = TaskJournal(savepoint).recover()
+    assert saved["clicks/2026-12-01/part-0.txt:0"]["state"] == "done"
+    at = saved["clicks/2026-12-01/part-1.txt:0"]["records"]
+    assert 2000 < at < len(big)
+    for f in out.iterdir():
+        f.rename(f.with_name("first-" + f.name))
+
+    spec["roles"][0]["env"] = {"OUT_DIR": str(out)}
+    spec["input"]["restore_from"] = str(savepoint)
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
+    assert second == big[at:]  # exactly from the saved position on: no earlier task, no earlier record
+
+
+def test_restoring_from_an_empty_directory_fails_clearly(client, dirs, tmp_path):
+    data, out = dirs
+    write_day(data, 1)
+    spec = data_spec(out, data, replicas=1, restore_from=str(tmp_path / "nothing-here"))
+    status = client.wait(client.submit(spec), timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert "restore_from: no saved task positions in" in status["job"]["reason"], status["job"]

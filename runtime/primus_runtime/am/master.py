@@ -166,6 +166,19 @@ class ApplicationMaster(BackendEvents):
             return self.data.resume()
         return self.data.status()
 
+    async def request_savepoint(self, directory: str) -> dict[str, Any]:
+        """Write every input task's position to ``directory``; what was saved."""
+        if self.data is None:
+            raise RequestError(404, "this job has no input")
+        if not directory.startswith(("/", "file://")):
+            raise RequestError(400, f"dir must be an absolute path or a file:// URL, got {directory!r}")
+        try:
+            saved = await self.data.savepoint(directory)
+        except (OSError, ValueError) as exc:
+            raise RequestError(400, f"cannot write a savepoint to {directory}: {exc}") from None
+        self.record.add_event("data", None, "savepoint", f"{saved['tasks']} task positions saved to {directory}")
+        return saved
+
     # --- the data plane's reports (DataEvents) ---------------------------------------
 
     def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None:

@@ -163,6 +163,9 @@ class Dispatcher:
             return
         self._check_complete()
 
+    def fail(self, reason: str) -> None:
+        self._fail(reason)
+
     def scan_failed(self, reason: str) -> None:
         self._fail(f"scanning failed: {reason}")
 
@@ -259,6 +262,12 @@ class Dispatcher:
                 "failed" if not succeeded or self.failure else self.state)
 
     # --- views ---
+
+    def saved_state(self) -> dict[str, dict[str, Any]]:
+        """Every task's position, as a savepoint keeps it (``journal.write_snapshot``)."""
+        return {t.id: {"state": t.state.value if t.state.resolved else "queued", "records": t.records,
+                       "bytes": t.bytes_done, "attempts": t.attempts, "error": t.error}
+                for t in self.tasks.values()}
 
     @property
     def watermark(self) -> str | None:

@@ -54,29 +54,7 @@ class TaskJournal:
 
     def recover(self) -> dict[str, dict[str, Any]]:
         """Task id -> last known {state, records, bytes, attempts, error}: the snapshot, then the journal."""
-        state: dict[str, dict[str, Any]] = {}
-        snapshot = self.dir / SNAPSHOT
-        if snapshot.exists():
-            state = json.loads(snapshot.read_text())["tasks"]
-        journal = self.dir / JOURNAL
-        if journal.exists():
-            lines = journal.read_bytes().split(b"\n")
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    if number < len(lines):  # not the torn last line of a crash in the middle of a write
-                        log.warning("%s line %d is damaged; skipped", journal, number)
-                    continue
-                if entry.get("op") == "set":
-                    state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error")
-                                          if k in entry}
-                elif entry.get("op") == "add":
-                    state.setdefault(entry["task"]["id"], {"state": "queued", "records": 0, "bytes": 0,
-                                                           "attempts": 0})
-        return state
+        return recover(self.dir)
 
     def _cut_torn_line(self) -> int:
         """Drop a torn last line, so that new lines are not glued to it; the lines left."""
@@ -128,12 +106,7 @@ class TaskJournal:
 
     def compact(self) -> None:
         """A new snapshot of every task, then an empty journal."""
-        tmp = self.dir / (SNAPSHOT + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"version": 1, "written_at": time.time(), "tasks": self.state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.dir / SNAPSHOT)
+        write_snapshot(self.dir, self.state)
         self._file.close()
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
@@ -142,3 +115,42 @@ class TaskJournal:
     def close(self) -> None:
         self.flush()
         self._file.close()
+
+
+def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The task states kept in ``directory`` (a work-preserve dir or a savepoint): snapshot + journal."""
+    directory = Path(directory)
+    state: dict[str, dict[str, Any]] = {}
+    snapshot = directory / SNAPSHOT
+    if snapshot.exists():
+        state = json.loads(snapshot.read_text())["tasks"]
+    journal = directory / JOURNAL
+    if journal.exists():
+        lines = journal.read_bytes().split(b"\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                if number < len(lines):  # not the torn last line of a crash in the middle of a write
+                    log.warning("%s line %d is damaged; skipped", journal, number)
+                continue
+            if entry.get("op") == "set":
+                state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error")
+                                      if k in entry}
+            elif entry.get("op") == "add":
+                state.setdefault(entry["task"]["id"], {"state": "queued", "records": 0, "bytes": 0, "attempts": 0})
+    return state
+
+
+def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]]) -> None:
+    """``tasks.snapshot.json`` in ``directory``, replaced atomically (tmp file, fsync, rename)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / (SNAPSHOT + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "written_at": time.time(), "tasks": state}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / SNAPSHOT)
