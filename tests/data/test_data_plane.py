@@ -175,7 +175,7 @@ def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, d
         wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60,
                  "part of the big file read")
         first = client.kill(app)
-        assert first["job"]["state"] == "killed"
+        assert first["job"]["state"] == "killed" and first["data"]["state"] == "running"  # resumable, not failed
         assert len(small) + 2000 < first["data"]["records_done"] < len(small) + len(big)
     else:  # SIGKILL to the AM and everything else, once the journal holds a position in the big file
         big_task = "clicks/2026-12-01/part-1.txt:0"

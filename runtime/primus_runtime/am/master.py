@@ -322,7 +322,7 @@ class ApplicationMaster(BackendEvents):
         if record.finishing is not None:
             if not self._live:
                 if self.data is not None:
-                    self.data.finish(record.finishing is JobState.SUCCEEDED)
+                    self.data.finish(record.finishing.value)
                 self._set_job(record.finishing, self._finish_reason)
                 self._write_status()
                 self.done.set()

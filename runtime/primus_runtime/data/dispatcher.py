@@ -255,11 +255,12 @@ class Dispatcher:
             if self.state == "suspended":
                 self._set_state("running" if self.tasks else "scanning", "resumed on request")
 
-    def finish(self, succeeded: bool) -> None:
-        """The job ended: the final data state."""
-        if self.state not in ("failed", "succeeded"):
-            self.state = "succeeded" if succeeded and self.state == "exhausted" else (
-                "failed" if not succeeded or self.failure else self.state)
+    def finish(self, job_state: str) -> None:
+        """The job ended (succeeded, failed or killed): the final data state. A killed job's input
+        keeps the state it had (running, suspended...): it can be resumed from its journal."""
+        if self.state in ("failed", "succeeded") or job_state == "killed":
+            return
+        self.state = "succeeded" if job_state == "succeeded" and self.failure is None else "failed"
 
     # --- views ---
 

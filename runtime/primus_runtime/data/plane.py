@@ -81,8 +81,8 @@ class DataPlane:
         return {"dir": directory, "tasks": len(state), "done": done,
                 "records": sum(t["records"] for t in state.values())}
 
-    def finish(self, succeeded: bool) -> None:
-        self.dispatcher.finish(succeeded)
+    def finish(self, job_state: str) -> None:
+        self.dispatcher.finish(job_state)
         for task in self._tasks:
             task.cancel()
         if self.journal is not None:
