@@ -1,4 +1,5 @@
-"""A trainer for the data-plane tests: reads stdin lines, appends each to a file of its own.
+"""A trainer for the data-plane tests: reads its stdin records, appends each (and a newline) to a
+file of its own. Records are decoded by primus_runtime.data.reader (PRIMUS_INPUT_FRAMING).
 
 Env: OUT_DIR (where to write), DIE_AFTER (exit 1 after this many lines, on attempts listed
 in DIE_ON_ATTEMPTS, e.g. "0,1"), SLEEP_EVERY / SLEEP (pause SLEEP seconds every SLEEP_EVERY
@@ -9,6 +10,8 @@ import os
 import sys
 import time
 
+from primus_runtime.data.reader import records
+
 out_dir = os.environ["OUT_DIR"]
 attempt = os.environ.get("PRIMUS_ATTEMPT", "0")
 name = f"{os.environ['PRIMUS_ROLE']}-{os.environ['PRIMUS_INDEX']}-{attempt}-{os.getpid()}.txt"
@@ -18,8 +21,8 @@ sleep_every = int(os.environ.get("SLEEP_EVERY", "0"))
 pause = float(os.environ.get("SLEEP", "0"))
 fd = os.open(os.path.join(out_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 count = 0
-for line in sys.stdin.buffer:
-    os.write(fd, line)
+for record in records(sys.stdin.buffer):
+    os.write(fd, record + b"\n")
     count += 1
     if die and count >= die_after:
         os._exit(1)

@@ -254,6 +254,30 @@ def test_status_progress_and_suspend_resume(client, dirs):
     assert [e["to_state"] for e in events][:2] == ["suspended", "running"]
 
 
+@pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited", "jsonl"])
+def test_framed_formats_reach_the_trainer_record_by_record(client, dirs, fmt):
+    from primus_runtime.data import formats
+
+    data, out = dirs
+    expected = []
+    for day in (1, 2):
+        directory = data / f"202612{day:02d}"
+        directory.mkdir(parents=True)
+        for f in range(2):
+            rows = [f'{{"id": "{fmt}-{day}-{f}-{i:04d}"}}'.encode() for i in range(400)]
+            with open(directory / f"part-{f}.rec", "wb") as out_file:
+                formats.write_records(out_file, rows, fmt)
+            expected += [r.decode() for r in rows]
+        (directory / "_SUCCESS").write_text("")
+    spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="4Ki")
+    spec["input"]["sources"][0]["format"] = fmt
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    got = [line for f in sorted(out.iterdir()) for line in f.read_text().splitlines()]
+    assert sorted(got) == sorted(expected)  # every record once, none cut at a split boundary
+    assert status["data"]["tasks"]["total"] > 4
+
+
 def test_a_job_without_input_has_no_data(client):
     app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
     status = client.wait(app, timeout=30)
