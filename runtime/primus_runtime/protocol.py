@@ -35,8 +35,10 @@ Executor -> AM (all POST, JSON bodies):
     ``{"id", "incarnation", "exit_code": int, "message": str}`` -> ``{"ok": true}``
 
 ``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER}``.
-``START`` of a consuming role also has ``"feed": {"max_tasks": n}``: the trainer's
-stdin is then a pipe the executor feeds, and it holds at most ``n`` tasks.
+``START`` of a consuming role also has ``"feed": {"max_tasks": n, "readers": r,
+"exit_grace": s or null}``: the trainer's stdin is then a pipe the executor feeds, it
+reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n``; a
+trainer still running ``s`` seconds after its stdin was closed is stopped.
 ``TASK`` is ``{"task_id", "url", "format", "compression", "start", "end", "skip"}``:
 read the records of ``url`` that start in ``[start, end)`` (row groups for parquet)
 with ``data.formats.read_records``, after skipping ``skip`` of them.

@@ -551,6 +551,10 @@ class InputSpec(_Strict):
     delivery: Literal["at_least_once", "exactly_once"] = Field(
         "at_least_once", description="at_least_once: a retried task resumes from its last reported position."
     )
+    exit_grace: Seconds | None = Field(
+        None, description="After its stdin reached EOF (the input is done), how long a trainer may take to "
+        "exit on its own before it is stopped and counted as failed; null = as long as it takes."
+    )
     poll_interval: Seconds = Field(
         5.0, description="How often a partition waiting for its marker, or an open range, is checked again."
     )

@@ -278,6 +278,18 @@ def test_framed_formats_reach_the_trainer_record_by_record(client, dirs, fmt):
     assert status["data"]["tasks"]["total"] > 4
 
 
+def test_a_trainer_that_does_not_exit_after_its_input_is_stopped_after_exit_grace(client, dirs):
+    data, out = dirs
+    write_day(data, 1, files=1, lines=50)
+    spec = data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"},
+                     exit_grace="1s")
+    spec["roles"][0]["command"] = "cat > /dev/null; sleep 60"
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 0}
+    status = client.wait(client.submit(spec), timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert "did not exit within 1s of the end of its input" in status["job"]["reason"], status["job"]
+
+
 def test_a_job_without_input_has_no_data(client):
     app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
     status = client.wait(app, timeout=30)

@@ -359,7 +359,8 @@ class ApplicationMaster(BackendEvents):
             "cluster": cluster_payload(self.record),
         }
         if self.data is not None and ex.role in self._fed_roles:
-            start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor}
+            start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor,
+                             "exit_grace": self.data.spec.exit_grace}
         return {"command": protocol.CMD_START, "start": start}
 
     # --- executors: create, launch, stop -----------------------------------------------

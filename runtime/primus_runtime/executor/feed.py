@@ -94,6 +94,7 @@ class Feeder:
         self.last_write = time.monotonic()
         self.exhausted = False
         self.closed = False
+        self.closed_at: float | None = None  # when the trainer's stdin was closed because the input ended
         self.broken = False  # the trainer closed its end
         self._threads = [threading.Thread(target=self._read_loop, name=f"primus-feed-reader-{i}", daemon=True)
                          for i in range(max(1, readers))]
@@ -175,6 +176,7 @@ class Feeder:
     def _close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.closed_at = time.monotonic()
             log.info("input exhausted: closing the trainer's stdin")
             self.buffer.put(None)  # the writer closes the pipe after what it has
 

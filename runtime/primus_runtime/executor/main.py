@@ -143,6 +143,7 @@ class Executor:
                     self._write_cluster(reply["cluster"])
                 if self.feeder is not None and report is not None and reply.get("command") != protocol.CMD_KILL:
                     self.feeder.reported(report, reply)
+                    self._check_exit_grace(feed)
             if self.stop_reason is not None:
                 if self.feeder is not None:
                     self.feeder.stop()
@@ -151,6 +152,14 @@ class Executor:
             if exited is not None:
                 log.info("trainer exited with %d", exited)
                 return self._finish(exited, f"trainer exited {exited}")
+
+    def _check_exit_grace(self, feed: dict[str, Any] | None) -> None:
+        """A trainer still running ``exit_grace`` seconds after its input ended is stopped."""
+        grace = (feed or {}).get("exit_grace")
+        closed_at = self.feeder.closed_at if self.feeder is not None else None
+        if grace is not None and closed_at is not None and time.monotonic() - closed_at > float(grace):
+            self.request_stop(f"the trainer did not exit within {float(grace):g}s of the end of its input "
+                              f"(input.exit_grace)")
 
     def _wait_trainer(self, timeout: float) -> int | None:
         """The trainer's exit code, or None after ``timeout``; sooner (but not before a fifth of it)
