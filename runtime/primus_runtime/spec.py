@@ -549,7 +549,10 @@ class InputSpec(_Strict):
         100.0, gt=0, le=100, description="The job fails once this share of tasks is quarantined."
     )
     delivery: Literal["at_least_once", "exactly_once"] = Field(
-        "at_least_once", description="at_least_once: a retried task resumes from its last reported position."
+        "at_least_once", description="at_least_once: a retried task resumes from the last position the trainer "
+        "was seen to consume (a crash may repeat a few records); exactly_once: only from what the trainer "
+        "committed right after saving a model checkpoint (data.reader.commit), and its replacement is told "
+        "which checkpoint to restore (PRIMUS_RESTORE_CHECKPOINT)."
     )
     exit_grace: Seconds | None = Field(
         None, description="After its stdin reached EOF (the input is done), how long a trainer may take to "
@@ -605,9 +608,6 @@ class InputSpec(_Strict):
             raise ValueError("sources: every source of a job must be fed the same way (text, jsonl and parquet "
                              "as lines; raw, tfrecord and length_delimited length-prefixed), got formats "
                              f"{[s.format for s in self.sources]}")
-        if self.delivery == "exactly_once":
-            raise ValueError("delivery: exactly_once is not available in this version (it needs the trainer's "
-                             "checkpoint commit API); use at_least_once, got 'exactly_once'")
         return self
 
 

@@ -6,6 +6,7 @@ so a test sees exactly what reached trainers, duplicates included.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -41,7 +42,16 @@ def write_day(data: Path, day: int, files: int = 2, lines: int = 300, marker: bo
 
 def consumed(out: Path) -> dict[str, list[str]]:
     """File name -> the lines that trainer read."""
-    return {f.name: f.read_text().split() for f in sorted(out.iterdir())}
+    return {f.name: f.read_text().split() for f in sorted(out.iterdir())
+            if not f.name.startswith(("restore-", "batch-"))}
+
+
+def committed_lines(client, app: str, out: Path) -> list[str]:
+    """Exactly-once: the records in every checkpoint a trainer committed (commits.jsonl of each executor)."""
+    job_dir = client.cluster.job(app).path
+    names = [json.loads(line)["checkpoint"] for f in job_dir.glob("executors/*/attempt-*/commits.jsonl")
+             for line in f.read_text().splitlines()]
+    return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
 
 
 def all_lines(out: Path) -> list[str]:
@@ -115,6 +125,53 @@ def test_trainers_dying_mid_task_lose_nothing(client, dirs):
     assert len(lines) < 3 * len(expected)  # duplicates bounded by what was fed since the last report
     assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"]
     assert any(e["to_state"] == "requeued" for e in status["events"])
+
+
+def test_exactly_once_delivers_every_record_once_across_trainer_deaths(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=400)]
+    # Each trainer commits every 100 records and dies 50 records after its second commit, twice.
+    spec = data_spec(out, data, env={"COMMIT_EVERY": "100", "DIE_AFTER": "250", "DIE_ON_ATTEMPTS": "0,1"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10,
+                     delivery="exactly_once")
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 4
+    assert sorted(committed_lines(client, app, out)) == sorted(expected)  # every record, each exactly once
+    restored = {"-".join(f.name.split("-")[2:4]): f.read_text() for f in out.glob("restore-*")}
+    assert restored["0-0"] == "none"
+    assert restored["0-1"].startswith("ckpt-0-") and restored["0-1"].endswith("-200")
+    assert restored["0-2"].startswith("ckpt-1-") and restored["0-2"].endswith("-200")
+
+
+def test_exactly_once_survives_trainers_killed_at_random_points(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=3000)]
+    spec = data_spec(out, data, env={"COMMIT_EVERY": "300", "SLEEP_EVERY": "500", "SLEEP": "0.05"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10,
+                     task_size="8Ki", delivery="exactly_once")
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    killed: set[int] = set()
+
+    def reading_trainer() -> int | None:
+        for f in out.glob("restore-*"):
+            pid = int(f.stem.rsplit("-", 1)[1])
+            if pid not in killed and list(out.glob(f"batch-*-{pid}-*")):
+                return pid
+        return None
+
+    for _ in range(3):
+        pid = wait_for(reading_trainer, 30, "a trainer that committed")
+        time.sleep(0.1 * len(killed))  # at different points
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 3
+    assert sorted(committed_lines(client, app, out)) == sorted(expected)
 
 
 def test_trainers_killed_from_outside_lose_nothing(client, dirs):

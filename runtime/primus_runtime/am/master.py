@@ -219,6 +219,8 @@ class ApplicationMaster(BackendEvents):
             return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
         ex.last_seen = time.monotonic()
         if ex.stop_reason is not None:
+            if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
+                self.data.heartbeat(ex.incarnation, {**body, "need_tasks": 0}, slot=ex.id)  # its last positions
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
         if body.get("state") == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED:
             self._set(ex, ExecutorState.RUNNING, "trainer started")
@@ -234,7 +236,7 @@ class ApplicationMaster(BackendEvents):
             reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
         if self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
                 and ex.stop_reason is None and (reply is None or reply["command"] != protocol.CMD_KILL):
-            data = self.data.heartbeat(ex.incarnation, body)
+            data = self.data.heartbeat(ex.incarnation, body, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
         return NONE_REPLY if reply is None else reply
@@ -360,7 +362,8 @@ class ApplicationMaster(BackendEvents):
         }
         if self.data is not None and ex.role in self._fed_roles:
             start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor,
-                             "exit_grace": self.data.spec.exit_grace}
+                             "exit_grace": self.data.spec.exit_grace, "delivery": self.data.spec.delivery,
+                             "restore_checkpoint": self.data.checkpoint(ex.id)}
         return {"command": protocol.CMD_START, "start": start}
 
     # --- executors: create, launch, stop -----------------------------------------------

@@ -113,6 +113,8 @@ class Dispatcher:
         self.limit = spec.max_tasks_per_executor + spec.prefetch
         self.failure: str | None = None
         self.quarantined: list[str] = []
+        self.exactly_once = spec.delivery == "exactly_once"
+        self.checkpoints: dict[str, str] = {}  # executor id -> last committed checkpoint (exactly-once)
 
     # --- from the scanner ---
 
@@ -174,9 +176,13 @@ class Dispatcher:
 
     # --- from executors ---
 
-    def heartbeat(self, holder: str, report: dict[str, Any]) -> dict[str, Any]:
-        """Apply an executor's data report; the data part of the reply."""
+    def heartbeat(self, holder: str, report: dict[str, Any], slot: str | None = None) -> dict[str, Any]:
+        """Apply an executor's data report; the data part of the reply. ``slot``: the executor id
+        (role-index) whose replacement is told the last committed checkpoint (exactly-once)."""
         held = self.held.setdefault(holder, {})
+        commit = report.get("commit")
+        if slot is not None and isinstance(commit, dict) and commit.get("checkpoint") is not None:
+            self.checkpoints[slot] = str(commit["checkpoint"])
         for task_id, position in (report.get("progress") or {}).items():
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder:
@@ -210,7 +216,11 @@ class Dispatcher:
             need -= 1
         if resend or new:
             reply["tasks"] = resend + new
-        if self.state == "exhausted" or (self.enough and not self.counts[TaskState.RUNNING]):
+        if self.state == "exhausted" or (self.enough and not self.counts[TaskState.RUNNING]) or (
+                self.exactly_once and self.scan_complete and not self.counts[TaskState.QUEUED]
+                and self.failure is None):
+            # Exactly-once: nothing is left to hand out, so executors close stdin once they have
+            # written what they hold; the trainers commit the rest and exit.
             reply["data_exhausted"] = True
         self._sample_rate()
         return reply

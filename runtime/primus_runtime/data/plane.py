@@ -55,8 +55,12 @@ class DataPlane:
             return
         self._tasks = [asyncio.ensure_future(self.scanner.run()), asyncio.ensure_future(self._flush_forever())]
 
-    def heartbeat(self, holder: str, report: dict[str, Any]) -> dict[str, Any]:
-        return self.dispatcher.heartbeat(holder, report)
+    def heartbeat(self, holder: str, report: dict[str, Any], slot: str | None = None) -> dict[str, Any]:
+        return self.dispatcher.heartbeat(holder, report, slot)
+
+    def checkpoint(self, slot: str) -> str | None:
+        """Exactly-once: the checkpoint the last trainer of ``slot`` (an executor id) committed."""
+        return self.dispatcher.checkpoints.get(slot)
 
     def release(self, holder: str, charge: bool, reason: str) -> None:
         self.dispatcher.release(holder, charge, reason)
