@@ -86,6 +86,8 @@ class TaskStore(Protocol):
 
     def changed(self, task: Task) -> None: ...
 
+    def checkpoint(self, slot: str, checkpoint: str) -> None: ...
+
 
 class Dispatcher:
     def __init__(self, spec: InputSpec, events: DataEvents, store: TaskStore | None = None,
@@ -183,6 +185,8 @@ class Dispatcher:
         commit = report.get("commit")
         if slot is not None and isinstance(commit, dict) and commit.get("checkpoint") is not None:
             self.checkpoints[slot] = str(commit["checkpoint"])
+            if self.store is not None:
+                self.store.checkpoint(slot, self.checkpoints[slot])
         for task_id, position in (report.get("progress") or {}).items():
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder:

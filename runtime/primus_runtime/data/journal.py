@@ -7,8 +7,9 @@ Kept in ``work_preserve_dir`` as two files:
     replaced atomically (write a temporary file, fsync, ``os.replace``).
 ``tasks.journal``
     one JSON object per line, appended after the snapshot was taken:
-    ``{"op": "add", "task": {...}}`` and ``{"op": "set", "id", "state", "records", "bytes",
-    "attempts", "error"}``. Every line carries absolute values, so replaying a line twice
+    ``{"op": "add", "task": {...}}``, ``{"op": "set", "id", "state", "records", "bytes",
+    "attempts", "error"}`` and ``{"op": "checkpoint", "slot", "id"}`` (exactly-once: the
+    checkpoint an executor index last committed). Every line carries absolute values, so replaying a line twice
     changes nothing.
 
 Changes are buffered and written with one ``write`` + ``fsync`` at most every
@@ -44,6 +45,7 @@ class TaskJournal:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state: dict[str, dict[str, Any]] = self.recover()
+        self.checkpoints: dict[str, str] = read_checkpoints(self.dir)  # executor id -> committed checkpoint
         self._pending: list[str] = []
         self._dirty: dict[str, Task] = {}
         self._flushed_at = 0.0
@@ -78,6 +80,11 @@ class TaskJournal:
     def changed(self, task: Task) -> None:
         self._dirty[task.id] = task
 
+    def checkpoint(self, slot: str, checkpoint: str) -> None:
+        if self.checkpoints.get(slot) != checkpoint:
+            self.checkpoints[slot] = checkpoint
+            self._pending.append(json.dumps({"op": "checkpoint", "slot": slot, "id": checkpoint}))
+
     # --- writing ---
 
     def maybe_flush(self) -> None:
@@ -106,7 +113,7 @@ class TaskJournal:
 
     def compact(self) -> None:
         """A new snapshot of every task, then an empty journal."""
-        write_snapshot(self.dir, self.state)
+        write_snapshot(self.dir, self.state, self.checkpoints)
         self._file.close()
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
@@ -144,13 +151,35 @@ def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
     return state
 
 
-def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]]) -> None:
+def read_checkpoints(directory: str | Path) -> dict[str, str]:
+    """Exactly-once: executor id -> the checkpoint its trainer last committed, as kept in ``directory``."""
+    directory = Path(directory)
+    checkpoints: dict[str, str] = {}
+    snapshot = directory / SNAPSHOT
+    if snapshot.exists():
+        checkpoints = dict(json.loads(snapshot.read_text()).get("checkpoints", {}))
+    journal = directory / JOURNAL
+    if journal.exists():
+        for line in journal.read_bytes().splitlines():
+            if b'"checkpoint"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("op") == "checkpoint":
+                checkpoints[str(entry["slot"])] = str(entry["id"])
+    return checkpoints
+
+
+def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
+                   checkpoints: dict[str, str] | None = None) -> None:
     """``tasks.snapshot.json`` in ``directory``, replaced atomically (tmp file, fsync, rename)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (SNAPSHOT + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"version": 1, "written_at": time.time(), "tasks": state}, f)
+        json.dump({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, directory / SNAPSHOT)

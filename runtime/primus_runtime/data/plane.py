@@ -15,7 +15,7 @@ from typing import Any
 
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher
-from .journal import TaskJournal, recover, write_snapshot
+from .journal import TaskJournal, read_checkpoints, recover, write_snapshot
 from .source import Scanner
 
 log = logging.getLogger("primus.data")
@@ -27,21 +27,24 @@ class DataPlane:
         self.journal: TaskJournal | None = None
         self._problem: str | None = None  # found before start: the job fails at once
         recovered: dict[str, dict[str, Any]] = {}
+        checkpoints: dict[str, str] = {}
         if spec.work_preserve_dir is not None:
             self.journal = TaskJournal(local_path(spec.work_preserve_dir))
-            recovered = self.journal.state
+            recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
         if spec.restore_from is not None and not recovered:
             recovered = recover(local_path(spec.restore_from))
+            checkpoints = read_checkpoints(local_path(spec.restore_from))
             if not recovered:
                 self._problem = f"restore_from: no saved task positions in {spec.restore_from}"
             elif self.journal is not None:  # this job's own journal starts from the savepoint
-                write_snapshot(self.journal.dir, recovered)
-                self.journal.state = dict(recovered)
+                write_snapshot(self.journal.dir, recovered, checkpoints)
+                self.journal.state, self.journal.checkpoints = dict(recovered), dict(checkpoints)
             log.info("restored from %s", spec.restore_from)
         if recovered:
             done = sum(1 for t in recovered.values() if t.get("state") == "done")
             log.info("earlier progress: %d task(s) known, %d done", len(recovered), done)
         self.dispatcher = Dispatcher(spec, events, self.journal, recovered)
+        self.dispatcher.checkpoints.update(checkpoints)
         self.scanner = Scanner(spec, self.dispatcher)
         self._tasks: list[asyncio.Task] = []
 
@@ -80,7 +83,7 @@ class DataPlane:
         """Every task's position, written to ``directory`` (a job started with ``restore_from`` there
         resumes from it); what was saved."""
         state = self.dispatcher.saved_state()
-        await asyncio.to_thread(write_snapshot, local_path(directory), state)
+        await asyncio.to_thread(write_snapshot, local_path(directory), state, dict(self.dispatcher.checkpoints))
         done = sum(1 for t in state.values() if t["state"] == "done")
         return {"dir": directory, "tasks": len(state), "done": done,
                 "records": sum(t["records"] for t in state.values())}
