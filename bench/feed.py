@@ -2,12 +2,13 @@
 (framed blocks) into a trainer's pipe, against a plain Python line loop writing the same bytes
 into the same pipe.
 
-A ~200 MB text file (lines of 20-300 bytes) is planned into 8 splits, and each split is read and
-framed into a pipe drained by ``cat > /dev/null`` (the trainer), through the same 1 MiB-buffered
-writer on every side. The baseline is ``for line in open(path, "rb"): pipe.write(line)`` over
-the whole file; ``cat FILE`` into the same kind of pipe is shown too. Also prints MB/s and
-records/s for tfrecord (CRC-checked), length-delimited and raw records, and gzip text. Each text
-side runs RUNS times, interleaved, best kept; the last line is the text ratios.
+A ~200 MB text file (lines of 20-300 bytes) is planned into 8 splits, and each split is read
+and framed into a pipe drained by ``wc -c`` (the trainer; its count proves every byte arrived),
+through the same 1 MiB-buffered writer on every side. The baseline is
+``for line in open(path, "rb"): pipe.write(line)`` over the whole file; ``cat FILE | wc -c`` is
+shown too. Also prints MB/s and records/s for tfrecord (CRC-checked), length-delimited and raw
+records, parquet rows/s and gzip text (best of 2 each). Each text side runs RUNS times,
+interleaved, best kept; the last line is the text ratios.
 
     python bench/feed.py            # SIZE_MB=200 RUNS=3 by default
 """
@@ -53,16 +54,21 @@ def write_file(path: Path, records: list[bytes], fmt: str, repeat: int) -> int:
     return path.stat().st_size
 
 
-def into_pipe(feed: Callable[[IO[bytes]], None]) -> float:
-    """Seconds for ``feed(pipe)`` to write everything and the consumer to have read it all."""
-    consumer = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, bufsize=0)
-    assert consumer.stdin is not None
+def into_pipe(feed: Callable[[IO[bytes]], None], expect: int | None = None) -> float:
+    """Seconds for ``feed(pipe)`` to write everything and the consumer (``wc -c``) to have counted
+    it all; ``expect``: the byte count it must find."""
+    consumer = subprocess.Popen(["wc", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert consumer.stdin is not None and consumer.stdout is not None
     start = time.perf_counter()
     with open(consumer.stdin.fileno(), "wb", buffering=1 << 20, closefd=False) as pipe:
         feed(pipe)
     consumer.stdin.close()
+    counted = int(consumer.stdout.read())
     consumer.wait()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if expect is not None and counted != expect:
+        raise AssertionError(f"the consumer counted {counted} bytes, {expect} were fed")
+    return seconds
 
 
 def plain_lines(path: Path) -> Callable[[IO[bytes]], None]:
@@ -102,8 +108,10 @@ def framed(path: Path, fmt: str) -> Callable[[IO[bytes]], None]:
 
 def cat_into_pipe(path: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(f"cat {path} | cat > /dev/null", shell=True, check=True)
-    return time.perf_counter() - start
+    counted = subprocess.run(f"cat {path} | wc -c", shell=True, check=True, capture_output=True).stdout
+    seconds = time.perf_counter() - start
+    assert int(counted) == path.stat().st_size
+    return seconds
 
 
 def parquet_rows_per_second(path: Path, rng: random.Random) -> None:
@@ -116,7 +124,7 @@ def parquet_rows_per_second(path: Path, rng: random.Random) -> None:
                         "tags": ["a", "b"][:i % 3]}).encode() for i in range(100_000)]
     with open(path, "wb") as out:
         write_records(out, rows, "parquet", row_group_rows=10_000)
-    seconds = best(primus(path, "parquet"), 1)
+    seconds = best(primus(path, "parquet"), 2)
     print(f"parquet: {len(rows) / seconds:,.0f} rows/s (each fed as a JSON line)", flush=True)
 
 
@@ -136,21 +144,22 @@ def main() -> None:
         for fmt, repeat in (("tfrecord", 10), ("length_delimited", 25), ("raw", 25)):
             path = Path(tmp) / f"records.{fmt}"
             fmt_size = write_file(path, binary, fmt, repeat)
-            seconds = best(primus(path, fmt), 1)
+            seconds = best(primus(path, fmt), 2)
             what = "64 KiB records" if fmt == "raw" else f"{len(binary) * repeat / seconds:,.0f} records/s of 100-2000 B"
             print(f"{fmt}: {fmt_size / MB / seconds:.0f} MB/s ({what})", flush=True)
         parquet_rows_per_second(Path(tmp) / "rows.parquet", rng)
 
         zipped = Path(tmp) / "lines.txt.gz"
-        subprocess.run(f"head -c 50000000 {text} | gzip -1 > {zipped}", shell=True, check=True)
-        seconds = best(primus(zipped, "text", "gzip"), 1)
-        print(f"gzip text (one split, decompressed): {50 / seconds:.0f} MB/s", flush=True)
+        plain_bytes = min(size, 50 * MB)
+        subprocess.run(f"head -c {plain_bytes} {text} | gzip -1 > {zipped}", shell=True, check=True)
+        seconds = best(primus(zipped, "text", "gzip"), 2)
+        print(f"gzip text (one split, decompressed): {plain_bytes / MB / seconds:.0f} MB/s", flush=True)
 
         sides: dict[str, list[float]] = {"plain": [], "records": [], "framed": [], "cat": []}
         for run in range(RUNS):
-            sides["plain"].append(into_pipe(plain_lines(text)))
-            sides["records"].append(into_pipe(primus(text, "text")))
-            sides["framed"].append(into_pipe(framed(text, "text")))
+            sides["plain"].append(into_pipe(plain_lines(text), size))
+            sides["records"].append(into_pipe(primus(text, "text"), size))
+            sides["framed"].append(into_pipe(framed(text, "text"), size))
             sides["cat"].append(cat_into_pipe(text))
             print(f"run {run + 1}: " + ", ".join(f"{name} {size / MB / seconds[-1]:.0f} MB/s"
                                                  for name, seconds in sides.items()), flush=True)

@@ -62,3 +62,14 @@ def test_every_trainer_gets_primus_variables_and_its_own_env():
     assert json.loads(env["PRIMUS_CLUSTER"])["ps"] == ["host-ps-0:1000"]
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["LR"] == "0.1"
     assert "TF_CONFIG" not in env and "MASTER_ADDR" not in env
+
+
+def test_consuming_roles_are_told_how_their_input_is_framed():
+    spec = JobSpec.from_dict({"name": "data", "roles": [
+        {"name": "worker", "command": "x", "consumes_input": True},
+        {"name": "evaluator", "command": "x"},
+    ], "input": {"sources": [{"name": "in", "path": "/data", "format": "tfrecord"}]}})
+    record = _record(spec)
+    assert trainer_env(spec, record, record.executors["worker-0"], "am:1")["PRIMUS_INPUT_FRAMING"] == \
+        "length_prefixed"
+    assert "PRIMUS_INPUT_FRAMING" not in trainer_env(spec, record, record.executors["evaluator-0"], "am:1")

@@ -76,9 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("replicas", type=int)
     p.set_defaults(func=cmd_scale)
 
-    p = sub.add_parser("data", help="show, suspend or resume the job's input")
-    p.add_argument("action", choices=("status", "suspend", "resume"))
+    p = sub.add_parser("data", help="show, suspend, resume or savepoint the job's input")
+    p.add_argument("action", choices=("status", "suspend", "resume", "savepoint"))
     p.add_argument("app_id")
+    p.add_argument("dir", nargs="?", help="savepoint: the directory to write task positions to")
     p.add_argument("--json", action="store_true", help="the data status as JSON")
     p.set_defaults(func=cmd_data)
 
@@ -182,6 +183,14 @@ def cmd_scale(client: PrimusClient, args: argparse.Namespace) -> int:
 
 def cmd_data(client: PrimusClient, args: argparse.Namespace) -> int:
     data: dict[str, Any] | None
+    if args.action == "savepoint":
+        if not args.dir:
+            print("primus: data savepoint needs a directory: primus data savepoint APP DIR", file=sys.stderr)
+            return EXIT_USAGE
+        saved = client.data_savepoint(args.app_id, args.dir)
+        print(f"{args.app_id}: {saved['tasks']} task positions ({saved['done']} done) saved to {saved['dir']}; "
+              f"start a job with input.restore_from: {saved['dir']} to resume from them")
+        return EXIT_OK
     if args.action == "suspend":
         data = client.data_suspend(args.app_id)
     elif args.action == "resume":

@@ -176,6 +176,10 @@ class PrimusClient:
         """Hand out input tasks again; the data status."""
         return self._require_api(app_id, "POST", "/data/resume", {})
 
+    def data_savepoint(self, app_id: str, directory: str | Path) -> dict[str, Any]:
+        """Save every input task's position to ``directory`` (for ``input.restore_from``); what was saved."""
+        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": str(Path(directory).absolute())})
+
     # --- logs ---
 
     def log_path(self, app_id: str, role: str | None = None, index: int | None = None,

@@ -26,7 +26,9 @@ Executor -> AM (all POST, JSON bodies):
     take now), ``"held": [task_id]`` (tasks it has and is not done with),
     ``"progress": {task_id: {"records": n, "bytes": b}}`` (records and bytes of the
     task delivered to the trainer so far: a retry resumes after ``records``),
-    ``"done": [task_id]`` and ``"failed": {task_id: error}``. The reply may then
+    ``"done": [task_id]``, ``"failed": {task_id: error}`` and, under exactly-once,
+    ``"commit": {"checkpoint", "records"}`` (the trainer's latest commit; positions and
+    done tasks then count only what it committed). The reply may then
     also carry ``"tasks": [TASK]`` (new assignments, or ones the executor does not
     list in ``held`` and so never received) and ``"data_exhausted": true`` (no task
     is left anywhere: once it holds nothing, the executor closes the trainer's stdin).
@@ -35,8 +37,10 @@ Executor -> AM (all POST, JSON bodies):
     ``{"id", "incarnation", "exit_code": int, "message": str}`` -> ``{"ok": true}``
 
 ``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER}``.
-``START`` of a consuming role also has ``"feed": {"max_tasks": n}``: the trainer's
-stdin is then a pipe the executor feeds, and it holds at most ``n`` tasks.
+``START`` of a consuming role also has ``"feed": {"max_tasks": n, "readers": r,
+"exit_grace": s or null, "delivery", "restore_checkpoint"}``: the trainer's stdin is then a pipe the executor feeds, it
+reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n``; a
+trainer still running ``s`` seconds after its stdin was closed is stopped.
 ``TASK`` is ``{"task_id", "url", "format", "compression", "start", "end", "skip"}``:
 read the records of ``url`` that start in ``[start, end)`` (row groups for parquet)
 with ``data.formats.read_records``, after skipping ``skip`` of them.
@@ -106,6 +110,11 @@ def executor_id(role: str, index: int) -> str:
 #                        or "length_prefixed" (4-byte big-endian length, then the record) on stdin
 TRAINER_ENV_CLUSTER = "PRIMUS_CLUSTER"
 TRAINER_ENV_INPUT_FRAMING = "PRIMUS_INPUT_FRAMING"
+#   PRIMUS_DATA_COMMIT_FILE    delivery exactly_once: the trainer appends {"checkpoint", "records"}
+#                              lines here right after saving a model checkpoint
+#   PRIMUS_RESTORE_CHECKPOINT  delivery exactly_once: the checkpoint a replacement trainer restores
+TRAINER_ENV_COMMIT_FILE = "PRIMUS_DATA_COMMIT_FILE"
+TRAINER_ENV_RESTORE_CHECKPOINT = "PRIMUS_RESTORE_CHECKPOINT"
 FRAMING_LINES = "lines"
 FRAMING_LENGTH_PREFIXED = "length_prefixed"
 TRAINER_ENV_CLUSTER_FILE = "PRIMUS_CLUSTER_FILE"

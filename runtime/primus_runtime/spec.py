@@ -549,7 +549,14 @@ class InputSpec(_Strict):
         100.0, gt=0, le=100, description="The job fails once this share of tasks is quarantined."
     )
     delivery: Literal["at_least_once", "exactly_once"] = Field(
-        "at_least_once", description="at_least_once: a retried task resumes from its last reported position."
+        "at_least_once", description="at_least_once: a retried task resumes from the last position the trainer "
+        "was seen to consume (a crash may repeat a few records); exactly_once: only from what the trainer "
+        "committed right after saving a model checkpoint (data.reader.commit), and its replacement is told "
+        "which checkpoint to restore (PRIMUS_RESTORE_CHECKPOINT)."
+    )
+    exit_grace: Seconds | None = Field(
+        None, description="After its stdin reached EOF (the input is done), how long a trainer may take to "
+        "exit on its own before it is stopped and counted as failed; null = as long as it takes."
     )
     poll_interval: Seconds = Field(
         5.0, description="How often a partition waiting for its marker, or an open range, is checked again."
@@ -559,7 +566,13 @@ class InputSpec(_Strict):
         "resumes where the last one stopped, mid-file. Local paths or file:// for now."
     )
 
-    @field_validator("work_preserve_dir")
+    restore_from: str | None = Field(
+        None, description="A savepoint directory (POST /api/v1/data/savepoint, `primus data savepoint`) or "
+        "another job's work_preserve_dir to start from: done tasks are skipped, the others resume at their "
+        "saved position. Not used when work_preserve_dir already holds progress."
+    )
+
+    @field_validator("work_preserve_dir", "restore_from")
     @classmethod
     def _check_dir(cls, value: str | None) -> str | None:
         if value is not None:
@@ -595,9 +608,6 @@ class InputSpec(_Strict):
             raise ValueError("sources: every source of a job must be fed the same way (text, jsonl and parquet "
                              "as lines; raw, tfrecord and length_delimited length-prefixed), got formats "
                              f"{[s.format for s in self.sources]}")
-        if self.delivery == "exactly_once":
-            raise ValueError("delivery: exactly_once is not available in this version (it needs the trainer's "
-                             "checkpoint commit API); use at_least_once, got 'exactly_once'")
         return self
 
 
@@ -728,8 +738,9 @@ def _input_paths_from(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if isinstance(section.get("sources"), list):
         section["sources"] = [{**src, "path": absolute(src.get("path"))} if isinstance(src, dict) else src
                               for src in section["sources"]]
-    if "work_preserve_dir" in section:
-        section["work_preserve_dir"] = absolute(section["work_preserve_dir"])
+    for key in ("work_preserve_dir", "restore_from"):
+        if key in section:
+            section[key] = absolute(section[key])
     return {**data, "input": section}
 
 

@@ -6,6 +6,7 @@ so a test sees exactly what reached trainers, duplicates included.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -41,7 +42,16 @@ def write_day(data: Path, day: int, files: int = 2, lines: int = 300, marker: bo
 
 def consumed(out: Path) -> dict[str, list[str]]:
     """File name -> the lines that trainer read."""
-    return {f.name: f.read_text().split() for f in sorted(out.iterdir())}
+    return {f.name: f.read_text().split() for f in sorted(out.iterdir())
+            if not f.name.startswith(("restore-", "batch-"))}
+
+
+def committed_lines(client, app: str, out: Path) -> list[str]:
+    """Exactly-once: the records in every checkpoint a trainer committed (commits.jsonl of each executor)."""
+    job_dir = client.cluster.job(app).path
+    names = [json.loads(line)["checkpoint"] for f in job_dir.glob("executors/*/attempt-*/commits.jsonl")
+             for line in f.read_text().splitlines()]
+    return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
 
 
 def all_lines(out: Path) -> list[str]:
@@ -117,6 +127,53 @@ def test_trainers_dying_mid_task_lose_nothing(client, dirs):
     assert any(e["to_state"] == "requeued" for e in status["events"])
 
 
+def test_exactly_once_delivers_every_record_once_across_trainer_deaths(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=400)]
+    # Each trainer commits every 100 records and dies 50 records after its second commit, twice.
+    spec = data_spec(out, data, env={"COMMIT_EVERY": "100", "DIE_AFTER": "250", "DIE_ON_ATTEMPTS": "0,1"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10,
+                     delivery="exactly_once")
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 4
+    assert sorted(committed_lines(client, app, out)) == sorted(expected)  # every record, each exactly once
+    restored = {"-".join(f.name.split("-")[2:4]): f.read_text() for f in out.glob("restore-*")}
+    assert restored["0-0"] == "none"
+    assert restored["0-1"].startswith("ckpt-0-") and restored["0-1"].endswith("-200")
+    assert restored["0-2"].startswith("ckpt-1-") and restored["0-2"].endswith("-200")
+
+
+def test_exactly_once_survives_trainers_killed_at_random_points(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=3000)]
+    spec = data_spec(out, data, env={"COMMIT_EVERY": "300", "SLEEP_EVERY": "500", "SLEEP": "0.05"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"}, max_task_attempts=10,
+                     task_size="8Ki", delivery="exactly_once")
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
+    app = client.submit(spec)
+    killed: set[int] = set()
+
+    def reading_trainer() -> int | None:
+        for f in out.glob("restore-*"):
+            pid = int(f.stem.rsplit("-", 1)[1])
+            if pid not in killed and list(out.glob(f"batch-*-{pid}-*")):
+                return pid
+        return None
+
+    for _ in range(3):
+        pid = wait_for(reading_trainer, 30, "a trainer that committed")
+        time.sleep(0.1 * len(killed))  # at different points
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sum(r["restarts"] for r in status["roles"]) == 3
+    assert sorted(committed_lines(client, app, out)) == sorted(expected)
+
+
 def test_trainers_killed_from_outside_lose_nothing(client, dirs):
     data, out = dirs
     expected = [line for day in (1, 2) for line in write_day(data, day, lines=3000)]
@@ -143,6 +200,23 @@ def test_trainers_killed_from_outside_lose_nothing(client, dirs):
     assert set(all_lines(out)) == set(expected)
 
 
+def test_scaling_a_consuming_role_down_hands_its_tasks_to_the_others(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=2500)]
+    app = client.submit(data_spec(out, data, replicas=2, env={"SLEEP_EVERY": "250", "SLEEP": "0.2"},
+                                  time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="8Ki"))
+    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) >= 2, 30, "both workers reading")
+    time.sleep(0.5)
+    client.scale(app, "worker", 1)
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert set(all_lines(out)) == set(expected)
+    status = client.cluster.final_status(app)  # every event, not only the API's latest 50
+    dropped = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "killed")
+    assert "scaled down" in dropped["reason"]
+    assert any(e["to_state"] == "requeued" and "worker-1 killed" in e["reason"] for e in status["events"])
+
+
 @pytest.mark.parametrize("stop", ["kill", "crash"])
 def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, dirs, tmp_path, stop):
     data, out = dirs
@@ -158,7 +232,7 @@ def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, d
         wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60,
                  "part of the big file read")
         first = client.kill(app)
-        assert first["job"]["state"] == "killed"
+        assert first["job"]["state"] == "killed" and first["data"]["state"] == "running"  # resumable, not failed
         assert len(small) + 2000 < first["data"]["records_done"] < len(small) + len(big)
     else:  # SIGKILL to the AM and everything else, once the journal holds a position in the big file
         big_task = "clicks/2026-12-01/part-1.txt:0"
@@ -237,6 +311,42 @@ def test_status_progress_and_suspend_resume(client, dirs):
     assert [e["to_state"] for e in events][:2] == ["suspended", "running"]
 
 
+@pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited", "jsonl"])
+def test_framed_formats_reach_the_trainer_record_by_record(client, dirs, fmt):
+    from primus_runtime.data import formats
+
+    data, out = dirs
+    expected = []
+    for day in (1, 2):
+        directory = data / f"202612{day:02d}"
+        directory.mkdir(parents=True)
+        for f in range(2):
+            rows = [f'{{"id": "{fmt}-{day}-{f}-{i:04d}"}}'.encode() for i in range(400)]
+            with open(directory / f"part-{f}.rec", "wb") as out_file:
+                formats.write_records(out_file, rows, fmt)
+            expected += [r.decode() for r in rows]
+        (directory / "_SUCCESS").write_text("")
+    spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="4Ki")
+    spec["input"]["sources"][0]["format"] = fmt
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    got = [line for f in sorted(out.iterdir()) for line in f.read_text().splitlines()]
+    assert sorted(got) == sorted(expected)  # every record once, none cut at a split boundary
+    assert status["data"]["tasks"]["total"] > 4
+
+
+def test_a_trainer_that_does_not_exit_after_its_input_is_stopped_after_exit_grace(client, dirs):
+    data, out = dirs
+    write_day(data, 1, files=1, lines=50)
+    spec = data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"},
+                     exit_grace="1s")
+    spec["roles"][0]["command"] = "cat > /dev/null; sleep 60"
+    spec["roles"][0]["failover"] = {"max_failures_per_index": 0}
+    status = client.wait(client.submit(spec), timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert "did not exit within 1s of the end of its input" in status["job"]["reason"], status["job"]
+
+
 def test_a_job_without_input_has_no_data(client):
     app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
     status = client.wait(app, timeout=30)
@@ -262,3 +372,41 @@ def test_an_empty_input_fails_the_job_with_a_clear_error(client, dirs):
                          timeout=30)
     assert status["job"]["state"] == "failed"
     assert "the input has no files" in status["job"]["reason"], status["job"]
+
+
+def test_savepoint_and_restore_round_trip(client, dirs, tmp_path):
+    from primus_runtime.cli import main as cli
+
+    data, out = dirs
+    small = write_day(data, 1, files=1, lines=100, prefix="a")
+    big = [f"b{i:06d}" for i in range(40000)]
+    (data / "20261201" / "part-1.txt").write_text("\n".join(big) + "\n")
+    spec = data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi")
+    app = client.submit(spec)
+    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
+    savepoint = tmp_path / "savepoint"
+    assert cli(["--home", str(client.cluster.home), "data", "savepoint", app, str(savepoint)]) == 0
+    client.kill(app)
+    saved = TaskJournal(savepoint).recover()
+    assert saved["clicks/2026-12-01/part-0.txt:0"]["state"] == "done"
+    at = saved["clicks/2026-12-01/part-1.txt:0"]["records"]
+    assert 2000 < at < len(big)
+    for f in out.iterdir():
+        f.rename(f.with_name("first-" + f.name))
+
+    spec["roles"][0]["env"] = {"OUT_DIR": str(out)}
+    spec["input"]["restore_from"] = str(savepoint)
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
+    assert second == big[at:]  # exactly from the saved position on: no earlier task, no earlier record
+
+
+def test_restoring_from_an_empty_directory_fails_clearly(client, dirs, tmp_path):
+    data, out = dirs
+    write_day(data, 1)
+    spec = data_spec(out, data, replicas=1, restore_from=str(tmp_path / "nothing-here"))
+    status = client.wait(client.submit(spec), timeout=30)
+    assert status["job"]["state"] == "failed"
+    assert "restore_from: no saved task positions in" in status["job"]["reason"], status["job"]

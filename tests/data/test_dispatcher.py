@@ -137,3 +137,11 @@ def test_progress_rate_and_eta():
     status = d.status()
     assert status["progress"] == 0.55 and status["bytes"] == {"done": 110, "total": 200}
     assert status["tasks"]["running"] == 1 and status["records_done"] == 1
+
+
+def test_final_data_state_follows_the_job():
+    for job_state, expected in (("succeeded", "succeeded"), ("failed", "failed"), ("killed", "running")):
+        d, _ = make()
+        d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+        d.finish(job_state)
+        assert d.status()["state"] == expected, job_state

@@ -157,9 +157,12 @@ def test_text_lines_near_the_read_size_are_neither_cut_nor_repeated():
         assert _read_all(encoded, "text", "none", target) == records
 
 
-def test_text_strips_crlf_and_keeps_a_final_line_without_newline():
-    encoded = b"a\r\nb\rc\r\n\r\nlast"
-    assert [r for r, _ in _read(encoded, "text", "none", Split(0, len(encoded)))] == [b"a", b"b\rc", b"", b"last"]
+@pytest.mark.parametrize("ending", [b"last", b"last\r"])
+def test_text_strips_crlf_and_keeps_a_final_line_without_newline(ending):
+    encoded = b"a\r\nb\rc\r\n\r\n" + ending
+    records = _read(encoded, "text", "none", Split(0, len(encoded)))
+    assert [r for r, _ in records] == [b"a", b"b\rc", b"", b"last"]
+    _check_framed(encoded, "text", "none", Split(0, len(encoded)), 0, records)
 
 
 def test_text_line_belongs_to_the_split_its_first_byte_is_in():
@@ -228,10 +231,36 @@ def test_crc32c_lane_wise_path_agrees_with_slicing_by_8(size):
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_crc32c_many_equals_one_crc32c_per_span(data):
-    buf = data.draw(st.one_of(st.binary(max_size=300), st.binary(min_size=15000, max_size=20000)))
+    size = data.draw(st.one_of(st.integers(0, 300), st.integers(15_000, 20_000)))  # spans on both sides of 16 KiB
+    buf = random.Random(data.draw(st.integers(0, 1000))).randbytes(size)
     bounds = st.integers(0, len(buf))
     spans = [tuple(sorted(pair)) for pair in data.draw(st.lists(st.tuples(bounds, bounds), max_size=20))]
     assert formats.crc32c_many(buf, spans) == [crc32c(buf[a:b]) for a, b in spans]
+
+
+def test_reader_threads_building_the_crc_tables_at_once_all_read_correctly(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(formats, "_PADS", [])
+    monkeypatch.setattr(formats, "_WIDE", {})
+    records = [random.Random(i).randbytes(i * 37 % 3000) for i in range(300)]
+    encoded = _encode(records, "tfrecord")
+    results: list[object] = []
+    barrier = threading.Barrier(8)
+
+    def read() -> None:
+        barrier.wait()
+        try:
+            results.append([r for r, _ in _read(encoded, "tfrecord", "none", Split(0, len(encoded)))])
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            results.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [records] * 8
 
 
 def test_tfrecord_layout_matches_the_tensorflow_framing():
@@ -316,6 +345,22 @@ def test_planning_seeks_over_record_bodies(fmt):
     assert sum(read_bytes) < len(encoded) // 10
 
 
+@pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited"])
+def test_binary_split_ends_at_the_first_record_boundary_past_its_target(fmt):
+    encoded = _encode([b"r" * 10] * 100, fmt)
+    record = len(encoded) // 100  # 26 bytes for tfrecord, 11 for length_delimited
+    splits = _splits(encoded, fmt, "none", 4 * record)
+    assert splits == [Split(at, at + 4 * record) for at in range(0, len(encoded), 4 * record)]
+    splits = _splits(encoded, fmt, "none", 4 * record - 1)
+    assert splits[0] == Split(0, 4 * record)
+
+
+@pytest.mark.parametrize("target", [1, 50_000])
+def test_length_delimited_lengths_of_every_varint_width_plan_and_read(target):
+    records = [bytes([i]) * size for i, size in enumerate([16384, 16383, 1 << 15, 128, 127, 0, 1 << 21] * 3)]
+    assert _read_all(_encode(records, "length_delimited"), "length_delimited", "none", target) == records
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_empty_file_has_no_splits(fmt, compression):
@@ -369,6 +414,16 @@ def test_parquet_splits_are_row_group_ranges_and_rows_are_json_lines():
     resumed = _read(encoded, "parquet", "none", Split(2, 5), skip=150)
     assert [json.loads(r)["id"] for r, _ in resumed] == list(range(350, 500))
     assert resumed[0][1] == 151
+
+
+def test_unreadable_parquet_file_is_a_corrupt_record():
+    out = io.BytesIO()
+    write_records(out, [b'{"a": 1}'], "parquet")
+    for broken in (b"not parquet at all", out.getvalue()[:-12]):
+        with pytest.raises(CorruptRecord, match="at byte 0: not a readable parquet file"):
+            plan_splits(lambda data=broken: io.BytesIO(data), len(broken), "parquet", "none", 1)
+        with pytest.raises(CorruptRecord, match="not a readable parquet file"):
+            _read(broken, "parquet", "none", Split(0, 1))
 
 
 def test_parquet_values_without_a_json_type_are_written_as_strings():

@@ -83,3 +83,18 @@ def test_a_crash_between_snapshot_and_new_journal_replays_harmlessly(tmp_path):
     j.close()
     (tmp_path / JOURNAL).write_text(old_journal)  # as if the journal was never emptied
     assert TaskJournal(tmp_path).state[a.id]["records"] == 3
+
+
+def test_committed_checkpoints_survive_in_journal_and_snapshot(tmp_path):
+    from primus_runtime.data.journal import read_checkpoints
+
+    j = TaskJournal(tmp_path)
+    j.checkpoint("worker-0", "ckpt-1")
+    j.checkpoint("worker-0", "ckpt-2")
+    j.checkpoint("worker-1", "ckpt-9")
+    j.flush()
+    assert read_checkpoints(tmp_path) == {"worker-0": "ckpt-2", "worker-1": "ckpt-9"}
+    j.compact()
+    j.close()
+    assert (tmp_path / JOURNAL).read_text() == ""
+    assert TaskJournal(tmp_path).checkpoints == {"worker-0": "ckpt-2", "worker-1": "ckpt-9"}

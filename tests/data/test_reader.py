@@ -37,3 +37,22 @@ def test_framing_comes_from_the_spec_and_sources_must_agree():
     with pytest.raises(SpecError, match="every source of a job must be fed the same way"):
         JobSpec.from_dict({**base, "input": {"sources": [{"name": "a", "path": "/d", "format": "tfrecord"},
                                                          {"name": "b", "path": "/e", "format": "text"}]}})
+
+
+def test_commit_appends_the_records_read_so_far(tmp_path, monkeypatch):
+    import json
+
+    from primus_runtime.data import reader
+
+    commits = tmp_path / "commits.jsonl"
+    monkeypatch.setenv("PRIMUS_DATA_COMMIT_FILE", str(commits))
+    monkeypatch.setenv("PRIMUS_RESTORE_CHECKPOINT", "ckpt-7")
+    monkeypatch.setattr(reader, "_consumed", 0)
+    it = reader.records(io.BytesIO(b"a\nb\nc\n"), "lines")
+    next(it), next(it)
+    assert reader.commit("ckpt-8") == 2 and reader.restore_checkpoint() == "ckpt-7"
+    assert [json.loads(line) for line in commits.read_text().splitlines()] == [{"checkpoint": "ckpt-8",
+                                                                                "records": 2}]
+    monkeypatch.delenv("PRIMUS_DATA_COMMIT_FILE")
+    with pytest.raises(RuntimeError, match="not delivered exactly once"):
+        reader.commit("x")

@@ -166,6 +166,19 @@ class ApplicationMaster(BackendEvents):
             return self.data.resume()
         return self.data.status()
 
+    async def request_savepoint(self, directory: str) -> dict[str, Any]:
+        """Write every input task's position to ``directory``; what was saved."""
+        if self.data is None:
+            raise RequestError(404, "this job has no input")
+        if not directory.startswith(("/", "file://")):
+            raise RequestError(400, f"dir must be an absolute path or a file:// URL, got {directory!r}")
+        try:
+            saved = await self.data.savepoint(directory)
+        except (OSError, ValueError) as exc:
+            raise RequestError(400, f"cannot write a savepoint to {directory}: {exc}") from None
+        self.record.add_event("data", None, "savepoint", f"{saved['tasks']} task positions saved to {directory}")
+        return saved
+
     # --- the data plane's reports (DataEvents) ---------------------------------------
 
     def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None:
@@ -206,6 +219,8 @@ class ApplicationMaster(BackendEvents):
             return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
         ex.last_seen = time.monotonic()
         if ex.stop_reason is not None:
+            if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
+                self.data.heartbeat(ex.incarnation, {**body, "need_tasks": 0}, slot=ex.id)  # its last positions
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
         if body.get("state") == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED:
             self._set(ex, ExecutorState.RUNNING, "trainer started")
@@ -221,7 +236,7 @@ class ApplicationMaster(BackendEvents):
             reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
         if self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
                 and ex.stop_reason is None and (reply is None or reply["command"] != protocol.CMD_KILL):
-            data = self.data.heartbeat(ex.incarnation, body)
+            data = self.data.heartbeat(ex.incarnation, body, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
         return NONE_REPLY if reply is None else reply
@@ -309,7 +324,7 @@ class ApplicationMaster(BackendEvents):
         if record.finishing is not None:
             if not self._live:
                 if self.data is not None:
-                    self.data.finish(record.finishing is JobState.SUCCEEDED)
+                    self.data.finish(record.finishing.value)
                 self._set_job(record.finishing, self._finish_reason)
                 self._write_status()
                 self.done.set()
@@ -346,7 +361,9 @@ class ApplicationMaster(BackendEvents):
             "cluster": cluster_payload(self.record),
         }
         if self.data is not None and ex.role in self._fed_roles:
-            start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor}
+            start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor,
+                             "exit_grace": self.data.spec.exit_grace, "delivery": self.data.spec.delivery,
+                             "restore_checkpoint": self.data.checkpoint(ex.id)}
         return {"command": protocol.CMD_START, "start": start}
 
     # --- executors: create, launch, stop -----------------------------------------------

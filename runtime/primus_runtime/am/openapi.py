@@ -68,6 +68,9 @@ def openapi_document() -> dict[str, Any]:
             f"{v1}/data/suspend": {"post": _op("Stop handing out input tasks (executors finish what they hold); "
                                                "the data status", body={"type": "object"})},
             f"{v1}/data/resume": {"post": _op("Hand out input tasks again; the data status", body={"type": "object"})},
+            f"{v1}/data/savepoint": {"post": _op(
+                "Write every input task's position to a directory; a job with input.restore_from there resumes "
+                "from it", body={"type": "object", "required": ["dir"], "properties": {"dir": {"type": "string"}}})},
             f"{v1}/executors/register": {"post": _op("Executor protocol: register an incarnation", body={
                 "type": "object", "required": ["id", "incarnation", "host"],
                 "properties": {**_IDS, "host": {"type": "string"}, "ports": {"type": "array"},

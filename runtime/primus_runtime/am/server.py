@@ -141,6 +141,12 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     async def data_resume(request: web.Request) -> web.Response:
         return _json(am.request_data("resume"))
 
+    async def data_savepoint(request: web.Request) -> web.Response:
+        directory = (await body_of(request)).get("dir")
+        if not isinstance(directory, str) or not directory:
+            raise RequestError(400, f"dir must be a directory path, got {directory!r}")
+        return _json(await am.request_savepoint(directory))
+
     app = web.Application(client_max_size=1 << 20)
     app.router.add_get("/", status_page)
     prefix = protocol.API_PREFIX
@@ -160,6 +166,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         ("GET", prefix + "/data", data),
         ("POST", prefix + "/data/suspend", data_suspend),
         ("POST", prefix + "/data/resume", data_resume),
+        ("POST", prefix + "/data/savepoint", data_savepoint),
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, authorized(handler))

@@ -86,6 +86,8 @@ class TaskStore(Protocol):
 
     def changed(self, task: Task) -> None: ...
 
+    def checkpoint(self, slot: str, checkpoint: str) -> None: ...
+
 
 class Dispatcher:
     def __init__(self, spec: InputSpec, events: DataEvents, store: TaskStore | None = None,
@@ -113,6 +115,8 @@ class Dispatcher:
         self.limit = spec.max_tasks_per_executor + spec.prefetch
         self.failure: str | None = None
         self.quarantined: list[str] = []
+        self.exactly_once = spec.delivery == "exactly_once"
+        self.checkpoints: dict[str, str] = {}  # executor id -> last committed checkpoint (exactly-once)
 
     # --- from the scanner ---
 
@@ -163,6 +167,9 @@ class Dispatcher:
             return
         self._check_complete()
 
+    def fail(self, reason: str) -> None:
+        self._fail(reason)
+
     def scan_failed(self, reason: str) -> None:
         self._fail(f"scanning failed: {reason}")
 
@@ -171,9 +178,15 @@ class Dispatcher:
 
     # --- from executors ---
 
-    def heartbeat(self, holder: str, report: dict[str, Any]) -> dict[str, Any]:
-        """Apply an executor's data report; the data part of the reply."""
+    def heartbeat(self, holder: str, report: dict[str, Any], slot: str | None = None) -> dict[str, Any]:
+        """Apply an executor's data report; the data part of the reply. ``slot``: the executor id
+        (role-index) whose replacement is told the last committed checkpoint (exactly-once)."""
         held = self.held.setdefault(holder, {})
+        commit = report.get("commit")
+        if slot is not None and isinstance(commit, dict) and commit.get("checkpoint") is not None:
+            self.checkpoints[slot] = str(commit["checkpoint"])
+            if self.store is not None:
+                self.store.checkpoint(slot, self.checkpoints[slot])
         for task_id, position in (report.get("progress") or {}).items():
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder:
@@ -207,7 +220,11 @@ class Dispatcher:
             need -= 1
         if resend or new:
             reply["tasks"] = resend + new
-        if self.state == "exhausted" or (self.enough and not self.counts[TaskState.RUNNING]):
+        if self.state == "exhausted" or (self.enough and not self.counts[TaskState.RUNNING]) or (
+                self.exactly_once and self.scan_complete and not self.counts[TaskState.QUEUED]
+                and self.failure is None):
+            # Exactly-once: nothing is left to hand out, so executors close stdin once they have
+            # written what they hold; the trainers commit the rest and exit.
             reply["data_exhausted"] = True
         self._sample_rate()
         return reply
@@ -252,13 +269,20 @@ class Dispatcher:
             if self.state == "suspended":
                 self._set_state("running" if self.tasks else "scanning", "resumed on request")
 
-    def finish(self, succeeded: bool) -> None:
-        """The job ended: the final data state."""
-        if self.state not in ("failed", "succeeded"):
-            self.state = "succeeded" if succeeded and self.state == "exhausted" else (
-                "failed" if not succeeded or self.failure else self.state)
+    def finish(self, job_state: str) -> None:
+        """The job ended (succeeded, failed or killed): the final data state. A killed job's input
+        keeps the state it had (running, suspended...): it can be resumed from its journal."""
+        if self.state in ("failed", "succeeded") or job_state == "killed":
+            return
+        self.state = "succeeded" if job_state == "succeeded" and self.failure is None else "failed"
 
     # --- views ---
+
+    def saved_state(self) -> dict[str, dict[str, Any]]:
+        """Every task's position, as a savepoint keeps it (``journal.write_snapshot``)."""
+        return {t.id: {"state": t.state.value if t.state.resolved else "queued", "records": t.records,
+                       "bytes": t.bytes_done, "attempts": t.attempts, "error": t.error}
+                for t in self.tasks.values()}
 
     @property
     def watermark(self) -> str | None:

@@ -231,7 +231,8 @@ def _pads() -> list[bytes]:
             prefix ^= q
         assert after_four(prefix) == 0xFFFFFFFF
         head = _U32.pack(prefix)
-        _PADS.extend(bytes(p - 4) + head if p >= 4 else b"" for p in range(_MANY_WIDTH + 4))
+        # One slice assignment (no Python code runs in it): reader threads never see a half-built list.
+        _PADS[:] = [bytes(p - 4) + head if p >= 4 else b"" for p in range(_MANY_WIDTH + 4)]
     return _PADS
 
 
@@ -856,9 +857,19 @@ def _parquet() -> Any:
     return pq
 
 
+def _parquet_file(fileobj: IO[bytes]) -> Any:
+    pq = _parquet()
+    import pyarrow as pa
+
+    try:
+        return pq.ParquetFile(fileobj)
+    except pa.ArrowInvalid as exc:
+        raise CorruptRecord(0, f"not a readable parquet file: {exc}") from exc
+
+
 def _plan_parquet(opener: Callable[[], IO[bytes]], target_bytes: int) -> list[Split]:
     with opener() as fileobj:
-        meta = _parquet().ParquetFile(fileobj).metadata
+        meta = _parquet_file(fileobj).metadata
         sizes = []
         for index in range(meta.num_row_groups):
             group = meta.row_group(index)
@@ -889,7 +900,7 @@ def _json_value(value: Any) -> Any:
 
 
 def _read_parquet(fileobj: IO[bytes], start: int, end: int, skip: int) -> Iterator[tuple[bytes, int]]:
-    parquet_file = _parquet().ParquetFile(fileobj)
+    parquet_file = _parquet_file(fileobj)
     meta = parquet_file.metadata
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_value).encode
     n = 0

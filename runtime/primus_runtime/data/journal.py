@@ -7,8 +7,9 @@ Kept in ``work_preserve_dir`` as two files:
     replaced atomically (write a temporary file, fsync, ``os.replace``).
 ``tasks.journal``
     one JSON object per line, appended after the snapshot was taken:
-    ``{"op": "add", "task": {...}}`` and ``{"op": "set", "id", "state", "records", "bytes",
-    "attempts", "error"}``. Every line carries absolute values, so replaying a line twice
+    ``{"op": "add", "task": {...}}``, ``{"op": "set", "id", "state", "records", "bytes",
+    "attempts", "error"}`` and ``{"op": "checkpoint", "slot", "id"}`` (exactly-once: the
+    checkpoint an executor index last committed). Every line carries absolute values, so replaying a line twice
     changes nothing.
 
 Changes are buffered and written with one ``write`` + ``fsync`` at most every
@@ -44,6 +45,7 @@ class TaskJournal:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state: dict[str, dict[str, Any]] = self.recover()
+        self.checkpoints: dict[str, str] = read_checkpoints(self.dir)  # executor id -> committed checkpoint
         self._pending: list[str] = []
         self._dirty: dict[str, Task] = {}
         self._flushed_at = 0.0
@@ -54,29 +56,7 @@ class TaskJournal:
 
     def recover(self) -> dict[str, dict[str, Any]]:
         """Task id -> last known {state, records, bytes, attempts, error}: the snapshot, then the journal."""
-        state: dict[str, dict[str, Any]] = {}
-        snapshot = self.dir / SNAPSHOT
-        if snapshot.exists():
-            state = json.loads(snapshot.read_text())["tasks"]
-        journal = self.dir / JOURNAL
-        if journal.exists():
-            lines = journal.read_bytes().split(b"\n")
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    if number < len(lines):  # not the torn last line of a crash in the middle of a write
-                        log.warning("%s line %d is damaged; skipped", journal, number)
-                    continue
-                if entry.get("op") == "set":
-                    state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error")
-                                          if k in entry}
-                elif entry.get("op") == "add":
-                    state.setdefault(entry["task"]["id"], {"state": "queued", "records": 0, "bytes": 0,
-                                                           "attempts": 0})
-        return state
+        return recover(self.dir)
 
     def _cut_torn_line(self) -> int:
         """Drop a torn last line, so that new lines are not glued to it; the lines left."""
@@ -99,6 +79,11 @@ class TaskJournal:
 
     def changed(self, task: Task) -> None:
         self._dirty[task.id] = task
+
+    def checkpoint(self, slot: str, checkpoint: str) -> None:
+        if self.checkpoints.get(slot) != checkpoint:
+            self.checkpoints[slot] = checkpoint
+            self._pending.append(json.dumps({"op": "checkpoint", "slot": slot, "id": checkpoint}))
 
     # --- writing ---
 
@@ -128,12 +113,7 @@ class TaskJournal:
 
     def compact(self) -> None:
         """A new snapshot of every task, then an empty journal."""
-        tmp = self.dir / (SNAPSHOT + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"version": 1, "written_at": time.time(), "tasks": self.state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.dir / SNAPSHOT)
+        write_snapshot(self.dir, self.state, self.checkpoints)
         self._file.close()
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
@@ -142,3 +122,64 @@ class TaskJournal:
     def close(self) -> None:
         self.flush()
         self._file.close()
+
+
+def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The task states kept in ``directory`` (a work-preserve dir or a savepoint): snapshot + journal."""
+    directory = Path(directory)
+    state: dict[str, dict[str, Any]] = {}
+    snapshot = directory / SNAPSHOT
+    if snapshot.exists():
+        state = json.loads(snapshot.read_text())["tasks"]
+    journal = directory / JOURNAL
+    if journal.exists():
+        lines = journal.read_bytes().split(b"\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                if number < len(lines):  # not the torn last line of a crash in the middle of a write
+                    log.warning("%s line %d is damaged; skipped", journal, number)
+                continue
+            if entry.get("op") == "set":
+                state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error")
+                                      if k in entry}
+            elif entry.get("op") == "add":
+                state.setdefault(entry["task"]["id"], {"state": "queued", "records": 0, "bytes": 0, "attempts": 0})
+    return state
+
+
+def read_checkpoints(directory: str | Path) -> dict[str, str]:
+    """Exactly-once: executor id -> the checkpoint its trainer last committed, as kept in ``directory``."""
+    directory = Path(directory)
+    checkpoints: dict[str, str] = {}
+    snapshot = directory / SNAPSHOT
+    if snapshot.exists():
+        checkpoints = dict(json.loads(snapshot.read_text()).get("checkpoints", {}))
+    journal = directory / JOURNAL
+    if journal.exists():
+        for line in journal.read_bytes().splitlines():
+            if b'"checkpoint"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("op") == "checkpoint":
+                checkpoints[str(entry["slot"])] = str(entry["id"])
+    return checkpoints
+
+
+def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
+                   checkpoints: dict[str, str] | None = None) -> None:
+    """``tasks.snapshot.json`` in ``directory``, replaced atomically (tmp file, fsync, rename)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / (SNAPSHOT + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / SNAPSHOT)

@@ -12,10 +12,18 @@ then the record). ``records()`` undoes the framing::
 
 ``torch_dataset()`` wraps the same iterator as a ``torch.utils.data.IterableDataset``
 (use it with ``num_workers=0``: there is one stdin).
+
+With ``delivery: exactly_once``, call ``commit(checkpoint_id)`` right after saving a model
+checkpoint: the records read so far (through ``records()``) count as consumed, and a
+replacement trainer resumes after them; it finds the checkpoint to load in
+``restore_checkpoint()``. A trainer in another language appends the same line,
+``{"checkpoint": "<id>", "records": <records read from stdin so far>}``, to
+``$PRIMUS_DATA_COMMIT_FILE``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import sys
@@ -23,6 +31,9 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 FRAMING_ENV = "PRIMUS_INPUT_FRAMING"
+COMMIT_FILE_ENV = "PRIMUS_DATA_COMMIT_FILE"
+RESTORE_ENV = "PRIMUS_RESTORE_CHECKPOINT"
+_consumed = 0  # records yielded by records() in this process
 _LENGTH = struct.Struct(">I")
 
 
@@ -34,8 +45,10 @@ def records(stream: IO[bytes] | None = None, framing: str | None = None) -> Iter
     """Every record on ``stream`` (default: stdin), without its framing, until EOF."""
     stream = stream if stream is not None else sys.stdin.buffer
     framing = framing or os.environ.get(FRAMING_ENV, "lines")
+    global _consumed
     if framing == "lines":
         for line in stream:
+            _consumed += 1
             yield line[:-1] if line.endswith(b"\n") else line
     elif framing == "length_prefixed":
         while True:
@@ -48,9 +61,31 @@ def records(stream: IO[bytes] | None = None, framing: str | None = None) -> Iter
             record = stream.read(size)
             if len(record) < size:
                 raise TruncatedRecord(f"input ended inside a record ({len(record)} of {size} bytes)")
+            _consumed += 1
             yield record
     else:
         raise ValueError(f"{FRAMING_ENV} must be 'lines' or 'length_prefixed', got {framing!r}")
+
+
+def commit(checkpoint: str) -> int:
+    """Exactly-once: the records read so far are consumed, with model checkpoint ``checkpoint``
+    saved; the number of records committed. Call it right after the checkpoint is durable."""
+    path = os.environ.get(COMMIT_FILE_ENV)
+    if not path:
+        raise RuntimeError(f"{COMMIT_FILE_ENV} is not set: the job's input is not delivered exactly once")
+    line = json.dumps({"checkpoint": str(checkpoint), "records": _consumed}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return _consumed
+
+
+def restore_checkpoint() -> str | None:
+    """Exactly-once: the checkpoint this trainer should load before reading (None: start fresh)."""
+    return os.environ.get(RESTORE_ENV) or None
 
 
 def torch_dataset(stream: IO[bytes] | None = None, framing: str | None = None) -> Any:

@@ -9,20 +9,38 @@ writer, a full buffer blocks the readers: backpressure all the way to the files.
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
-when the trainer dies was never consumed. So a position counts only once its chunk
-has left the pipe (``FIONREAD`` on the pipe says how much is unread) and another
-``SLACK_BYTES`` have left after it, or once the pipe has been empty for
-``QUIET_SECONDS`` with nothing more to write. The price is bounded duplicates after a
-crash (at-least-once), never lost records.
+when the trainer dies was never consumed. So a position counts only once
+
+- its chunk has left the pipe (``FIONREAD`` on the pipe says how much is unread) and
+  another ``SLACK_BYTES`` have left after it (room for the trainer's read buffer), or
+- the pipe is empty and a process of the trainer's group is blocked reading it
+  (``/proc/<pid>/wchan``): a trainer that reads its stdin in a loop asks for more only
+  once it is done with what it read, so everything written so far was consumed, or
+- (where /proc cannot tell, or the trainer waits with select/poll) the pipe has been
+  empty for ``QUIET_SECONDS`` with nothing more written.
+
+The price is bounded duplicates after a crash (at-least-once), never lost records for a
+trainer that reads stdin in a loop. A trainer that reads ahead into queues of its own
+should keep them smaller than ``SLACK_BYTES``.
 
 When the AM says the input is exhausted and this executor holds no task, the pipe is
 closed: the trainer reads EOF and exits on its own.
+
+Exactly-once (``delivery: exactly_once``): positions count only once the trainer has
+committed them. It appends ``{"checkpoint": id, "records": n}`` lines to
+``PRIMUS_DATA_COMMIT_FILE`` right after saving a model checkpoint (``data.reader.commit``
+does it), ``n`` being the records it has read from stdin so far; the executor maps ``n``
+back to task positions through the log of what it wrote. A replacement trainer resumes
+from the committed positions and finds the checkpoint to restore in
+``PRIMUS_RESTORE_CHECKPOINT``. Here the pipe is closed once nothing is left to hand out
+and everything held is written; a trainer that then exits 0 has consumed it all.
 """
 
 from __future__ import annotations
 
 import collections
 import fcntl
+import json
 import logging
 import os
 import queue
@@ -39,7 +57,7 @@ log = logging.getLogger("primus.executor")
 CHUNK_BYTES = 64 * 1024  # framed records per write, and the granularity of positions
 BUFFER_CHUNKS = 32  # chunks read ahead of the trainer (2 MiB)
 SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
-QUIET_SECONDS = 0.5
+QUIET_SECONDS = 5.0
 
 
 class _TaskFeed:
@@ -54,6 +72,19 @@ class _TaskFeed:
         self.read_done = False  # the reader is finished with it
         self.written_end: int | None = None  # stream offset after its last chunk, once written
         self.error: str | None = None
+        self.written_records = self.skip  # position after the last chunk written
+        self.committed_done = False  # exactly-once: every record committed
+
+
+class _Segment:
+    """One chunk as written: stream records [first, last) are the task's records [task_first, task_last)."""
+
+    __slots__ = ("first", "last", "task", "task_first", "task_last", "nbytes", "final")
+
+    def __init__(self, first: int, last: int, task: _TaskFeed, task_first: int, task_last: int, nbytes: int,
+                 final: bool):
+        self.first, self.last, self.task = first, last, task
+        self.task_first, self.task_last, self.nbytes, self.final = task_first, task_last, nbytes, final
 
 
 def open_input(url: str) -> BinaryIO:
@@ -71,9 +102,18 @@ class Feeder:
     """Reads assigned tasks into the trainer's stdin; reports positions on heartbeats."""
 
     def __init__(self, stdin: IO[bytes], max_tasks: int, readers: int = 1,
-                 wake: threading.Event | None = None):
+                 wake: threading.Event | None = None, reader_group: int | None = None,
+                 commit_file: str | None = None):
         self.stdin = stdin
+        self.commit_file = commit_file  # exactly-once: where the trainer commits, None = at-least-once
+        self._commit_offset = 0
+        self.checkpoint: str | None = None
+        self.committed_records = 0
+        self.total_records = 0
+        self.segments: collections.deque[_Segment] = collections.deque()
         self.fd = stdin.fileno()
+        self.reader_group = reader_group  # process group of the trainer (who reads the pipe)
+        self.pipe = f"pipe:[{os.fstat(self.fd).st_ino}]"
         self.max_tasks = max_tasks
         self.wake = wake or threading.Event()
         self.lock = threading.Lock()
@@ -84,6 +124,7 @@ class Feeder:
         self.last_write = time.monotonic()
         self.exhausted = False
         self.closed = False
+        self.closed_at: float | None = None  # when the trainer's stdin was closed because the input ended
         self.broken = False  # the trainer closed its end
         self._threads = [threading.Thread(target=self._read_loop, name=f"primus-feed-reader-{i}", daemon=True)
                          for i in range(max(1, readers))]
@@ -93,26 +134,68 @@ class Feeder:
 
     # --- the heartbeat side (executor main thread) ---
 
-    def report(self) -> dict[str, Any]:
-        """The data part of the next heartbeat."""
+    def report(self, everything_consumed: bool = False) -> dict[str, Any]:
+        """The data part of the next heartbeat. ``everything_consumed``: the trainer exited 0 after EOF."""
         with self.lock:
-            confirmed = self._confirmed_offset()
             progress: dict[str, dict[str, int]] = {}
             done: list[str] = []
             failed: dict[str, str] = {}
+            if self.commit_file is not None:
+                self._read_commits()
+                self._apply_commits(self.total_records if everything_consumed else self.committed_records)
+            else:
+                confirmed = self.total_written if everything_consumed else self._confirmed_offset()
+                for task in self.tasks.values():
+                    while task.written and task.written[0][0] <= confirmed:
+                        _, task.records, task.bytes = task.written.popleft()
+                    task.committed_done = task.written_end is not None and task.written_end <= confirmed
             for task in self.tasks.values():
-                while task.written and task.written[0][0] <= confirmed:
-                    _, task.records, task.bytes = task.written.popleft()
                 progress[task.id] = {"records": task.records, "bytes": task.bytes}
-                if task.written_end is not None and task.written_end <= confirmed:
+                if task.committed_done:
                     if task.error is None:
                         done.append(task.id)
                     else:
                         failed[task.id] = task.error
             # A task counts against max_tasks until its last record is in the pipe.
             feeding = sum(1 for t in self.tasks.values() if t.written_end is None)
-            return {"need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - feeding),
-                    "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
+            report: dict[str, Any] = {
+                "need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - feeding),
+                "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
+            if self.checkpoint is not None:
+                report["commit"] = {"checkpoint": self.checkpoint, "records": self.committed_records}
+            return report
+
+    def _read_commits(self) -> None:
+        """The trainer's latest commit: ``{"checkpoint", "records"}`` lines appended to the commit file."""
+        assert self.commit_file is not None
+        try:
+            with open(self.commit_file, "rb") as f:
+                f.seek(self._commit_offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for line in data[:end].splitlines():
+            try:
+                entry = json.loads(line)
+                records = int(entry["records"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("ignoring a malformed commit line: %r", line[:200])
+                continue
+            if records >= self.committed_records:
+                self.committed_records = min(records, self.total_records)
+                self.checkpoint = str(entry.get("checkpoint", ""))
+        self._commit_offset += end
+
+    def _apply_commits(self, upto: int) -> None:
+        """Task positions from the first ``upto`` records of the stream."""
+        while self.segments and self.segments[0].last <= upto:
+            seg = self.segments.popleft()
+            seg.task.records, seg.task.bytes = seg.task_last, seg.task.bytes + seg.nbytes
+            seg.task.committed_done = seg.final
+        if self.segments and self.segments[0].first < upto:
+            seg = self.segments[0]
+            seg.task.records = seg.task_first + (upto - seg.first)
 
     def reported(self, report: dict[str, Any], reply: dict[str, Any]) -> None:
         """The AM took ``report``; ``reply`` may assign tasks or say the input is exhausted."""
@@ -126,7 +209,8 @@ class Feeder:
                 self.tasks[task.id] = task
                 self.todo.put(task)
             self.exhausted = bool(reply.get("data_exhausted"))
-            if self.exhausted and not self.tasks:
+            if self.exhausted and (not self.tasks or (self.commit_file is not None and all(
+                    t.written_end is not None for t in self.tasks.values()))):
                 self._close()
 
     def _confirmed_offset(self) -> int:
@@ -136,13 +220,36 @@ class Feeder:
             unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
         except OSError:
             return -1
-        if unread == 0 and self.buffer.empty() and time.monotonic() - self.last_write >= QUIET_SECONDS:
+        if unread == 0 and (self._reader_waiting() or time.monotonic() - self.last_write >= QUIET_SECONDS):
             return self.total_written
         return self.total_written - unread - SLACK_BYTES
+
+    def _reader_waiting(self) -> bool:
+        """Whether a process of the trainer's group is blocked reading the (empty) pipe."""
+        if self.reader_group is None:
+            return False
+        try:
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return False
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) != self.reader_group:
+                        continue
+                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:
+                    continue
+                with open(f"/proc/{pid}/wchan") as f:
+                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
+                        return True
+            except (OSError, ValueError, IndexError):
+                continue
+        return False
 
     def _close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.closed_at = time.monotonic()
             log.info("input exhausted: closing the trainer's stdin")
             self.buffer.put(None)  # the writer closes the pipe after what it has
 
@@ -213,6 +320,12 @@ class Feeder:
                 self.total_written += len(data)
                 self.last_write = time.monotonic()
                 task.written.append((self.total_written, records, nbytes))
+                count = records - task.written_records
+                if self.commit_file is not None:
+                    self.segments.append(_Segment(self.total_records, self.total_records + count, task,
+                                                  task.written_records, records, len(data), last))
+                self.total_records += count
+                task.written_records = records
                 if last:
                     task.written_end = self.total_written
             if last:

@@ -123,6 +123,12 @@ class Executor:
         env[protocol.TRAINER_ENV_CLUSTER_FILE] = self.cluster_file
         self._write_cluster(start["cluster"])
         feed = start.get("feed")
+        commit_file = None
+        if feed is not None and feed.get("delivery") == "exactly_once":
+            commit_file = os.path.join(self.config.log_dir, "commits.jsonl")
+            env[protocol.TRAINER_ENV_COMMIT_FILE] = commit_file
+            if feed.get("restore_checkpoint"):
+                env[protocol.TRAINER_ENV_RESTORE_CHECKPOINT] = str(feed["restore_checkpoint"])
         try:
             self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
                                           fed=feed is not None)
@@ -130,7 +136,8 @@ class Executor:
             return self._finish(protocol.EXIT_LAUNCH_FAILED, f"cannot launch {start['command'][0]!r}: {exc}")
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
         if feed is not None and self.trainer.proc.stdin is not None:
-            self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)))
+            self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
+                                 reader_group=self.trainer.pid, commit_file=commit_file)
         while True:
             if self.stop_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None
@@ -142,26 +149,53 @@ class Executor:
                     self._write_cluster(reply["cluster"])
                 if self.feeder is not None and report is not None and reply.get("command") != protocol.CMD_KILL:
                     self.feeder.reported(report, reply)
+                    self._check_exit_grace(feed)
             if self.stop_reason is not None:
                 if self.feeder is not None:
                     self.feeder.stop()
-                return self._finish(self.trainer.stop(self.config.kill_grace), self.stop_reason)
+                code = self.trainer.stop(self.config.kill_grace)
+                self._last_commits(code)
+                return self._finish(code, self.stop_reason)
             exited = self._wait_trainer(self.interval)  # returns as soon as the trainer exits
             if exited is not None:
+                self._last_commits(exited)
                 log.info("trainer exited with %d", exited)
                 return self._finish(exited, f"trainer exited {exited}")
 
+    def _last_commits(self, code: int) -> None:
+        """Exactly-once: the trainer's last commits reach the AM before the exit does (a task must
+        not go back to the queue at an older position than the one committed). A trainer that
+        exits 0 after EOF consumed everything it was fed."""
+        if self.feeder is None or self.feeder.commit_file is None:
+            return
+        report = self.feeder.report(everything_consumed=code == 0 and self.feeder.closed_at is not None)
+        report["need_tasks"] = 0
+        self._call(protocol.HEARTBEAT_PATH, {
+            "id": self.config.id, "incarnation": self.config.incarnation, "state": protocol.REPORT_RUNNING,
+            "cluster_version": self.cluster_version, "wait": False, **report,
+        }, give_up_after=min(5.0, self.config.heartbeat_timeout))
+
+    def _check_exit_grace(self, feed: dict[str, Any] | None) -> None:
+        """A trainer still running ``exit_grace`` seconds after its input ended is stopped."""
+        grace = (feed or {}).get("exit_grace")
+        closed_at = self.feeder.closed_at if self.feeder is not None else None
+        if grace is not None and closed_at is not None and time.monotonic() - closed_at > float(grace):
+            self.request_stop(f"the trainer did not exit within {float(grace):g}s of the end of its input "
+                              f"(input.exit_grace)")
+
     def _wait_trainer(self, timeout: float) -> int | None:
-        """The trainer's exit code, or None after ``timeout`` (sooner when the feeder wants a heartbeat)."""
+        """The trainer's exit code, or None after ``timeout``; sooner (but not before a fifth of it)
+        when the feeder has room for another task, so that small tasks do not flood the AM."""
         if self.feeder is None or self.trainer is None:
             return self.trainer.wait(timeout) if self.trainer is not None else None
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
         while True:
             left = deadline - time.monotonic()
             exited = self.trainer.wait(max(0.0, min(left, 0.05)))
             if exited is not None or left <= 0:
                 return exited
-            if self.feeder.wake.is_set():
+            if self.feeder.wake.is_set() and time.monotonic() - start >= timeout / 5:
                 self.feeder.wake.clear()
                 return None
 
