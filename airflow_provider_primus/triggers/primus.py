@@ -139,6 +139,7 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         # leaves the job alone.
         if self.on_kill_action != "kill":
             return
+        self.log.info("Deferred task killed: stopping Primus job %s", self.app_id)
         hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
         try:
             await hook.akill(self.app_id, "the deferred Airflow task was killed")
