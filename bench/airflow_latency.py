@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "provider"))
-from live_airflow import LiveAirflow, wait_until  # noqa: E402
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "provider")]  # tests/conftest.py is `conftest`
+from live_airflow import LiveAirflow  # noqa: E402
 
+from conftest import wait_for  # noqa: E402
 from primus_runtime.client import PrimusClient  # noqa: E402
 
 RUNS = int(os.environ.get("RUNS", 3))
@@ -57,7 +58,7 @@ def wait_state(client: PrimusClient, app_id: str, states: tuple[str, ...], timeo
     def reached() -> dict[str, Any] | None:
         status = client.status(app_id)
         return status if status["job"]["state"] in states else None
-    return wait_until(reached, timeout, f"job {app_id} to be {'/'.join(states)}", poll=0.05)
+    return wait_for(reached, timeout, f"job {app_id} to be {'/'.join(states)}", poll=0.05)
 
 
 def when(status: dict[str, Any], state: str, seen: float) -> float:
@@ -81,13 +82,13 @@ class AirflowRun:
             raise RuntimeError(f"task is {ti['state']}, not deferred:\n{live.report(DAG_ID)}")
         self.spec: dict[str, Any] = ti["rendered_fields"]["spec"]  # what the task submitted
         tags = {"dag_id": DAG_ID, "task_id": "train", "run_id": run_id, "map_index": "-1"}
-        (job,) = wait_until(lambda: client.list(tags), 60, "the task's Primus job")
+        (job,) = wait_for(lambda: client.list(tags), 60, "the task's Primus job")
         app_id = job["app_id"]
         running = when(wait_state(client, app_id, ("running",)), "running", time.time())
         self.start_to_running = running - iso_time(ti["start_date"])
         self.trigger_to_running = running - triggered  # what a user waits for, scheduling included
 
-        wait_until(lambda: f"Primus job {app_id} running" in live.task_log(DAG_ID, run_id, "train", 1), 60,
+        wait_for(lambda: f"Primus job {app_id} running" in live.task_log(DAG_ID, run_id, "train", 1), 60,
                    "the trigger to watch the job", poll=0.5)
         marked = time.time()
         live.set_task_state(DAG_ID, run_id, "train", "failed")

@@ -31,9 +31,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from conftest import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 LIVE_DAGS = Path(__file__).resolve().parent / "live_dags"
@@ -48,18 +50,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.2) -> Any:
-    """Poll until ``predicate()`` is truthy; its value. Raises AssertionError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(poll)
 
 
 def _environments() -> Iterator[tuple[int, list[bytes]]]:
@@ -235,7 +225,7 @@ class LiveAirflow:
         for attempt in range(3):
             self._start_components()
             try:
-                wait_until(self._healthy, timeout, "the Airflow components to report healthy", poll=1.0)
+                wait_for(self._healthy, timeout, "the Airflow components to report healthy", poll=1.0)
                 return
             except PortTaken:  # another process took the free port first: a new port, once more
                 self.stop()
@@ -399,7 +389,7 @@ class LiveAirflow:
             if dag.get("is_paused"):
                 self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
             return dag
-        return wait_until(parsed, timeout, f"DAG {dag_id} to be parsed", poll=1.0)
+        return wait_for(parsed, timeout, f"DAG {dag_id} to be parsed", poll=1.0)
 
     def trigger_dag(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
         """POST a manual DAG run (as the UI's Trigger button does); its run id."""
@@ -443,11 +433,11 @@ class LiveAirflow:
         def reached() -> dict[str, Any] | None:
             ti = self.task_instance(dag_id, run_id, task_id)
             return ti if ti["state"] in states else None
-        return wait_until(reached, timeout, f"{dag_id}.{task_id} ({run_id}) to be {'/'.join(states)}", poll=0.5)
+        return wait_for(reached, timeout, f"{dag_id}.{task_id} ({run_id}) to be {'/'.join(states)}", poll=0.5)
 
     def wait_for_run_state(self, dag_id: str, run_id: str, states: tuple[str, ...] = ("success", "failed"),
                            timeout: float = 240.0) -> dict[str, Any]:
         def ended() -> dict[str, Any] | None:
             run = self.dag_run(dag_id, run_id)
             return run if run["state"] in states else None
-        return wait_until(ended, timeout, f"DAG run {dag_id} {run_id} to be {'/'.join(states)}", poll=1.0)
+        return wait_for(ended, timeout, f"DAG run {dag_id} {run_id} to be {'/'.join(states)}", poll=1.0)

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from conftest import wait_for
 from primus_runtime.backends.local import processes_of_job
 from primus_runtime.client import PrimusClient
 
-from .live_airflow import LiveAirflow, ancestors, cmdline, pids_with_cmdline, wait_until
+from .live_airflow import LiveAirflow, ancestors, cmdline, pids_with_cmdline
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(600)
@@ -49,7 +50,7 @@ def job_of(client: PrimusClient, tags: dict[str, str], states: tuple[str, ...], 
         if jobs and client.status(jobs[0]["app_id"])["job"]["state"] in states:
             return jobs[0]
         return None
-    return wait_until(found, timeout, f"a Primus job tagged {tags} to be {'/'.join(states)}", poll=0.2)
+    return wait_for(found, timeout, f"a Primus job tagged {tags} to be {'/'.join(states)}", poll=0.2)
 
 
 def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
@@ -67,7 +68,7 @@ def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
         assert live.xcom(dag_id, run_id, "train", "app_id") == app_id
         assert processes_of_job(app_id)  # AM, 2 executors, 2 trainers
         # The trigger runs in the triggerer and its progress lines reach the task log (REST API).
-        wait_until(lambda: f"Primus job {app_id} running: worker x2: 2 running"
+        wait_for(lambda: f"Primus job {app_id} running: worker x2: 2 running"
                    in live.task_log(dag_id, run_id, "train", 1), 60, "the trigger's progress in the task log", poll=1.0)
 
         marked = time.monotonic()
@@ -76,12 +77,12 @@ def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
         def killed() -> dict[str, Any] | None:
             status = client.status(app_id)
             return status if status["job"]["state"] not in ("pending", "starting", "running") else None
-        status = wait_until(killed, 60, f"Primus job {app_id} to end", poll=0.05)
+        status = wait_for(killed, 60, f"Primus job {app_id} to end", poll=0.05)
         took = time.monotonic() - marked
         assert status["job"]["state"] == "killed", status["job"]
         # The trigger's on_kill did it (not a cleanup, not a timeout).
         assert "the deferred Airflow task was killed" in status["job"]["reason"]
-        wait_until(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
+        wait_for(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
         print(f"mark failed -> Primus job killed: {took:.2f} s")
 
         assert live.task_instance(dag_id, run_id, "train")["state"] == "failed"
@@ -103,18 +104,18 @@ def test_marking_a_running_task_failed_kills_its_job(live: LiveAirflow):
         ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success", "up_for_retry"))
         assert ti["state"] == "running", ti
         app_id = job_of(client, ti_tags(dag_id, run_id), ("running",))["app_id"]
-        wait_until(lambda: f"Primus job {app_id} running: worker x2: 2 running"
+        wait_for(lambda: f"Primus job {app_id} running: worker x2: 2 running"
                    in live.task_log(dag_id, run_id, "train", 1), 60, "the task to wait on the running job", poll=1.0)
 
         marked = time.monotonic()
         live.set_task_state(dag_id, run_id, "train", "failed")
-        status = wait_until(lambda: (s := client.status(app_id))["job"]["state"] not in ("pending", "starting",
+        status = wait_for(lambda: (s := client.status(app_id))["job"]["state"] not in ("pending", "starting",
                                                                                           "running") and s,
                             60, f"Primus job {app_id} to end", poll=0.05)
         took = time.monotonic() - marked
         assert status["job"]["state"] == "killed", status["job"]
         assert "Airflow task train was killed" in status["job"]["reason"]
-        wait_until(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
+        wait_for(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
         print(f"mark failed (running task) -> Primus job killed: {took:.2f} s")
 
         assert live.wait_for_run_state(dag_id, run_id)["state"] == "failed"
@@ -129,7 +130,7 @@ def task_process(ti_id: str, timeout: float = 60.0) -> int:
     which forks the task runner; the task runner names itself ``airflow worker -- <ti id>``
     (``setproctitle`` in ``airflow.sdk.execution_time.task_runner.startup``), the id the REST API
     gives as the task instance's ``id``."""
-    (pid,) = wait_until(lambda: pids_with_cmdline(f"airflow worker -- {ti_id}"), timeout,
+    (pid,) = wait_for(lambda: pids_with_cmdline(f"airflow worker -- {ti_id}"), timeout,
                         f"the task runner process of {ti_id}")
     return pid
 
