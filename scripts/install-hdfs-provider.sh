@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if .venv/bin/python -c "import airflow.providers.apache.hdfs.hooks.webhdfs" 2>/dev/null; then
+  exit 0
+fi
 if ! command -v krb5-config >/dev/null; then
   if [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libkrb5-dev) >/dev/null
@@ -12,4 +15,7 @@ if ! command -v krb5-config >/dev/null; then
     exit 1
   fi
 fi
-.venv/bin/python -m pip install --quiet -e '.[test,hdfs]'
+echo "install-hdfs-provider: installing the hdfs provider (builds gssapi the first time: a few minutes)"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+.venv/bin/python -m pip install --quiet -e '.[test,hdfs]' >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
