@@ -100,7 +100,7 @@ case "\${1:-}" in
     echo "$DIR/conf:$client_cp" ;;
   application)
     exec python3 - "\${@:2}" <<'PY'
-import json, sys, urllib.request
+import getpass, json, sys, urllib.request
 rm = json.load(open("$DIR/ready.json"))["rm_web"]
 args = sys.argv[1:]
 if args[:1] == ["-list"]:
@@ -110,7 +110,8 @@ if args[:1] == ["-list"]:
             print("\t".join([a["id"], a["name"], a["applicationType"], a["user"], a["queue"],
                              a["state"], a["finalStatus"], a.get("trackingUrl") or ""]))
 elif args[:1] == ["-kill"] and len(args) == 2:
-    req = urllib.request.Request(rm + "/ws/v1/cluster/apps/%s/state" % args[1], method="PUT",
+    req = urllib.request.Request(rm + "/ws/v1/cluster/apps/%s/state?user.name=%s" % (args[1], getpass.getuser()),
+                                 method="PUT",
                                  data=b'{"state": "KILLED"}',
                                  headers={"Content-Type": "application/json"})
     urllib.request.urlopen(req).read()
