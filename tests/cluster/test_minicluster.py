@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,12 @@ def test_echo_in_a_container_succeeds_and_its_log_is_readable(minicluster: Minic
     assert "hello-from-yarn" in logs[0].read_text()
     # The application master's own log sits next to it.
     assert minicluster.container_logs(app_id, "application.master.log")
+    # The NodeManager serves the same files over REST (skein 0.8.2's application_logs only reads
+    # aggregated logs in the Hadoop 2 layout, so it cannot be used on Hadoop 3.3+).
+    container_id = logs[0].parent.name
+    url = f"{minicluster.info['nm_web']}/ws/v1/node/containers/{container_id}/logs/hello.log"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        assert "hello-from-yarn" in response.read().decode()
 
 
 def test_scale_and_kill_containers_then_kill_the_application(minicluster: Minicluster, skein_client):

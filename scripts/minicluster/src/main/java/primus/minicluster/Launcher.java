@@ -121,10 +121,14 @@ public final class Launcher {
     yarnConf.set("yarn.scheduler.capacity.root.default.maximum-capacity", "100");
     yarnConf.set("yarn.scheduler.capacity.maximum-am-resource-percent", "1.0");
     yarnConf.set(YarnConfiguration.YARN_APPLICATION_CLASSPATH, appClasspath);
-    // Container logs stay on local disk (read them there or through the NodeManager), and the
-    // container directories are kept for a while after an application ends, for post-mortems.
+    // Container logs stay on local disk (read them there or through the NodeManager's REST
+    // API), and the container directories are kept for a while after an application ends, for
+    // post-mortems. No log aggregation: skein 0.8.2's application_logs looks for aggregated
+    // logs in the Hadoop 2 layout (<remote dir>/<user>/logs/<app id>), while Hadoop 3.3+ writes
+    // <remote dir>/<user>/bucket-logs-tfile/<bucket>/<app id>, so it never finds them.
     yarnConf.setBoolean(YarnConfiguration.LOG_AGGREGATION_ENABLED, false);
     yarnConf.setInt(YarnConfiguration.DEBUG_NM_DELETE_DELAY_SEC, 3600);
+    yarnConf.setLong(YarnConfiguration.NM_LOG_RETAIN_SECONDS, 3 * 3600);
     yarnConf.setInt(YarnConfiguration.RM_AM_MAX_ATTEMPTS, 4);
     // Heartbeats fast enough for tests.
     yarnConf.setInt(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 250);
@@ -189,7 +193,8 @@ public final class Launcher {
     info.put("rm_scheduler_address", loopback(live.get(YarnConfiguration.RM_SCHEDULER_ADDRESS)));
     info.put("rm_web", "http://" + live.get(YarnConfiguration.RM_WEBAPP_ADDRESS));
     info.put("nm_address", loopback(yarn.getNodeManager(0).getNMContext().getNodeId().toString()));
-    info.put("nm_web", "http://" + live.get(YarnConfiguration.NM_WEBAPP_ADDRESS));
+    // MiniYARNCluster binds the NodeManager's web server to localhost:0 whatever the config says.
+    info.put("nm_web", "http://" + HOST + ":" + yarn.getNodeManager(0).getNMContext().getHttpPort());
     info.put("nm_log_dirs", String.join(",", yarn.getNodeManager(0).getConfig()
         .getTrimmedStrings(YarnConfiguration.NM_LOG_DIRS)));
     info.put("fs_default", defaultFs);
