@@ -15,7 +15,9 @@ if [ -z "${PRIMUS_NO_MINICLUSTER:-}" ]; then
   MINICLUSTER_DIR=$(mktemp -d /tmp/primus-minicluster.XXXXXX)
   scripts/minicluster.sh start "$MINICLUSTER_DIR" &
   minicluster_pid=$!
-  trap 'scripts/minicluster.sh stop "$MINICLUSTER_DIR" 2>/dev/null || true' EXIT
+  # On an early exit (a linter failed) the start may still be running: end it first.
+  trap 'kill "$minicluster_pid" 2>/dev/null; wait "$minicluster_pid" 2>/dev/null;
+        scripts/minicluster.sh stop "$MINICLUSTER_DIR" 2>/dev/null || true' EXIT
 fi
 
 .venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags
