@@ -16,7 +16,7 @@ if [ -z "${PRIMUS_NO_MINICLUSTER:-}" ]; then
   scripts/minicluster.sh start "$MINICLUSTER_DIR" &
   minicluster_pid=$!
   # On an early exit (a linter failed) the start may still be running: end it first.
-  trap 'kill "$minicluster_pid" 2>/dev/null; wait "$minicluster_pid" 2>/dev/null;
+  trap 'kill "$minicluster_pid" 2>/dev/null || true; wait "$minicluster_pid" 2>/dev/null || true
         scripts/minicluster.sh stop "$MINICLUSTER_DIR" 2>/dev/null || true' EXIT
 fi
 
