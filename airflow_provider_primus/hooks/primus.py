@@ -191,7 +191,7 @@ class LogFollower:
     """Hands out the lines that executors' logs gained since the last call.
 
     Follows the current incarnation of each executor (``worker-0``): after a restart it starts
-    on the new incarnation's log. At most ``max_lines`` lines per call and executor are returned;
+    on the new incarnation's log. At most ``max_lines`` lines per call, executor and stream are returned;
     the rest is summarized in one line, so a chatty trainer cannot flood the task log.
     """
 
