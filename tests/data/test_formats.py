@@ -531,3 +531,10 @@ def test_raw_ranges_resume_like_read_framed(data, chunk):
         whole = _read(blob, "raw", "none", split)
         skip = data.draw(st.integers(0, len(whole) + 2))
         _check_framed(blob, "raw", "none", split, skip, whole[skip:])
+
+
+@pytest.mark.parametrize("line", [b"a\n", b"x" * 30 + b"\n", b"y" * 200 + b"\n", b"\n"])
+def test_newline_count_of_a_range_prefix(line):
+    data = (line * (20_000 // len(line)))[:20_000] + b"tail"
+    for take in (0, 1, 4096, 9_999, 10_000, 19_999, len(data)):
+        assert formats._newlines(data, take) == data.count(b"\n", 0, take)

@@ -491,6 +491,16 @@ def _raw_ranges(start: int, end: int, skip: int, step: int) -> Iterator[tuple[in
         pos += length
 
 
+def _newlines(data: bytes, take: int) -> int:
+    """``data.count(b"\\n", 0, take)``, faster for lines of more than ~40 bytes: deleting the newlines
+    (memchr + memcpy) measured 3x faster than ``count`` for lines of 160 bytes, 4x slower for 2 bytes
+    (CPython 3.11), so a sample of the first 4 KiB chooses."""
+    if len(data) - take > take or data.count(b"\n", 0, 4096) > 4096 // 48:
+        return data.count(b"\n", 0, take)
+    total = len(data) - len(data.replace(b"\n", b""))
+    return total if take == len(data) else total - data.count(b"\n", take)
+
+
 def _line_ranges(fd: int, size: int, start: int, end: int, skip: int,
                  step: int) -> Iterator[tuple[int, int, bytes | None, int]]:
     pos = start
@@ -524,7 +534,7 @@ def _line_ranges(fd: int, size: int, start: int, end: int, skip: int,
         if take == 0:
             return
         missing = data[take - 1] != 0x0A
-        count = data.count(b"\n", 0, take) + missing
+        count = _newlines(data, take) + missing
         first = 0
         if skip:
             if count <= skip:
