@@ -7,7 +7,8 @@ assignments, to the executor's real ``Feeder`` (``executor/feed.py``; ``max_task
 reader: the defaults of ``max_tasks_per_executor`` 1 + ``prefetch`` 1). The trainer is the
 consumer itself, a subprocess whose stdin is the feed's pipe: ``wc -l`` for the file read as
 ``text``, ``wc -c`` for it read as ``raw`` (64 KiB records, each framed with its 4-byte length).
-A small loop plays the AM: it takes the feed's reports (heartbeats), hands out the next tasks
+A small loop plays the AM: it takes the feed's reports (heartbeats: when the feed wakes it, at
+least every ``POLL`` seconds, default 0.01), hands out the next tasks
 when the feed asks for them, marks tasks done, says ``data_exhausted`` at the end; the feed then
 closes the pipe and the consumer prints its count, which must be exact. The baseline is
 ``cat FILE | wc -l`` (resp. ``wc -c``), timed the same way (start -> the count is printed).
@@ -16,7 +17,7 @@ Also shows, through the same path, Parquet rows/s and tfrecord records/s (smalle
 Each side runs RUNS times, interleaved, best kept. The last line is the ratio against cat
 (> 1 is faster than cat).
 
-    python bench/feed_executor.py          # SIZE_MB=1024 TASK_MB=64 RUNS=3
+    python bench/feed_executor.py          # SIZE_MB=1024 TASK_MB=64 RUNS=5
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ from primus_runtime.executor.feed import Feeder
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 1024))
 TASK_MB = int(os.environ.get("TASK_MB", 64))
-RUNS = int(os.environ.get("RUNS", 3))
+RUNS = int(os.environ.get("RUNS", 5))
 DATA = Path(os.environ.get("BENCH_FEED_DIR", "/tmp/primus-bench-feed"))
 MB = 1_000_000
 MiB = 1 << 20
 TIMEOUT = 600.0
+POLL = float(os.environ.get("POLL", 0.01))  # heartbeat period of the AM loop (the feed also wakes it)
 
 
 def make_text(path: Path, size: int) -> None:
@@ -105,7 +107,7 @@ def through_feeder(path: Path, fmt: str, consumer: list[str]) -> tuple[float, in
     held: set[str] = set()
     deadline = time.monotonic() + TIMEOUT
     try:
-        while proc.poll() is None:  # the AM side: one heartbeat per wake-up (or 50 ms)
+        while proc.poll() is None:  # the AM side: one heartbeat per wake-up (or POLL seconds)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the feed of {path} did not finish in {TIMEOUT:.0f}s")
             report = feeder.report()
@@ -119,7 +121,7 @@ def through_feeder(path: Path, fmt: str, consumer: list[str]) -> tuple[float, in
                 held.add(str(task["task_id"]))
             reply["data_exhausted"] = not tasks
             feeder.reported(report, reply)
-            feeder.wake.wait(0.05)
+            feeder.wake.wait(POLL)
             feeder.wake.clear()
         counted = int(proc.stdout.read().split()[0])
         seconds = time.perf_counter() - start
