@@ -75,11 +75,10 @@ _RAW_LENGTH = struct.Struct(">I")
 
 
 def _range_size(task_bytes: int) -> int:
-    """Bytes per range on the fast path: a 64th of the task (positions advance by ranges), 64 KiB to
-    ``formats.RANGE_SIZE``. Overridable with ``PRIMUS_FEED_RANGE_BYTES`` (benchmarks)."""
-    fixed = os.environ.get("PRIMUS_FEED_RANGE_BYTES")
-    if fixed:
-        return max(1, int(fixed))
+    """Bytes per range on the fast path: a 64th of the task (positions advance by whole ranges), from
+    ``CHUNK_BYTES`` (64 KiB, as on the other path) to ``formats.RANGE_SIZE`` (1 MiB: fewer, larger
+    splices; with a 1 MiB pipe, a range per pipe). Up to ``BUFFER_CHUNKS`` ranges are read ahead:
+    only their positions, unless their lines had to change (``\r\n``), then their bytes too."""
     return min(formats.RANGE_SIZE, max(CHUNK_BYTES, task_bytes // 64))
 
 
