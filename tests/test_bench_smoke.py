@@ -26,3 +26,11 @@ def test_dispatch_benchmark_prints_its_ratio_last():
                           cwd=BENCH, env={**os.environ, "TASKS": "5000", "EXECUTORS": "50", "SECONDS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r": [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+def test_feed_executor_benchmark_prints_its_ratios_last(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "feed_executor.py")], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SIZE_MB": "4", "TASK_MB": "1", "RUNS": "1",
+                                            "BENCH_FEED_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"text [\d.]+x, raw [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout

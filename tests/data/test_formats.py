@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -97,6 +98,30 @@ def _check_framed(data: bytes, fmt: str, compression: str, split: Split, skip: i
     assert b"".join(block for block, _ in blocks) == b"".join(frame(record, fmt) for record, _ in expected)
     if expected:
         assert blocks[-1][1] == expected[-1][1]
+    if fmt in formats.RANGE_FORMATS and compression == "none":
+        for step in (1, 7, formats.RANGE_SIZE):
+            _check_ranges(data, fmt, split, skip, expected, step)
+
+
+def _check_ranges(data: bytes, fmt: str, split: Split, skip: int, expected: list[tuple[bytes, int]],
+                  step: int) -> None:
+    """``framed_ranges`` feeds what ``read_framed`` does, and each range ends after record ``n``."""
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        fed = b""
+        for offset, length, block, n in formats.framed_ranges(f.fileno(), fmt, split.start, split.end, skip, step):
+            assert length > 0
+            if block is None:
+                part = data[offset:offset + length]
+                if fmt == "raw":
+                    part = b"".join(frame(part[at:at + formats.RAW_CHUNK], fmt)
+                                    for at in range(0, len(part), formats.RAW_CHUNK))
+                    assert len(part) == formats.raw_framed_length(length)
+                block = part
+            fed += block
+            assert fed == b"".join(frame(record, fmt) for record, _ in expected[:n - skip]), n
+        assert fed == b"".join(frame(record, fmt) for record, _ in expected)
 
 
 @pytest.mark.parametrize("fmt", RECORD_FORMATS)
@@ -495,3 +520,21 @@ def test_round_trip_on_python_3_9_when_this_machine_has_it():
     proc = subprocess.run([python, "-S", "-I", "-c", f"import sys; sys.path.insert(0, {str(RUNTIME)!r})\n" + _ROUND_TRIP],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+@PROPERTY
+@given(data=st.data(), chunk=st.sampled_from([1, 3, 16]))
+def test_raw_ranges_resume_like_read_framed(data, chunk):
+    blob = data.draw(st.binary(min_size=1, max_size=200))
+    with mock.patch.object(formats, "RAW_CHUNK", chunk):
+        split = data.draw(st.sampled_from(_splits(blob, "raw", "none", data.draw(st.integers(1, len(blob) + 10)))))
+        whole = _read(blob, "raw", "none", split)
+        skip = data.draw(st.integers(0, len(whole) + 2))
+        _check_framed(blob, "raw", "none", split, skip, whole[skip:])
+
+
+@pytest.mark.parametrize("line", [b"a\n", b"x" * 30 + b"\n", b"y" * 200 + b"\n", b"\n"])
+def test_newline_count_of_a_range_prefix(line):
+    data = (line * (20_000 // len(line)))[:20_000] + b"tail"
+    for take in (0, 1, 4096, 9_999, 10_000, 19_999, len(data)):
+        assert formats._newlines(data, take) == data.count(b"\n", 0, take)
