@@ -1,0 +1,127 @@
+"""Where the Hadoop cluster is: read from the client configuration in ``$HADOOP_CONF_DIR``.
+
+Standard library only (the executor may use it on a node that has only Python). The YARN
+backend needs the ResourceManager's web address (REST: application reports, kill, tags); the
+data plane needs the NameNode's WebHDFS address to read ``hdfs://`` paths over HTTP.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import xml.etree.ElementTree as ET
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlsplit
+
+CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
+_VAR = re.compile(r"\$\{([^}]+)\}")
+
+
+class HadoopConfigError(RuntimeError):
+    """No usable Hadoop client configuration (names the key or file that is missing)."""
+
+
+@lru_cache(maxsize=8)
+def _load(conf_dir: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name in CONF_FILES:
+        path = Path(conf_dir) / name
+        if not path.exists():
+            continue
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as exc:
+            raise HadoopConfigError(f"{path}: not valid XML: {exc}") from None
+        for prop in root.iter("property"):
+            key, value = prop.findtext("name"), prop.findtext("value")
+            if key and value is not None:
+                values[key.strip()] = value.strip()
+    return values
+
+
+class HadoopConf:
+    """The merged ``core-site``, ``hdfs-site`` and ``yarn-site`` of one configuration directory."""
+
+    def __init__(self, conf_dir: str | os.PathLike | None = None):
+        directory = conf_dir or os.environ.get("HADOOP_CONF_DIR")
+        if not directory:
+            raise HadoopConfigError("HADOOP_CONF_DIR is not set: the YARN backend and hdfs:// paths need "
+                                    "the cluster's client configuration (for the minicluster: "
+                                    ". DIR/env.sh after scripts/minicluster.sh start DIR)")
+        if not Path(directory).is_dir():
+            raise HadoopConfigError(f"HADOOP_CONF_DIR={directory}: no such directory")
+        self.dir = str(directory)
+        self.values = _load(self.dir)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        value = self.values.get(key, default)
+        for _ in range(10):  # ${other.key} references, as Hadoop's Configuration expands them
+            if value is None or "${" not in value:
+                break
+            value = _VAR.sub(lambda m: self.values.get(m.group(1), os.environ.get(m.group(1), "")), value)
+        return value
+
+    def require(self, key: str) -> str:
+        value = self.get(key)
+        if not value:
+            raise HadoopConfigError(f"{key} is not set in {self.dir}/{{{','.join(CONF_FILES)}}}")
+        return value
+
+    def default_fs(self) -> str:
+        """``hdfs://namenode:port`` (``fs.defaultFS``)."""
+        return self.require("fs.defaultFS").rstrip("/")
+
+    def webhdfs(self) -> str:
+        """``http://host:port`` of the NameNode's web server (WebHDFS lives under ``/webhdfs/v1``)."""
+        address = self.get("dfs.namenode.http-address") or f"{urlsplit(self.default_fs()).hostname}:9870"
+        return "http://" + _reachable(address, urlsplit(self.default_fs()).hostname)
+
+    def rm_web(self) -> str:
+        """``http://host:port`` of the ResourceManager's web server (its REST API lives under ``/ws/v1``)."""
+        address = self.get("yarn.resourcemanager.webapp.address") or \
+            f"{self.get('yarn.resourcemanager.hostname', '0.0.0.0')}:8088"
+        return "http://" + _reachable(address, self.get("yarn.resourcemanager.hostname"))
+
+
+def _reachable(address: str, fallback_host: str | None) -> str:
+    """``0.0.0.0:port`` means "every interface": connect to the service's host name instead."""
+    host, _, port = address.rpartition(":")
+    if host in ("0.0.0.0", "", "::"):
+        host = fallback_host if fallback_host and fallback_host != "0.0.0.0" else "127.0.0.1"
+    return f"{host}:{port}"
+
+
+def hadoop_user() -> str:
+    """Who we act as on a cluster with simple authentication (``HADOOP_USER_NAME``, else the login)."""
+    return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+
+
+def is_hdfs(url: str) -> bool:
+    return url.startswith(("hdfs://", "webhdfs://"))
+
+
+def hdfs_path(url: str) -> str:
+    """The absolute path part of an ``hdfs://`` or ``webhdfs://`` URL."""
+    path = urlsplit(url).path
+    return path if path.startswith("/") else "/" + path
+
+
+def webhdfs_base(url: str, conf: HadoopConf | None = None) -> str:
+    """``http://host:port`` serving WebHDFS for ``url``: a ``webhdfs://`` URL names it; an
+    ``hdfs://`` URL is served by the NameNode of the configuration."""
+    parts = urlsplit(url)
+    if parts.scheme == "webhdfs":
+        return f"http://{parts.netloc}"
+    return (conf or HadoopConf()).webhdfs()
+
+
+def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None):  # noqa: ANN201 - fsspec type
+    """An fsspec WebHDFS filesystem for ``url`` (default: the configuration's ``fs.defaultFS``), for
+    the AM and clients (executors read with the standard library, see ``data/webhdfs.py``)."""
+    import fsspec
+
+    base = urlsplit(webhdfs_base(url or "hdfs:///", conf))
+    return fsspec.filesystem("webhdfs", host=base.hostname, port=base.port, user=hadoop_user(),
+                             skip_instance_cache=True)
