@@ -17,14 +17,15 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from primus_runtime import protocol
 from primus_runtime.api_client import AMRejected
+from primus_runtime.backends.yarn import default_store_root
 from primus_runtime.client import TERMINAL, JobNotFound, PrimusClient
-from primus_runtime.spec import JobSpec, SpecError
+from primus_runtime.spec import JobSpec, SpecError, YarnBackend
 
 BACKENDS = ("local", "yarn", "kubernetes")
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
-CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "kubernetes_conn_id",
-                     "namespace", "image")
-AVAILABLE_BACKENDS = ("local",)
+CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
+                     "kubernetes_conn_id", "namespace", "image")
+AVAILABLE_BACKENDS = ("local", "yarn")
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
 ACTIVE = ("pending", "starting", "running")
 FINISHED = (*TERMINAL, "lost")
@@ -87,7 +88,7 @@ class PrimusHook(BaseHook):
         if settings["backend"] not in AVAILABLE_BACKENDS:
             raise AirflowException(f"connection {self.primus_conn_id!r}: the {settings['backend']} backend is "
                                    f"not available in this version yet (use 'local')")
-        return PrimusClient(settings["home"], timeout=self.timeout)
+        return PrimusClient(settings["home"], timeout=self.timeout, hadoop_conf_dir=settings["hadoop_conf_dir"])
 
     def get_conn(self) -> PrimusClient:
         return self.client
@@ -118,6 +119,9 @@ class PrimusHook(BaseHook):
         if job.backend.type != self.settings["backend"]:
             raise SpecError([f"backend.type: connection {self.primus_conn_id!r} uses the "
                              f"{self.settings['backend']} backend, got {job.backend.type!r}"])
+        queue = self.settings.get("yarn_queue")
+        if queue and isinstance(job.backend, YarnBackend) and "queue" not in job.backend.model_fields_set:
+            job = job.model_copy(update={"backend": job.backend.model_copy(update={"queue": queue})})
         app_id = self.client.submit(job)
         self.log.info("Submitted Primus job %s (%s)", app_id, job.name)
         return app_id
@@ -128,7 +132,7 @@ class PrimusHook(BaseHook):
 
     def find_jobs(self, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first."""
-        return self.client.list({str(k): str(v) for k, v in (tags or {}).items()})
+        return self.client.list({str(k): str(v) for k, v in (tags or {}).items()}, backend=self.settings["backend"])
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
              wait: bool = True) -> dict[str, Any] | None:
@@ -138,7 +142,7 @@ class PrimusHook(BaseHook):
         if wait:
             return self.client.kill(app_id, reason=reason, timeout=timeout)
         if not self.client.request_kill(app_id, reason, patience=1.0):
-            self.client.cluster.force_kill(app_id)
+            self.client.cluster_for(app_id).force_kill(app_id)
         return None
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
@@ -173,18 +177,24 @@ class PrimusHook(BaseHook):
         ``wait``: seconds to wait for a just-submitted AM to publish its address."""
         deadline = time.monotonic() + wait
         while True:
-            endpoint = self.client.cluster.am_endpoint(app_id)
+            endpoint = self.client.cluster_for(app_id).am_endpoint(app_id)
             if endpoint is not None:
                 return f"http://{endpoint[0]}/"
             if time.monotonic() > deadline or self.client.status(app_id)["job"]["state"] in FINISHED:
                 return None
             time.sleep(0.1)
 
-    def work_preserve_root(self) -> Path:
+    def work_preserve_root(self) -> str:
         """Where the operator keeps data checkpoints of jobs it submits (one directory per task
-        instance): the connection's ``work_preserve_root``, else ``<Primus home>/work-preserve``."""
+        instance): the connection's ``work_preserve_root``; else ``<Primus home>/work-preserve``
+        locally and ``hdfs:///user/<user>/.primus/work-preserve`` on YARN (where the AM runs on
+        any node)."""
         configured = self.settings.get("work_preserve_root")
-        return Path(configured).expanduser() if configured else self.client.cluster.home / "work-preserve"
+        if configured:
+            return configured if "://" in configured else str(Path(configured).expanduser())
+        if self.settings["backend"] == "yarn":
+            return f"hdfs://{default_store_root()}/work-preserve"
+        return str(self.client.local.home / "work-preserve")
 
 
 class LogFollower:
@@ -217,7 +227,7 @@ class LogFollower:
 
     def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
         try:
-            chunk = hook.client.cluster.read_log(app_id, path, self._offsets.get(path, 0))
+            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, self._offsets.get(path, 0))
         except OSError:
             return []  # not written yet
         self._offsets[path] = self._offsets.get(path, 0) + len(chunk)
@@ -253,7 +263,7 @@ class PrimusAsyncHook(PrimusHook):
         """The AM's JSON answer, or None when no AM serves the job (any more)."""
         client = await self._client()
         try:
-            endpoint = await asyncio.to_thread(client.cluster.am_endpoint, app_id)
+            endpoint = await asyncio.to_thread(client.cluster_for(app_id).am_endpoint, app_id)
         except KeyError:
             raise JobNotFound(app_id) from None
         if endpoint is None:
@@ -291,7 +301,7 @@ class PrimusAsyncHook(PrimusHook):
                 return
             raise
         client = await self._client()
-        await asyncio.to_thread(client.cluster.force_kill, app_id)
+        await asyncio.to_thread(client.cluster_for(app_id).force_kill, app_id)
 
     async def aclose(self) -> None:
         if self._session is not None:
