@@ -87,11 +87,11 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     app = skein.Client(log=False).connect(app_id)
 
     def worker0_reading():
+        read = sum(len(f.read_text().split()) for f in out.glob("worker-0-0-*.txt"))
         status = yarn_client.status(app_id)
-        progress = (status.get("data") or {}).get("records_done", 0)
         worker0 = [e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"]
-        return worker0 and progress > 0 and worker0[0]
-    worker0 = wait_for(worker0_reading, timeout=180, what="worker-0 reading its input", poll=0.5)
+        return read > 1000 and worker0 and worker0[0]
+    worker0 = wait_for(worker0_reading, timeout=180, what="worker-0's trainer reading its input", poll=0.5)
 
     # Kill worker-0's container through YARN (skein asks the NodeManager to stop it).
     container_id = worker0["logs"]["stdout"].split("/containers/")[1].split("/")[0]
@@ -102,7 +102,8 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     status = yarn_client.wait(app_id, timeout=240)
     assert status["job"]["state"] == "succeeded", status["job"]
     replaced = [e for e in status["events"] if e["subject"] == "worker-0" and "replacement" in e.get("reason", "")]
-    assert replaced, [e for e in status["events"] if e["subject"] == "worker-0"]
+    assert replaced, [(e["from_state"], e["to_state"], e["reason"]) for e in status["events"]
+                      if e["subject"] == "worker-0"]
     read = [line for f in out.iterdir() for line in f.read_text().split()]
     assert set(read) == set(expected)  # nothing lost: the killed worker's task went on elsewhere
     assert status["data"]["records_done"] == len(expected) and status["data"]["state"] == "succeeded"

@@ -529,13 +529,16 @@ class YarnExecutorBackend(ExecutorBackend):
             if request is None:
                 continue
             state = str(c.state)
-            if state == "RUNNING" and c.id not in self._running:
+            if state == "RUNNING" and c.id not in self._running and c.yarn_node_http_address:
+                # (skein may report RUNNING a moment before it knows the node: wait for it.)
                 self._running.add(c.id)
                 node = c.yarn_node_http_address
                 base = f"http://{node}/ws/v1/node/containers/{c.yarn_container_id}/logs"
-                self._events.on_launched(Launched(
-                    request.role, request.index, request.incarnation, node.rsplit(":", 1)[0], [],
-                    {name: f"{base}/{name}.log" for name in ("executor", "stdout", "stderr")}))
+                # The executor's own log is the service's log: skein sends the script's output there.
+                logs = {"executor": f"{base}/{request.role}.log", "stdout": f"{base}/stdout.log",
+                        "stderr": f"{base}/stderr.log"}
+                self._events.on_launched(Launched(request.role, request.index, request.incarnation,
+                                                  node.rsplit(":", 1)[0], [], logs))
             elif state in ("SUCCEEDED", "FAILED", "KILLED"):
                 del self._containers[c.id]
                 self._running.discard(c.id)
