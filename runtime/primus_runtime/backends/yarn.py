@@ -449,7 +449,7 @@ def exited_from(state: str, message: str) -> tuple[int | None, str, bool]:
     code = exit_code_of(text)
     if preempted:
         return code, f"container preempted by YARN: {text[:300]}", True
-    if "lost node" in text.lower() or "node lost" in text.lower():
+    if re.search(r"lost\W*node|node\W*lost", text.lower()):  # "Container released on a *lost* node"
         return None, f"container lost with its node: {text[:300]}", False
     if state == "KILLED":
         return code, f"container killed: {text[:300] or 'by the AM'}", False
