@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import clear, wait_for_files  # noqa: E402
+from _common import clear  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXECUTORS = int(os.environ.get("EXECUTORS", 4))
@@ -122,7 +122,7 @@ def main() -> None:
     finally:
         if owned:
             subprocess.run([str(REPO / "scripts" / "minicluster.sh"), "stop", directory], check=False)
-    ratios = [p / s for p, s in zip(times["primus"], times["skein"])]
+    ratios = [p / s for p, s in zip(times["primus"], times["skein"], strict=True)]
     print(json.dumps({"executors": EXECUTORS, "primus_s": times["primus"], "skein_s": times["skein"]}))
     print(f"primus median {statistics.median(times['primus']):.2f} s, "
           f"bare skein median {statistics.median(times['skein']):.2f} s")
