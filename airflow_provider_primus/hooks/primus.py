@@ -36,9 +36,11 @@ SpecLike = JobSpec | dict[str, Any] | str | os.PathLike
 class PrimusHook(BaseHook):
     """Submit, find, watch and control Primus jobs through a ``primus`` connection.
 
-    The connection's extra holds ``backend`` (``local``; ``yarn`` and ``kubernetes`` are not
+    The connection's extra holds ``backend`` (``local`` or ``yarn``; ``kubernetes`` is not
     available yet) and, for the local backend, ``home`` (the Primus home, default
-    ``$PRIMUS_HOME``, else ``~/.primus``).
+    ``$PRIMUS_HOME``, else ``~/.primus``); for YARN ``hadoop_conf_dir`` (default
+    ``$HADOOP_CONF_DIR``) and ``yarn_queue``. A spec that names no ``backend`` runs on the
+    connection's.
 
     When the connection id is the default ``primus_default`` and no such connection exists, the
     hook uses the local backend with the default home, so the quickstart needs no setup. A
@@ -87,7 +89,7 @@ class PrimusHook(BaseHook):
         settings = self.settings
         if settings["backend"] not in AVAILABLE_BACKENDS:
             raise AirflowException(f"connection {self.primus_conn_id!r}: the {settings['backend']} backend is "
-                                   f"not available in this version yet (use 'local')")
+                                   f"not available in this version yet (use 'local' or 'yarn')")
         return PrimusClient(settings["home"], timeout=self.timeout, hadoop_conf_dir=settings["hadoop_conf_dir"])
 
     def get_conn(self) -> PrimusClient:
@@ -116,11 +118,14 @@ class PrimusHook(BaseHook):
         if tags:
             job = job.model_copy(deep=True)  # never change the caller's JobSpec
             job.tags = {**job.tags, **{str(k): str(v) for k, v in tags.items()}}
+        if "backend" not in job.model_fields_set and self.settings["backend"] == "yarn":
+            # A spec that names no backend runs where the connection points: one DAG, any cluster.
+            job = job.model_copy(update={"backend": YarnBackend(type="yarn")})
         if job.backend.type != self.settings["backend"]:
             raise SpecError([f"backend.type: connection {self.primus_conn_id!r} uses the "
                              f"{self.settings['backend']} backend, got {job.backend.type!r}"])
         queue = self.settings.get("yarn_queue")
-        if queue and isinstance(job.backend, YarnBackend) and "queue" not in job.backend.model_fields_set:
+        if queue and isinstance(job.backend, YarnBackend) and job.backend.queue == "default":
             job = job.model_copy(update={"backend": job.backend.model_copy(update={"queue": queue})})
         app_id = self.client.submit(job)
         self.log.info("Submitted Primus job %s (%s)", app_id, job.name)
