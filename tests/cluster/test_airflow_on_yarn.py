@@ -8,9 +8,9 @@ import json
 import threading
 
 import pytest
+from provider.conftest import make_context
 
 from conftest import make_spec, wait_for
-from provider.conftest import make_context
 
 from .conftest import Minicluster, processes_of
 

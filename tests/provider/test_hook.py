@@ -21,7 +21,7 @@ def test_without_a_connection_the_default_id_falls_back_to_the_local_default_hom
     hook = PrimusHook()
     assert hook.settings["backend"] == "local" and hook.settings["home"] is None
     assert hook.client.local.home == primus_home  # $PRIMUS_HOME, read when the client is made
-    assert hook.work_preserve_root() == primus_home / "work-preserve"
+    assert hook.work_preserve_root() == str(primus_home / "work-preserve")
 
 
 def test_an_explicit_connection_id_must_exist():
