@@ -71,6 +71,11 @@ REPORT_RUNNING = "running"
 
 # Environment the backend gives the executor process.
 ENV_AM_ADDRESS = "PRIMUS_AM_ADDRESS"  # host:port of the AM API
+# Instead of the address, for executors started before their AM (YARN's first containers): a URL
+# answering the JSON {"address": "host:port"} once the AM runs; the executor polls it.
+ENV_AM_INFO_URL = "PRIMUS_AM_INFO_URL"
+# How long such an executor waits for its AM to publish its address.
+AM_INFO_PATIENCE = 300.0
 ENV_TOKEN_FILE = "PRIMUS_TOKEN_FILE"  # file holding the job token (never the token itself)
 ENV_APP_ID = "PRIMUS_APP_ID"
 ENV_ROLE = "PRIMUS_ROLE"

@@ -57,7 +57,8 @@ async def run_yarn() -> int:
     rm = yarn.ResourceManager(os.environ[yarn.ENV_RM_WEB])
     store = yarn.JobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[yarn.ENV_WEBHDFS]).netloc),
                           os.environ[yarn.ENV_JOB_STORE])
-    am = ApplicationMaster(spec, app_id, yarn.YarnExecutorBackend(app, rm), status_path=Path("status.json").absolute())
+    backend = yarn.YarnExecutorBackend(app, rm, prelaunched=yarn.parse_prelaunched(os.environ.get(yarn.ENV_PRELAUNCHED, "")))
+    am = ApplicationMaster(spec, app_id, backend, status_path=Path("status.json").absolute())
 
     def publish(address: str) -> None:
         store.write(app_id, "am.json", json.dumps({"address": address, "started_at": time.time(),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
-from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
+from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
 from ..data.plane import DataPlane
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
@@ -369,7 +369,8 @@ class ApplicationMaster(BackendEvents):
     # --- executors: create, launch, stop -----------------------------------------------
 
     def _new_incarnation(self, role: str, index: int, attempt: int) -> Executor:
-        ex = Executor(role=role, index=index, incarnation=uuid.uuid4().hex[:12], attempt=attempt)
+        incarnation = (attempt == 0 and self.backend.incarnation_for(role, index)) or uuid.uuid4().hex[:12]
+        ex = Executor(role=role, index=index, incarnation=incarnation, attempt=attempt)
         self.record.put_executor(ex)
         self._live[ex.incarnation] = ex
         self._to_launch[ex.incarnation] = None
@@ -382,12 +383,9 @@ class ApplicationMaster(BackendEvents):
         env = {
             protocol.ENV_AM_ADDRESS: self.address,
             protocol.ENV_APP_ID: self.record.app_id,
-            protocol.ENV_ROLE: ex.role,
             protocol.ENV_INDEX: str(ex.index),
             protocol.ENV_INCARNATION: ex.incarnation,
-            protocol.ENV_NUM_PORTS: str(role.ports),
-            protocol.ENV_HEARTBEAT_TIMEOUT: str(self._timeout),
-            protocol.ENV_KILL_GRACE: str(self._grace),
+            **role_env(self.spec, ex.role),
         }
         request = LaunchRequest(ex.role, ex.index, ex.incarnation, ex.attempt, role.resources, env, role.files)
         try:

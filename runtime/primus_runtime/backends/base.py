@@ -16,6 +16,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import protocol
 from ..spec import JobSpec, Resources
 
 
@@ -52,6 +53,17 @@ class Exited:
     preempted: bool = False
 
 
+def role_env(spec: JobSpec, role_name: str) -> dict[str, str]:
+    """The executor environment that is the same for every executor of a role (a backend that
+    starts executors before the AM runs sets it from the spec too)."""
+    return {
+        protocol.ENV_ROLE: role_name,
+        protocol.ENV_NUM_PORTS: str(spec.role(role_name).ports),
+        protocol.ENV_HEARTBEAT_TIMEOUT: str(spec.am.heartbeat_timeout),
+        protocol.ENV_KILL_GRACE: str(spec.am.shutdown_grace),
+    }
+
+
 class BackendEvents(abc.ABC):
     """Callbacks the AM gives its ExecutorBackend (called on the AM's event loop)."""
 
@@ -72,6 +84,11 @@ class ExecutorBackend(abc.ABC):
     @abc.abstractmethod
     def check_fits(self, role: str, resources: Resources) -> str | None:
         """Why one executor with these resources can never run here, or None."""
+
+    def incarnation_for(self, role: str, index: int) -> str | None:
+        """The name of an executor's first incarnation when the backend started it before the AM
+        could ask (YARN starts the first containers with the application), else None."""
+        return None
 
     @abc.abstractmethod
     async def launch(self, request: LaunchRequest) -> None:

@@ -42,7 +42,7 @@ from .. import protocol
 from ..bundle import build_bundle
 from ..hadoop import HadoopConf, hadoop_user, hdfs_filesystem
 from ..spec import JobSpec, Resources, SpecError, YarnBackend
-from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest
+from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
 from .local import default_home
 
 log = logging.getLogger("primus.yarn")
@@ -55,6 +55,10 @@ ENV_JOB_STORE = "PRIMUS_JOB_STORE"
 ENV_WEBHDFS = "PRIMUS_WEBHDFS"
 ENV_RM_WEB = "PRIMUS_RM_WEB"
 ENV_PYTHON = "PRIMUS_PYTHON"
+#: "role=n,...": executors 0..n-1 of these roles are started with the application (see prelaunched()).
+#: (Not JSON: YARN's launch script does not keep the quotes of environment values.)
+ENV_PRELAUNCHED = "PRIMUS_PRELAUNCHED"
+ENV_HDFS_USER = "PRIMUS_HDFS_USER"
 #: YARN refuses more tags, or longer ones (YarnConfiguration's application tag limits).
 MAX_TAGS, MAX_TAG_LENGTH = 10, 100
 #: ResourceManager application states in which the AM may still run.
@@ -154,12 +158,35 @@ def application_tags(spec: JobSpec, config: YarnBackend) -> list[str]:
     return [t.lower() for t in tags]
 
 
+def prelaunched(spec: JobSpec) -> dict[str, int]:
+    """Roles whose executors the AM launches the moment it starts, and how many: these containers
+    are asked for with the application itself. Containers the AM asks for later wait for a
+    heartbeat of skein's master that is 5 s apart while it has nothing pending; these do not."""
+    first = spec.start_order()[:1] if spec.scheduling.policy == "ordered" else spec.start_order()
+    return {name: spec.role(name).replicas for name in first}
+
+
+def parse_prelaunched(value: str) -> dict[str, int]:
+    return {role: int(n) for role, _, n in (item.partition("=") for item in value.split(",") if item)}
+
+
 def executor_script(python: str) -> str:
-    """The container's command: paths the executor needs come from what YARN sets in it."""
+    """The container's command: paths the executor needs come from what YARN sets in it. A
+    container started with the application (no incarnation in its environment yet) is named by
+    skein's id for it, ``<role>_<n>``, and learns the AM's address from the job store once the AM
+    has published it."""
+    app_of_container = "$(echo \"$CONTAINER_ID\" | sed -E 's/^container_(e[0-9]+_)?([0-9]+_[0-9]+)_.*/\\2/')"
     return "\n".join([
         f'export {protocol.ENV_WORK_DIR}="$PWD" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
         f'export {protocol.ENV_LOG_DIR}="${{LOG_DIRS%%,*}}"',
         f'export {protocol.ENV_EXECUTOR_HOST}="${{NM_HOST:-$(hostname -f)}}"',
+        f'if [ -z "${{{protocol.ENV_INCARNATION}:-}}" ]; then',
+        f'  app="application_{app_of_container}"',
+        f'  export {protocol.ENV_INCARNATION}="$SKEIN_CONTAINER_ID" {protocol.ENV_INDEX}="${{SKEIN_CONTAINER_ID##*_}}"',
+        f'  export {protocol.ENV_APP_ID}="$app"',
+        f'  export {protocol.ENV_AM_INFO_URL}="${ENV_WEBHDFS}/webhdfs/v1${ENV_JOB_STORE}/jobs/$app/am.json'
+        f'?op=OPEN&user.name=${ENV_HDFS_USER}"',
+        "fi",
         # -E -S: the executor needs only the standard library (see bundle.py).
         f"exec {shlex.quote(python)} -E -S {BUNDLE_NAME} executor",
     ])
@@ -278,6 +305,9 @@ class YarnClusterClient(ClusterClient):
             # skein uploads these two to the application's private staging directory.
             common = {BUNDLE_NAME: skein.File(bundle, type="file"), TOKEN_NAME: skein.File(str(token_file))}
             services = {}
+            early = prelaunched(spec)
+            store_env = {ENV_JOB_STORE: self.store.root, ENV_WEBHDFS: self.conf.webhdfs(),
+                         ENV_HDFS_USER: hadoop_user()}
             for role in spec.roles:
                 files = dict(common)
                 for f in role.files:
@@ -285,7 +315,8 @@ class YarnClusterClient(ClusterClient):
                                                      type="file")
                 services[role.name] = skein.Service(
                     resources=skein.Resources(**container_resources(role.resources)),
-                    script=executor_script(python), instances=0, files=files,
+                    script=executor_script(python), instances=early.get(role.name, 0), files=files,
+                    env={**role_env(spec, role.name), **store_env},
                     max_restarts=0, allow_failures=True,  # the Primus AM decides about failures
                     node_label=config.node_label or "")
             master = skein.Master(
@@ -293,8 +324,8 @@ class YarnClusterClient(ClusterClient):
                                           vcores=config.am_vcores),
                 script=am_script(python),
                 files={**common, SPEC_NAME: skein.File(str(spec_file))},
-                env={ENV_JOB_STORE: self.store.root, ENV_WEBHDFS: self.conf.webhdfs(),
-                     ENV_RM_WEB: self.rm.web, ENV_PYTHON: python, "HADOOP_USER_NAME": hadoop_user()})
+                env={**store_env, ENV_RM_WEB: self.rm.web, ENV_PYTHON: python, "HADOOP_USER_NAME": hadoop_user(),
+                     ENV_PRELAUNCHED: ",".join(f"{role}={n}" for role, n in early.items())})
             app_spec = skein.ApplicationSpec(
                 name=spec.name, queue=config.queue, node_label=config.node_label or "", tags=tags,
                 max_attempts=spec.am.max_attempts, user=config.user or "", master=master, services=services)
@@ -459,10 +490,13 @@ def exited_from(state: str, message: str) -> tuple[int | None, str, bool]:
 class YarnExecutorBackend(ExecutorBackend):
     """Executors are containers of the skein services of their roles (one service per role)."""
 
-    def __init__(self, app: Any, rm: ResourceManager | None = None, poll: float = 0.5):
+    def __init__(self, app: Any, rm: ResourceManager | None = None, poll: float = 0.5,
+                 prelaunched: dict[str, int] | None = None):
         self.app = app  # skein.ApplicationClient of this application
         self.rm = rm
         self.poll = poll
+        # Containers started with the application, not yet given to an executor: (role, index).
+        self._unclaimed = {(role, i) for role, n in (prelaunched or {}).items() for i in range(n)}
         self._events: BackendEvents | None = None
         self._nodes: list[dict[str, int]] = []
         self._containers: dict[str, LaunchRequest] = {}  # skein container id -> request
@@ -482,7 +516,17 @@ class YarnExecutorBackend(ExecutorBackend):
     def check_fits(self, role: str, resources: Resources) -> str | None:
         return never_fits(role, resources, self._nodes) if self._nodes else None
 
+    def incarnation_for(self, role: str, index: int) -> str | None:
+        if (role, index) not in self._unclaimed:
+            return None
+        self._unclaimed.discard((role, index))
+        return f"{role}_{index}"  # skein's id of the container, which the executor takes as its name
+
     async def launch(self, request: LaunchRequest) -> None:
+        if request.incarnation == f"{request.role}_{request.index}":  # started with the application
+            self._containers[request.incarnation] = request
+            self._by_incarnation[request.incarnation] = request.incarnation
+            return
         env = dict(request.env)
         container = await asyncio.to_thread(self.app.add_container, request.role, env)
         self._containers[container.id] = request

@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+import urllib.request
 from typing import Any
 
 from .. import protocol
@@ -45,7 +46,8 @@ class Config:
                 raise SystemExit(f"primus executor: {name} is not set (the backend sets it)")
             return env[name]
 
-        self.am_address = need(protocol.ENV_AM_ADDRESS)
+        self.am_address = env.get(protocol.ENV_AM_ADDRESS) or \
+            wait_for_am_address(need(protocol.ENV_AM_INFO_URL), protocol.AM_INFO_PATIENCE)
         self.token_file = need(protocol.ENV_TOKEN_FILE)
         self.role = need(protocol.ENV_ROLE)
         self.index = int(need(protocol.ENV_INDEX))
@@ -58,6 +60,22 @@ class Config:
         self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
         self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
         self.id = protocol.executor_id(self.role, self.index)
+
+
+def wait_for_am_address(url: str, patience: float) -> str:
+    """The AM's address from ``url`` (JSON ``{"address"}``), polled until the AM has published it."""
+    deadline = time.monotonic() + patience
+    delay = 0.1
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return str(json.loads(response.read())["address"])
+        except (OSError, ValueError, KeyError) as exc:  # not there yet (404), or the store is busy
+            if time.monotonic() + delay > deadline:
+                raise SystemExit(f"primus executor: the AM did not publish its address within {patience:g}s "
+                                 f"({url.split('?')[0]}: {exc})") from None
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
 
 
 def reserve_ports(count: int) -> list[socket.socket]:
