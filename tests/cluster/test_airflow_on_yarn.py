@@ -4,8 +4,15 @@ Airflow (the operator's on_kill, the trigger's on_kill) leaves no YARN applicati
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
+import re
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
+from urllib.parse import urlparse
 
 import pytest
 from provider.conftest import make_context
@@ -87,3 +94,57 @@ def test_the_triggers_on_kill_stops_the_yarn_application(yarn_conn):
     asyncio.run(trigger.on_kill())
     wait_for(lambda: yarn_conn.status(app_id)["job"]["state"] == "killed", timeout=60, what="job killed", poll=0.5)
     assert_nothing_left(yarn_conn, app_id)
+
+
+def test_daily_retraining_dag_runs_on_yarn_with_its_data_on_hdfs(minicluster: Minicluster, tmp_path):
+    """The scheduled-retraining example, unchanged, with the connection pointing at YARN and the
+    partitions on HDFS: partition sensor (WebHDFSHook), train, data watermark, job, evaluation."""
+    import hdfs
+    from provider.conftest import EXAMPLE_DAGS, airflow_env, run_airflow
+
+    airflow_home, primus_home = tmp_path / "airflow", tmp_path / "primus-home"
+    env = airflow_env(airflow_home, primus_home)
+    migrated = run_airflow("db", "migrate", env=env)
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
+
+    # The upstream pipeline's part: the day's samples and their _SUCCESS marker, on HDFS.
+    local = tmp_path / "20261201"
+    trainer = EXAMPLE_DAGS.parent / "examples" / "ps_worker" / "trainer.py"
+    assert subprocess.run([sys.executable, str(trainer), "make-partition", str(local), "3000"]).returncode == 0
+    user = getpass.getuser()
+    base = f"/tests/retrain-{time.time_ns()}"
+    webhdfs = hdfs.InsecureClient(minicluster.webhdfs, user=user)
+    for path in sorted(local.iterdir(), key=lambda p: p.name == "_SUCCESS"):  # the marker last
+        webhdfs.upload(f"{base}/20261201/{path.name}", str(path))
+
+    url = urlparse(minicluster.webhdfs)
+    env["AIRFLOW_CONN_PRIMUS_DEFAULT"] = json.dumps(
+        {"conn_type": "primus", "extra": {"backend": "yarn", "hadoop_conf_dir": str(minicluster.dir / "conf")}})
+    env["AIRFLOW_CONN_WEBHDFS_DEFAULT"] = json.dumps(
+        {"conn_type": "webhdfs", "host": url.hostname, "port": url.port, "login": user})
+    conf = {"data_root": f"hdfs://{base}", "model_root": str(tmp_path / "models")}
+    got = run_airflow("dags", "test", "primus_daily_retraining", "2026-12-01", "-c", json.dumps(conf),
+                      env=env, timeout=600)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    run_id, state = sqlite3.connect(airflow_home / "airflow.db").execute(
+        "SELECT run_id, state FROM dag_run WHERE dag_id = 'primus_daily_retraining' ORDER BY id DESC").fetchone()
+    assert state == "success", output[-5000:]
+    assert f"{base}/20261201/_SUCCESS on HDFS (connection webhdfs_default): ready" in output
+
+    from primus_runtime.client import PrimusClient
+
+    client = PrimusClient(primus_home)
+    (train,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "train", "run_id": run_id},
+                           backend="yarn")
+    assert train["app_id"].startswith("application_")
+    status = client.status(train["app_id"])
+    assert status["job"]["state"] == "succeeded"
+    assert status["data"]["watermark"] == "2026-12-01" and status["data"]["records_done"] >= 3000
+    assert client.spec(train["app_id"]).input.work_preserve_dir.startswith("hdfs:///user/")
+    assert client.yarn.rm.app(train["app_id"])["finalStatus"] == "SUCCEEDED"
+    assert sorted(p.name for p in (tmp_path / "models" / "20261201").iterdir()) == ["ps-0.json", "ps-1.json"]
+    (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id},
+                              backend="yarn")
+    assert evaluate["state"] == "succeeded"
+    assert re.search(r"evaluation loss [\d.]+ on held-out data .*2 ps shards", output)
