@@ -255,6 +255,17 @@ class JobStore:
         return target
 
 
+def _skein_client() -> Any:
+    """skein's global driver when one runs (``skein driver start`` on the submitting machine
+    saves the ~4 s JVM start of a driver per submit), else a driver for this submit."""
+    import skein
+
+    try:
+        return skein.Client.from_global_driver()
+    except skein.exceptions.DriverNotRunningError:
+        return skein.Client(log=False)
+
+
 def default_store_root() -> str:
     return f"/user/{hadoop_user()}/.primus"
 
@@ -329,7 +340,7 @@ class YarnClusterClient(ClusterClient):
             app_spec = skein.ApplicationSpec(
                 name=spec.name, queue=config.queue, node_label=config.node_label or "", tags=tags,
                 max_attempts=spec.am.max_attempts, user=config.user or "", master=master, services=services)
-            with skein.Client(log=False) as client:
+            with _skein_client() as client:
                 app_id = client.submit(app_spec)
         # For other clients (an Airflow retry on another worker): the spec, and the token only
         # its owner can read.
