@@ -11,6 +11,8 @@ from primus_runtime.backends.yarn import (
     exited_from,
     log_contents,
     never_fits,
+    parse_prelaunched,
+    prelaunched,
 )
 from primus_runtime.hadoop import HadoopConf, HadoopConfigError
 from primus_runtime.spec import JobSpec, Resources, SpecError, YarnBackend
@@ -83,3 +85,48 @@ def test_hadoop_conf_reads_addresses_and_names_what_is_missing(tmp_path, monkeyp
         HadoopConf()
     with pytest.raises(HadoopConfigError, match="no such directory"):
         HadoopConf(tmp_path / "nowhere")
+
+
+def test_roles_launched_at_once_are_started_with_the_application():
+    roles = [{"name": "ps", "replicas": 2, "command": "x"}, {"name": "worker", "replicas": 3, "command": "x"}]
+    gang = JobSpec.from_dict({"name": "t", "roles": roles, "backend": {"type": "yarn"}})
+    assert prelaunched(gang) == {"ps": 2, "worker": 3}
+    ordered = JobSpec.from_dict({"name": "t", "roles": roles, "backend": {"type": "yarn"},
+                                 "scheduling": {"policy": "ordered", "order": ["worker", "ps"]}})
+    assert prelaunched(ordered) == {"worker": 3}  # ps waits for the workers: asked for later
+    assert parse_prelaunched("ps=2,worker=3") == {"ps": 2, "worker": 3} and parse_prelaunched("") == {}
+
+
+def test_a_prelaunched_executor_polls_for_the_address_its_am_publishes(tmp_path):
+    import http.server
+    import threading
+
+    from primus_runtime.executor.main import wait_for_am_address
+
+    published = threading.Event()
+
+    class Store(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if not published.is_set():
+                self.send_error(404)  # the AM has not written am.json yet
+                return
+            body = b'{"address": "node7:4242", "started_at": 1}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Store)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/am.json"
+    try:
+        threading.Timer(0.5, published.set).start()
+        assert wait_for_am_address(url, patience=10) == "node7:4242"
+        published.clear()
+        with pytest.raises(SystemExit, match="did not publish its address within 0.3s"):
+            wait_for_am_address(url, patience=0.3)
+    finally:
+        server.shutdown()
