@@ -46,8 +46,11 @@ class Config:
                 raise SystemExit(f"primus executor: {name} is not set (the backend sets it)")
             return env[name]
 
+        if not env.get(protocol.ENV_AM_ADDRESS) and not env.get(protocol.ENV_AM_INFO_URL):
+            raise SystemExit(f"primus executor: {protocol.ENV_AM_ADDRESS} is not set, nor "
+                             f"{protocol.ENV_AM_INFO_URL} (the backend sets one)")
         self.am_address = env.get(protocol.ENV_AM_ADDRESS) or \
-            wait_for_am_address(need(protocol.ENV_AM_INFO_URL), protocol.AM_INFO_PATIENCE)
+            wait_for_am_address(env[protocol.ENV_AM_INFO_URL], protocol.AM_INFO_PATIENCE)
         self.token_file = need(protocol.ENV_TOKEN_FILE)
         self.role = need(protocol.ENV_ROLE)
         self.index = int(need(protocol.ENV_INDEX))
