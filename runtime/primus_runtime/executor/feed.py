@@ -14,7 +14,8 @@ them from the file into the pipe with ``os.splice`` (Linux; ``pread`` + ``write`
 the records never pass through Python. Raw records get their 4-byte length written before
 each 64 KiB of the file. Lines that must change when fed (``\r\n``, a last line without
 newline) come as bytes, as on the other path. The pipe is enlarged to ``PIPE_BYTES`` where
-the system allows it.
+the system allows it. That path needs a local file; HDFS tasks (``webhdfs://`` URLs) take the
+other one, reading one streamed WebHDFS response per task (``data/webhdfs.py``).
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
@@ -59,9 +60,10 @@ import sys
 import termios
 import threading
 import time
-from typing import IO, Any, BinaryIO
+from collections.abc import Iterator
+from typing import IO, Any, BinaryIO, cast
 
-from ..data import formats
+from ..data import formats, webhdfs
 
 log = logging.getLogger("primus.executor")
 
@@ -120,13 +122,16 @@ class _Segment:
 
 
 def open_input(url: str) -> BinaryIO:
-    """A local path or ``file://`` URL, opened for reading."""
+    """A local path, ``file://`` or ``webhdfs://host:port`` URL (the AM hands out ``hdfs://`` inputs as
+    such), opened for reading."""
     if url.startswith("file://"):
         url = url[len("file://"):]
+    elif url.startswith("webhdfs://"):
+        return cast(BinaryIO, webhdfs.WebHDFSFile(url))
     elif "://" in url:
         scheme = url.split("://", 1)[0]
-        raise OSError(f"{scheme}:// input cannot be read by this executor yet (local files and file:// only): "
-                      f"{url}")
+        raise OSError(f"{scheme}:// input cannot be read by this executor (local files, file:// and "
+                      f"webhdfs:// only): {url}")
     return open(url, "rb")
 
 
@@ -151,7 +156,7 @@ class Feeder:
         self.lock = threading.Lock()
         self.tasks: dict[str, _TaskFeed] = collections.OrderedDict()
         self.todo: queue.Queue[_TaskFeed | None] = queue.Queue()
-        self.buffer: queue.Queue[tuple[_TaskFeed, bytes | _Range, int, int, bool] | None] = queue.Queue(BUFFER_CHUNKS)
+        self.buffer: queue.Queue[tuple[_TaskFeed, bytes | memoryview | _Range, int, int, bool] | None] = queue.Queue(BUFFER_CHUNKS)
         self._splice = hasattr(os, "splice")
         if _F_SETPIPE_SZ is not None:
             try:
@@ -309,7 +314,9 @@ class Feeder:
             a = task.assignment
             fmt = str(a["format"])
             try:
-                if fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread"):
+                streamed = str(a["url"]).startswith("webhdfs://")  # read once, front to back: no pread
+                if fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread") and \
+                        not streamed:
                     # Byte ranges of whole records, moved file -> pipe by the writer (os.splice).
                     f = task.file = open_input(str(a["url"]))  # the writer closes it after the task
                     raw = fmt == "raw"
@@ -327,13 +334,18 @@ class Feeder:
                             return
                 else:
                     with open_input(str(a["url"])) as f:
-                        # Framed blocks of about CHUNK_BYTES that never cut a record; for text no
-                        # Python work per line (formats.read_framed).
-                        for block, count in formats.read_framed(f, fmt, str(a["compression"]),
-                                                                int(a["start"]), int(a["end"]), task.skip):
+                        # Framed blocks that never cut a record; for text no Python work per line.
+                        start, end = int(a["start"]), int(a["end"])
+                        blocks: Iterator[tuple[bytes | memoryview, int]]
+                        if fmt in ("text", "jsonl") and a["compression"] == "none" and streamed:
+                            # A WebHDFS stream: large reads, each block fed as it was read (one copy).
+                            blocks = formats.streamed_lines(f, start, end, task.skip, _range_size(end - start))
+                        else:  # blocks of about CHUNK_BYTES
+                            blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
+                        for data, count in blocks:
                             records = count  # position in the split, skipped records included
-                            nbytes += len(block)
-                            self._put(task, block, records, nbytes, False)
+                            nbytes += len(data)
+                            self._put(task, data, records, nbytes, False)
                             if self.closed or self.broken:
                                 return
             except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
@@ -344,7 +356,7 @@ class Feeder:
                 task.error = error
             self._put(task, b"", records, nbytes, True)
 
-    def _put(self, task: _TaskFeed, data: bytes | _Range, records: int, nbytes: int, last: bool) -> None:
+    def _put(self, task: _TaskFeed, data: bytes | memoryview | _Range, records: int, nbytes: int, last: bool) -> None:
         while not (self.closed or self.broken):
             try:
                 self.buffer.put((task, data, records, nbytes, last), timeout=0.5)
