@@ -236,3 +236,23 @@ def test_the_executor_reader_seeks_and_names_a_missing_file(fs, root, minicluste
         assert f.readinto(buffer) == len(buffer) and bytes(buffer) == data[10:10 + len(buffer)]
     with pytest.raises(FileNotFoundError, match=f"{root}/missing"), WebHDFSFile(base + f"{root}/missing") as f:
         f.read(1)
+
+
+def test_a_file_gone_from_hdfs_before_it_is_read_fails_its_task_naming_the_url(client, fs, root, out):
+    first = [f"a{i:06d}" for i in range(1_000_000)]  # 8 MB, read for seconds: more than pipe and read-ahead
+    fs.write(f"{root}/20261201/part-0.txt", data="\n".join(first) + "\n")
+    fs.write(f"{root}/20261201/part-1.txt", data="gone before it is read\n")
+    fs.write(f"{root}/20261201/_SUCCESS", data=b"")
+    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "20000", "SLEEP": "0.2"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="16Mi",
+                     max_tasks_per_executor=1, prefetch=0, max_task_attempts=1)
+    app = client.submit(spec)
+    wait_for(lambda: (d := client.data(app)) and d["scan_complete"] and d["tasks"]["running"] == 1, 60,
+             "the scan done, part-0 being read")
+    fs.delete(f"{root}/20261201/part-1.txt")
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "failed"
+    reason = status["job"]["reason"]
+    assert f"task clicks/2026-12-01/part-1.txt:0 (hdfs://{root}/20261201/part-1.txt) failed 1 time(s)" in reason, \
+        reason
+    assert "FileNotFoundError: HTTP 404" in reason and f"{root}/20261201/part-1.txt" in reason, reason
