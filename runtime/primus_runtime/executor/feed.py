@@ -71,6 +71,7 @@ CHUNK_BYTES = formats.READ_SIZE  # framed records per write (read_framed blocks)
 BUFFER_CHUNKS = 32  # chunks read ahead of the trainer (2 MiB)
 SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
 QUIET_SECONDS = 5.0
+READERS_REFRESH = 1.0  # seconds between walks of /proc for the processes reading the trainer's stdin
 PIPE_BYTES = 1024 * 1024  # the trainer's stdin pipe is made this large (F_SETPIPE_SZ) when allowed
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031 if sys.platform.startswith("linux") else None)
 _RAW_LENGTH = struct.Struct(">I")
@@ -150,6 +151,8 @@ class Feeder:
         self.segments: collections.deque[_Segment] = collections.deque()
         self.fd = stdin.fileno()
         self.reader_group = reader_group  # process group of the trainer (who reads the pipe)
+        self._readers: list[str] = []  # pids of that group reading the pipe, as last found
+        self._readers_at = 0.0
         self.pipe = f"pipe:[{os.fstat(self.fd).st_ino}]"
         self.max_tasks = max_tasks
         self.wake = wake or threading.Event()
@@ -268,26 +271,44 @@ class Feeder:
         return self.total_written - unread - SLACK_BYTES
 
     def _reader_waiting(self) -> bool:
-        """Whether a process of the trainer's group is blocked reading the (empty) pipe."""
+        """Whether a process of the trainer's group is blocked reading the (empty) pipe.
+
+        Finding the processes that read the pipe walks all of /proc (milliseconds, with the GIL
+        held, while reports may come every few ms as the pipe runs empty): it is done at most every
+        ``READERS_REFRESH`` seconds, and in between only the readers found last are looked at."""
         if self.reader_group is None:
             return False
+        now = time.monotonic()
+        if not self._readers or now - self._readers_at >= READERS_REFRESH:
+            self._readers, self._readers_at = self._pipe_readers(), now
+        for pid in self._readers:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:  # gone (its pid maybe reused)
+                    continue
+                with open(f"/proc/{pid}/wchan") as f:
+                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def _pipe_readers(self) -> list[str]:
+        """The pids of the trainer's group whose stdin is the pipe."""
         try:
             pids = [p for p in os.listdir("/proc") if p.isdigit()]
         except OSError:
-            return False
+            return []
+        readers = []
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     if int(f.read().rsplit(")", 1)[1].split()[2]) != self.reader_group:
                         continue
-                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:
-                    continue
-                with open(f"/proc/{pid}/wchan") as f:
-                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
-                        return True
+                if os.readlink(f"/proc/{pid}/fd/0") == self.pipe:
+                    readers.append(pid)
             except (OSError, ValueError, IndexError):
                 continue
-        return False
+        return readers
 
     def _close(self) -> None:
         if not self.closed:
