@@ -11,7 +11,9 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import socket
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -256,3 +258,12 @@ def test_a_file_gone_from_hdfs_before_it_is_read_fails_its_task_naming_the_url(c
     assert f"task clicks/2026-12-01/part-1.txt:0 (hdfs://{root}/20261201/part-1.txt) failed 1 time(s)" in reason, \
         reason
     assert "FileNotFoundError: HTTP 404" in reason and f"{root}/20261201/part-1.txt" in reason, reason
+
+
+def test_the_hdfs_feed_benchmark_prints_its_ratio_last(minicluster, tmp_path):
+    bench = Path(__file__).resolve().parents[2] / "bench" / "feed_hdfs.py"
+    proc = subprocess.run([sys.executable, str(bench)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SIZE_MB": "4", "TASK_MB": "1", "RUNS": "1",
+                               "BENCH_FEED_DIR": str(tmp_path), "PRIMUS_MINICLUSTER_DIR": str(minicluster.dir)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"median of 1 paired runs: [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
