@@ -267,3 +267,30 @@ def test_the_hdfs_feed_benchmark_prints_its_ratio_last(minicluster, tmp_path):
                                "BENCH_FEED_DIR": str(tmp_path), "PRIMUS_MINICLUSTER_DIR": str(minicluster.dir)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"median of 1 paired runs: [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+def test_a_savepoint_on_hdfs_is_a_restore_from_for_the_next_job(client, fs, root, out):
+    small = write_partition(fs, f"{root}/20261201", "a", files=1, lines=100)
+    big = [f"b{i:06d}" for i in range(40000)]
+    fs.write(f"{root}/20261201/part-1.txt", data="\n".join(big) + "\n", overwrite=True)
+    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi")
+    app = client.submit(spec)
+    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
+    savepoint = f"hdfs://{root}/savepoint"
+    # The API itself: PrimusClient.data_savepoint makes its argument a local absolute path.
+    saved = client._require_api(app, "POST", "/data/savepoint", {"dir": savepoint})
+    assert saved["dir"] == savepoint and saved["done"] == 1
+    client.kill(app)
+    positions, _ = HdfsSnapshots(savepoint).recover()
+    at = positions["clicks/2026-12-01/part-1.txt:0"]["records"]
+    assert 2000 < at < len(big) and positions["clicks/2026-12-01/part-0.txt:0"]["state"] == "done"
+    for f in out.iterdir():
+        f.rename(f.with_name("first-" + f.name))
+
+    spec["roles"][0]["env"] = {"OUT_DIR": str(out)}
+    spec["input"]["restore_from"] = savepoint
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
+    assert second == big[at:]  # exactly from the saved position on
