@@ -397,14 +397,16 @@ def local_path(value: str) -> str:
 def input_url(value: str) -> str:
     """``value`` if the data plane can read it: an absolute local path, ``file://``, ``hdfs://`` (the
     NameNode of ``$HADOOP_CONF_DIR``) or ``webhdfs://host:port`` (a NameNode's HTTP address)."""
-    parts = urlsplit(value)
-    if parts.scheme == "hdfs" or (parts.scheme == "webhdfs" and parts.hostname and parts.port):
+    scheme = value.split("://", 1)[0] if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value) else ""
+    if scheme in ("hdfs", "webhdfs"):
+        parts = urlsplit(value)
+        if scheme == "webhdfs" and not (parts.hostname and parts.port):
+            raise ValueError(f"webhdfs:// URLs name the NameNode's HTTP address: webhdfs://host:port/path, "
+                             f"got {value!r}")
         if not parts.path.startswith("/"):
             raise ValueError(f"needs an absolute path after the host, got {value!r}")
         return value
-    if parts.scheme == "webhdfs":
-        raise ValueError(f"webhdfs:// URLs name the NameNode's HTTP address: webhdfs://host:port/path, got {value!r}")
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value) and parts.scheme != "file":
+    if scheme not in ("", "file"):
         raise ValueError(f"only local paths, file://, hdfs:// and webhdfs://host:port URLs are readable, "
                          f"got {value!r}")
     return local_path(value)

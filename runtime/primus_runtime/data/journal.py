@@ -217,6 +217,7 @@ class HdfsSnapshots:
         self._lock = threading.Lock()  # a periodic save in a thread and the final one may overlap
         self._next: int | None = None  # number of the next snapshot
         self._saved = b""  # what the last save wrote: unchanged state is not uploaded again
+        self._taken = 0.0  # when the state it wrote was read
 
     def recover(self) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         """Task id -> position, and the exactly-once checkpoints, of the newest snapshot ({} if none)."""
@@ -229,11 +230,13 @@ class HdfsSnapshots:
                     log.warning("%s: not a task snapshot (%s); trying an older one", path, exc)
             return {}, {}
 
-    def save(self, state: dict[str, dict[str, Any]], checkpoints: dict[str, str]) -> bool:
-        """Upload ``state`` as the next snapshot unless it is what the last save wrote; whether it did."""
+    def save(self, state: dict[str, dict[str, Any]], checkpoints: dict[str, str], taken: float = 0.0) -> bool:
+        """Upload ``state`` as the next snapshot unless it is what the last save wrote, or older than it
+        (``taken``: ``time.monotonic()`` when the state was read; a periodic upload still under way when
+        the final one comes must not follow it); whether it did."""
         payload = json.dumps({"version": 1, "tasks": state, "checkpoints": checkpoints}).encode()
         with self._lock:
-            if payload == self._saved:
+            if payload == self._saved or taken < self._taken:
                 return False
             older = self._snapshots()
             number = max(self._next or 0, older[0][0] + 1 if older else 0)
@@ -246,7 +249,7 @@ class HdfsSnapshots:
                 raise OSError(f"could not rename {tmp} to {final} on HDFS")
             for path in [p for _, p in older] + self._leftovers():
                 self.fs.rm(path)
-            self._next, self._saved = number + 1, payload
+            self._next, self._saved, self._taken = number + 1, payload, taken
             return True
 
     def _snapshots(self) -> list[tuple[int, str]]:

@@ -139,10 +139,12 @@ class DataPlane:
         self._upload()
         self.remote = None
 
-    def _positions(self) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    def _positions(self) -> tuple[dict[str, dict[str, Any]], dict[str, str], float]:
         """What the HDFS snapshot keeps: every task's position, including recovered tasks the scan has
-        not listed again yet (a second crash must not forget them), and the committed checkpoints."""
-        return {**self.dispatcher.recovered, **self.dispatcher.saved_state()}, dict(self.dispatcher.checkpoints)
+        not listed again yet (a second crash must not forget them), the committed checkpoints, and
+        when they were read."""
+        return ({**self.dispatcher.recovered, **self.dispatcher.saved_state()}, dict(self.dispatcher.checkpoints),
+                time.monotonic())
 
     def _upload(self) -> None:
         if self.remote is not None and self._problem is None:

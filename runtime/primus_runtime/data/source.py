@@ -113,7 +113,7 @@ class Scanner:
                     await asyncio.sleep(self.spec.poll_interval)
             self.dispatcher.waiting(None)
             return await asyncio.to_thread(self.build_tasks, fs, path, source, partition, _url_base(url))
-        except (FileNotFoundError, asyncio.CancelledError):
+        except FileNotFoundError:
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. the NameNode is unreachable: say where and what
             raise OSError(f"source {source.name}: cannot read {url}: {type(exc).__name__}: {exc}") from exc

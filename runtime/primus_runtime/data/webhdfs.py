@@ -91,14 +91,7 @@ class WebHDFSFile(io.RawIOBase):
         self._at += count
         return count
 
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            return self.readall()
-        buffer = bytearray(size)
-        count = self.readinto(buffer)
-        return bytes(buffer) if count == size else bytes(buffer[:count])
-
-    def readall(self) -> bytes:
+    def readall(self) -> bytes:  # io.RawIOBase's reads 8 KiB at a time
         parts = []
         while chunk := self.read(max(io.DEFAULT_BUFFER_SIZE, 1024 * 1024)):
             parts.append(chunk)
