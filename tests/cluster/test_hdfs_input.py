@@ -294,3 +294,20 @@ def test_a_savepoint_on_hdfs_is_a_restore_from_for_the_next_job(client, fs, root
     assert status["job"]["state"] == "succeeded", status["job"]
     second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
     assert second == big[at:]  # exactly from the saved position on
+
+
+def test_hdfs_snapshots_recover_the_newest_whole_one_and_saves_clean_up(fs, root):
+    progress = f"hdfs://{root}/progress"
+    assert HdfsSnapshots(progress).recover() == ({}, {})  # no directory yet: nothing saved
+    fs.write(f"{root}/progress/tasks.snapshot.3.json",
+             data='{"version": 1, "tasks": {"t": {"state": "done", "records": 5}}, "checkpoints": {"0": "c1"}}')
+    fs.write(f"{root}/progress/tasks.snapshot.4.json", data='{"version": 1, "tas')  # not ours: never renamed so
+    fs.write(f"{root}/progress/_tasks.snapshot.5.tmp", data='{"version": 1, "tasks": {}}')  # a crash mid-save
+    store = HdfsSnapshots(progress)
+    assert store.recover() == ({"t": {"state": "done", "records": 5}}, {"0": "c1"})
+    state = {"t": {"state": "done", "records": 5}, "u": {"state": "queued", "records": 7}}
+    assert store.save(state, {"0": "c2"}, taken=2.0)
+    assert fs.list(f"{root}/progress") == ["tasks.snapshot.5.json"]  # older ones and the leftover gone
+    assert not store.save(state, {"0": "c2"}, taken=3.0)  # unchanged: not uploaded again
+    assert not store.save({}, {}, taken=1.0)  # read before the last save: never follows it
+    assert HdfsSnapshots(progress).recover() == (state, {"0": "c2"})

@@ -5,6 +5,7 @@ short file)."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -145,3 +146,15 @@ def test_an_unreachable_namenode_is_an_error_naming_it():
 def test_only_webhdfs_urls_with_host_and_port_are_accepted():
     with pytest.raises(ValueError, match="not a webhdfs://host:port/path URL"):
         WebHDFSFile("hdfs:///data/f")
+
+
+def test_the_am_filesystem_times_out_on_a_namenode_that_does_not_answer():
+    from primus_runtime.hadoop import hdfs_filesystem
+
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        fs = hdfs_filesystem(f"webhdfs://127.0.0.1:{port}/data", timeout=0.5)
+        with pytest.raises(OSError, match="Read timed out"):
+            fs.info("/data/_SUCCESS")
