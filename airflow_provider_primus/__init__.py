@@ -28,6 +28,8 @@ _CONNECTION_FIELDS = {
                                  "try stopped (default <home>/work-preserve; an hdfs:// path on YARN).", _TEXT),
     "yarn_queue": _field("YARN queue", "yarn: the queue jobs are submitted to (a job spec's backend.queue "
                          "wins).", _TEXT),
+    "hadoop_conf_dir": _field("Hadoop configuration", "yarn: directory of the cluster's client configuration "
+                              "(core-site.xml, hdfs-site.xml, yarn-site.xml; default $HADOOP_CONF_DIR).", _TEXT),
     "kubernetes_conn_id": _field("Kubernetes connection", "kubernetes: the cncf-kubernetes provider's "
                                  "connection to reach the cluster with.", _TEXT),
     "namespace": _field("Kubernetes namespace", "kubernetes: namespace of the AM and executor pods.", _TEXT),

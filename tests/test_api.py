@@ -26,7 +26,7 @@ def running_job(module_client):
     client = module_client
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
-    address, token = client.cluster.am_endpoint(app)
+    address, token = client.local.am_endpoint(app)
     yield app, address, token
     client.kill(app)
 
@@ -151,7 +151,7 @@ def test_reports_from_an_old_incarnation_are_answered_with_kill(running_job, mod
 def test_token_never_reaches_logs_or_the_trainer(running_job, module_client):
     client = module_client
     app, _, token = running_job
-    job_dir = client.cluster.jobs / app
+    job_dir = client.local.jobs / app
     for path in job_dir.rglob("*"):
         if path.is_file() and path.name != "token":
             assert token not in path.read_text(errors="replace"), path

@@ -61,6 +61,6 @@ def test_stderr_and_executor_logs_are_kept_per_attempt(client):
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded"
     assert read_log(client, app, "worker", 0, "stderr").strip() == "attempt 1"
-    first = client.cluster.jobs / app / "executors" / "worker-0" / "attempt-0"
+    first = client.local.jobs / app / "executors" / "worker-0" / "attempt-0"
     assert (first / "stderr.log").read_text().strip() == "attempt 0"
     assert "registered as worker-0" in (first / "executor.log").read_text()

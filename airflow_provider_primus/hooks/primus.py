@@ -17,14 +17,15 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from primus_runtime import protocol
 from primus_runtime.api_client import AMRejected
+from primus_runtime.backends.yarn import default_store_root
 from primus_runtime.client import TERMINAL, JobNotFound, PrimusClient
-from primus_runtime.spec import JobSpec, SpecError
+from primus_runtime.spec import JobSpec, SpecError, YarnBackend
 
 BACKENDS = ("local", "yarn", "kubernetes")
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
-CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "kubernetes_conn_id",
-                     "namespace", "image")
-AVAILABLE_BACKENDS = ("local",)
+CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
+                     "kubernetes_conn_id", "namespace", "image")
+AVAILABLE_BACKENDS = ("local", "yarn")
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
 ACTIVE = ("pending", "starting", "running")
 FINISHED = (*TERMINAL, "lost")
@@ -35,9 +36,11 @@ SpecLike = JobSpec | dict[str, Any] | str | os.PathLike
 class PrimusHook(BaseHook):
     """Submit, find, watch and control Primus jobs through a ``primus`` connection.
 
-    The connection's extra holds ``backend`` (``local``; ``yarn`` and ``kubernetes`` are not
+    The connection's extra holds ``backend`` (``local`` or ``yarn``; ``kubernetes`` is not
     available yet) and, for the local backend, ``home`` (the Primus home, default
-    ``$PRIMUS_HOME``, else ``~/.primus``).
+    ``$PRIMUS_HOME``, else ``~/.primus``); for YARN ``hadoop_conf_dir`` (default
+    ``$HADOOP_CONF_DIR``) and ``yarn_queue``. A spec that names no ``backend`` runs on the
+    connection's.
 
     When the connection id is the default ``primus_default`` and no such connection exists, the
     hook uses the local backend with the default home, so the quickstart needs no setup. A
@@ -86,8 +89,8 @@ class PrimusHook(BaseHook):
         settings = self.settings
         if settings["backend"] not in AVAILABLE_BACKENDS:
             raise AirflowException(f"connection {self.primus_conn_id!r}: the {settings['backend']} backend is "
-                                   f"not available in this version yet (use 'local')")
-        return PrimusClient(settings["home"], timeout=self.timeout)
+                                   f"not available in this version yet (use 'local' or 'yarn')")
+        return PrimusClient(settings["home"], timeout=self.timeout, hadoop_conf_dir=settings["hadoop_conf_dir"])
 
     def get_conn(self) -> PrimusClient:
         return self.client
@@ -115,9 +118,15 @@ class PrimusHook(BaseHook):
         if tags:
             job = job.model_copy(deep=True)  # never change the caller's JobSpec
             job.tags = {**job.tags, **{str(k): str(v) for k, v in tags.items()}}
+        if "backend" not in job.model_fields_set and self.settings["backend"] == "yarn":
+            # A spec that names no backend runs where the connection points: one DAG, any cluster.
+            job = job.model_copy(update={"backend": YarnBackend(type="yarn")})
         if job.backend.type != self.settings["backend"]:
             raise SpecError([f"backend.type: connection {self.primus_conn_id!r} uses the "
                              f"{self.settings['backend']} backend, got {job.backend.type!r}"])
+        queue = self.settings.get("yarn_queue")
+        if queue and isinstance(job.backend, YarnBackend) and job.backend.queue == "default":
+            job = job.model_copy(update={"backend": job.backend.model_copy(update={"queue": queue})})
         app_id = self.client.submit(job)
         self.log.info("Submitted Primus job %s (%s)", app_id, job.name)
         return app_id
@@ -128,7 +137,7 @@ class PrimusHook(BaseHook):
 
     def find_jobs(self, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first."""
-        return self.client.list({str(k): str(v) for k, v in (tags or {}).items()})
+        return self.client.list({str(k): str(v) for k, v in (tags or {}).items()}, backend=self.settings["backend"])
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
              wait: bool = True) -> dict[str, Any] | None:
@@ -138,7 +147,7 @@ class PrimusHook(BaseHook):
         if wait:
             return self.client.kill(app_id, reason=reason, timeout=timeout)
         if not self.client.request_kill(app_id, reason, patience=1.0):
-            self.client.cluster.force_kill(app_id)
+            self.client.cluster_for(app_id).force_kill(app_id)
         return None
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
@@ -173,18 +182,24 @@ class PrimusHook(BaseHook):
         ``wait``: seconds to wait for a just-submitted AM to publish its address."""
         deadline = time.monotonic() + wait
         while True:
-            endpoint = self.client.cluster.am_endpoint(app_id)
+            endpoint = self.client.cluster_for(app_id).am_endpoint(app_id)
             if endpoint is not None:
                 return f"http://{endpoint[0]}/"
             if time.monotonic() > deadline or self.client.status(app_id)["job"]["state"] in FINISHED:
                 return None
             time.sleep(0.1)
 
-    def work_preserve_root(self) -> Path:
+    def work_preserve_root(self) -> str:
         """Where the operator keeps data checkpoints of jobs it submits (one directory per task
-        instance): the connection's ``work_preserve_root``, else ``<Primus home>/work-preserve``."""
+        instance): the connection's ``work_preserve_root``; else ``<Primus home>/work-preserve``
+        locally and ``hdfs:///user/<user>/.primus/work-preserve`` on YARN (where the AM runs on
+        any node)."""
         configured = self.settings.get("work_preserve_root")
-        return Path(configured).expanduser() if configured else self.client.cluster.home / "work-preserve"
+        if configured:
+            return configured if "://" in configured else str(Path(configured).expanduser())
+        if self.settings["backend"] == "yarn":
+            return f"hdfs://{default_store_root()}/work-preserve"
+        return str(self.client.local.home / "work-preserve")
 
 
 class LogFollower:
@@ -217,7 +232,7 @@ class LogFollower:
 
     def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
         try:
-            chunk = hook.client.cluster.read_log(app_id, path, self._offsets.get(path, 0))
+            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, self._offsets.get(path, 0))
         except OSError:
             return []  # not written yet
         self._offsets[path] = self._offsets.get(path, 0) + len(chunk)
@@ -253,7 +268,7 @@ class PrimusAsyncHook(PrimusHook):
         """The AM's JSON answer, or None when no AM serves the job (any more)."""
         client = await self._client()
         try:
-            endpoint = await asyncio.to_thread(client.cluster.am_endpoint, app_id)
+            endpoint = await asyncio.to_thread(client.cluster_for(app_id).am_endpoint, app_id)
         except KeyError:
             raise JobNotFound(app_id) from None
         if endpoint is None:
@@ -291,7 +306,7 @@ class PrimusAsyncHook(PrimusHook):
                 return
             raise
         client = await self._client()
-        await asyncio.to_thread(client.cluster.force_kill, app_id)
+        await asyncio.to_thread(client.cluster_for(app_id).force_kill, app_id)
 
     async def aclose(self) -> None:
         if self._session is not None:

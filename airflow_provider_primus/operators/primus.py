@@ -200,7 +200,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                               previous[0]["state"], spec.input.work_preserve_dir)
                 return spec.input.work_preserve_dir
         parts = [ti_tags[name].replace("/", "_") for name in ("dag_id", "task_id", "run_id", "map_index")]
-        return str(self.hook.work_preserve_root().joinpath(*parts, f"try-{try_number}"))
+        return "/".join([self.hook.work_preserve_root().rstrip("/"), *parts, f"try-{try_number}"])
 
     def _follow_logs(self, app_id: str) -> list[str]:
         if self.follow_logs is not None:

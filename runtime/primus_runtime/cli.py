@@ -15,7 +15,8 @@ from typing import Any
 
 from .api_client import AMRejected
 from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
-from .spec import JobSpec, SpecError, load_spec
+from .hadoop import HadoopConfigError
+from .spec import JobSpec, LocalBackend, SpecError, YarnBackend, load_spec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
 _OUTCOME_EXIT = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "lost": EXIT_FAILED, "killed": EXIT_KILLED}
@@ -30,8 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"primus: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobNotFound as exc:
-        print(f"primus: {exc} (looked in {client.cluster.jobs})", file=sys.stderr)
+        where = "YARN" if exc.app_id.startswith("application_") else client.local.jobs
+        print(f"primus: {exc} (looked in {where})", file=sys.stderr)
         return EXIT_NOT_FOUND
+    except (HadoopConfigError, ConnectionError) as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except AMRejected as exc:
         print(f"primus: the AM refused: {exc.message}", file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -50,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="submit a job spec (YAML or JSON); prints the app id")
     p.add_argument("spec")
     p.add_argument("--wait", action="store_true", help="show progress and exit with the job's outcome")
+    p.add_argument("--backend", choices=("local", "yarn"),
+                   help="run on this backend instead of the spec's (with its default settings)")
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="show a job's state, roles and executors")
@@ -84,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("list", help="list jobs, newest first")
+    p.add_argument("--backend", choices=("local", "yarn"), default="local")
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
@@ -101,7 +109,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
-    app_id = client.submit(args.spec)
+    spec = load_spec(args.spec)
+    if args.backend and args.backend != spec.backend.type:
+        backend = LocalBackend() if args.backend == "local" else YarnBackend(type="yarn")
+        spec = spec.model_copy(update={"backend": backend})
+    app_id = client.submit(spec)
     print(app_id, flush=True)
     if not args.wait:
         return EXIT_OK
@@ -215,7 +227,7 @@ def cmd_list(client: PrimusClient, args: argparse.Namespace) -> int:
             print(f"primus: --tag must be KEY=VALUE, got {item!r}", file=sys.stderr)
             return EXIT_USAGE
         tags[key] = value
-    jobs = client.list(tags or None)
+    jobs = client.list(tags or None, backend=args.backend)
     if args.json:
         print(json.dumps(jobs, indent=2))
     for job in [] if args.json else jobs:

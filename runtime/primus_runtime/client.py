@@ -14,6 +14,7 @@ from typing import Any
 
 from . import protocol
 from .api_client import AMClient, AMRejected, AMUnavailable
+from .backends.base import ClusterClient
 from .backends.local import LocalClusterClient
 from .spec import JobSpec, SpecError, load_spec
 
@@ -60,19 +61,38 @@ class JobUnreachable(RuntimeError):
 
 
 class PrimusClient:
-    def __init__(self, home: str | Path | None = None, timeout: float = 10.0):
-        self.cluster = LocalClusterClient(home)
+    """Jobs of every backend: the local one (under ``home``) and YARN (the cluster of
+    ``$HADOOP_CONF_DIR``, or ``hadoop_conf_dir``). A job id says its backend: YARN's are
+    ``application_<cluster>_<n>``."""
+
+    def __init__(self, home: str | Path | None = None, timeout: float = 10.0,
+                 hadoop_conf_dir: str | None = None):
+        self.local = LocalClusterClient(home)
         self.timeout = timeout
+        self.hadoop_conf_dir = hadoop_conf_dir
+        self._yarn: ClusterClient | None = None
+
+    @property
+    def yarn(self) -> ClusterClient:
+        """The YARN cluster's client, made on first use (it needs the Hadoop configuration)."""
+        if self._yarn is None:
+            from .backends.yarn import YarnClusterClient
+
+            self._yarn = YarnClusterClient(self.hadoop_conf_dir, home=str(self.local.home))
+        return self._yarn
+
+    def cluster_for(self, app_id: str) -> ClusterClient:
+        return self.yarn if app_id.startswith("application_") else self.local
 
     # --- submit ---
 
     def submit(self, spec: JobSpec | dict[str, Any] | str | Path) -> str:
         """Validate the spec and start its AM; the application id."""
         job = load_spec(spec)
-        if job.backend.type != "local":
+        if job.backend.type == "kubernetes":
             raise SpecError([f"backend.type: the {job.backend.type} backend is not available in this version "
-                             f"yet, got {job.backend.type!r} (use 'local')"])
-        return self.cluster.submit(job)
+                             f"yet, got {job.backend.type!r} (use 'local' or 'yarn')"])
+        return (self.yarn if job.backend.type == "yarn" else self.local).submit(job)
 
     # --- status ---
 
@@ -86,15 +106,16 @@ class PrimusClient:
     def status_without_am(self, app_id: str) -> dict[str, Any]:
         """The status when the AM does not answer: its final status, ``pending`` while a just-submitted
         AM starts, else ``lost`` with the last snapshot it wrote. (The async hook reuses this.)"""
-        final = self._known(app_id).final_status(app_id)
+        cluster = self._known(app_id)
+        final = cluster.final_status(app_id)
         if final is not None:
             return final
         # Just submitted (the AM is still starting) or the AM died without an outcome.
-        if self.cluster.am_pid(app_id) is not None:
+        if cluster.am_alive(app_id):
             spec = self.spec(app_id)
             return {"job": {"app_id": app_id, "name": spec.name, "state": "pending", "reason": "AM starting",
                             "tags": spec.tags}, "roles": [], "executors": [], "events": [], "data": None}
-        last = self.cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
+        last = cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
         last["job"].update(state="lost", reason="the AM exited without recording an outcome; see am.log")
         return last
 
@@ -112,8 +133,9 @@ class PrimusClient:
                 raise TimeoutError(f"job {app_id} still {status['job']['state']} after {timeout:g}s")
             time.sleep(poll)
 
-    def list(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        return self.cluster.list_jobs(tags)
+    def list(self, tags: dict[str, str] | None = None, backend: str = "local") -> list[dict[str, Any]]:
+        """Jobs of ``backend`` (``local`` or ``yarn``) carrying all ``tags``, newest first."""
+        return (self.yarn if backend == "yarn" else self.local).list_jobs(tags)
 
     # --- control ---
 
@@ -131,7 +153,7 @@ class PrimusClient:
                 if exc.status == 409:  # already finishing or finished
                     return True
                 raise
-            if self.cluster.am_pid(app_id) is None or time.monotonic() > deadline:
+            if not self.cluster_for(app_id).am_alive(app_id) or time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
 
@@ -146,13 +168,13 @@ class PrimusClient:
         except TimeoutError:
             pass
         if status is None or status["job"]["state"] == "lost" or not self._am_exited(app_id, within=5.0):
-            self.cluster.force_kill(app_id)  # reap whatever the AM could not stop
+            self.cluster_for(app_id).force_kill(app_id)  # reap whatever the AM could not stop
             status = self.status(app_id)
         return status
 
     def _am_exited(self, app_id: str, within: float) -> bool:
         deadline = time.monotonic() + within
-        while self.cluster.am_pid(app_id) is not None:
+        while self.cluster_for(app_id).am_alive(app_id):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.1)
@@ -187,19 +209,18 @@ class PrimusClient:
         """The log file of an executor's current incarnation (or the AM log without a role).
 
         ``wait``: seconds to wait for an executor that has not been launched yet."""
-        job = self._known(app_id).job(app_id)
+        cluster = self._known(app_id)
         if role is None:
-            return str(job.am_log)
+            return cluster.am_log(app_id)
         deadline = time.monotonic() + wait
         while True:
             status = self.status(app_id)
             for ex in status.get("executors", []):
                 if ex["role"] == role and (index is None or ex["index"] == index) and ex.get("logs"):
                     return ex["logs"][stream]
-            attempts = sorted(job.executor_dir(role, index or 0).glob("attempt-*"),
-                              key=lambda p: int(p.name.split("-")[1]))
-            if attempts:
-                return str(attempts[-1] / f"{stream}.log")
+            latest = cluster.executor_log(app_id, role, index or 0, stream)
+            if latest is not None:
+                return latest
             if time.monotonic() > deadline or status["job"]["state"] in TERMINAL + ("lost",):
                 raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
             time.sleep(0.2)
@@ -207,7 +228,7 @@ class PrimusClient:
     def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
         offset = 0
         while True:
-            chunk = self.cluster.read_log(app_id, path, offset)
+            chunk = self.cluster_for(app_id).read_log(app_id, path, offset)
             if chunk:
                 offset += len(chunk)
                 yield chunk
@@ -219,15 +240,13 @@ class PrimusClient:
     # --- plumbing ---
 
     def spec(self, app_id: str) -> JobSpec:
-        job = self._known(app_id).job(app_id)
-        return JobSpec.model_validate_json(job.spec.read_text())
+        return self._known(app_id).spec(app_id)
 
-    def _known(self, app_id: str) -> LocalClusterClient:
-        try:
-            self.cluster.job(app_id)
-        except KeyError:
-            raise JobNotFound(app_id) from None
-        return self.cluster
+    def _known(self, app_id: str) -> ClusterClient:
+        cluster = self.cluster_for(app_id)
+        if not cluster.exists(app_id):
+            raise JobNotFound(app_id)
+        return cluster
 
     def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The AM's answer, or None when the AM is not (or no longer) serving."""

@@ -45,6 +45,23 @@ class Minicluster:
         return sorted(p for d in self.nm_log_dirs for p in (d / app_id).glob(f"*/{name}"))
 
 
+def processes_of(app_id: str) -> list[int]:
+    """Processes started for a YARN application: their working directory (the container's) or
+    command line names it."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if app_id in cwd or app_id in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
 def _status(directory: Path) -> dict[str, str] | None:
     proc = subprocess.run([str(SCRIPT), "status", str(directory)], capture_output=True, text=True)
     return json.loads(proc.stdout) if proc.returncode == 0 else None

@@ -3,17 +3,15 @@ scales and kills on YARN; WebHDFS reads and writes through `hdfs` and fsspec."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from conftest import wait_for
 
-from .conftest import Minicluster
+from .conftest import Minicluster, processes_of
 
 skein = pytest.importorskip("skein")
 
@@ -29,23 +27,6 @@ def _final_report(client, app_id: str, timeout: float = 120.0):
         return report if str(report.state) in ("FINISHED", "FAILED", "KILLED") else None
 
     return wait_for(finished, timeout=timeout, what=f"{app_id} to finish", poll=0.5)
-
-
-def _processes_of(app_id: str) -> list[int]:
-    """Processes started for the application: their working directory (the container's) or
-    command line names it."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(entry / "cwd")
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if app_id in cwd or app_id in cmdline:
-            pids.append(int(entry.name))
-    return pids
 
 
 def test_echo_in_a_container_succeeds_and_its_log_is_readable(minicluster: Minicluster, skein_client):
@@ -106,7 +87,7 @@ def test_scale_and_kill_containers_then_kill_the_application(minicluster: Minicl
     report = _final_report(skein_client, app_id, timeout=60)
     assert str(report.state) == "KILLED"
     # The NodeManager killed the master and every container: no process of it is left.
-    wait_for(lambda: not _processes_of(app_id), timeout=60,
+    wait_for(lambda: not processes_of(app_id), timeout=60,
              what=f"no process of {app_id} left", poll=0.5)
 
 
@@ -120,7 +101,7 @@ def test_yarn_command_kills_an_application(minicluster: Minicluster, skein_clien
              timeout=120, what=f"{app_id} running", poll=0.5)
     subprocess.run(["yarn", "application", "-kill", app_id], check=True, capture_output=True)
     assert str(_final_report(skein_client, app_id, timeout=60).state) == "KILLED"
-    wait_for(lambda: not _processes_of(app_id), timeout=60,
+    wait_for(lambda: not processes_of(app_id), timeout=60,
              what=f"no process of {app_id} left", poll=0.5)
 
 

@@ -20,7 +20,7 @@ SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 def test_without_a_connection_the_default_id_falls_back_to_the_local_default_home(primus_home):
     hook = PrimusHook()
     assert hook.settings["backend"] == "local" and hook.settings["home"] is None
-    assert hook.client.cluster.home == primus_home  # $PRIMUS_HOME, read when the client is made
+    assert hook.client.local.home == primus_home  # $PRIMUS_HOME, read when the client is made
     assert hook.work_preserve_root() == primus_home / "work-preserve"
 
 
@@ -33,12 +33,18 @@ def test_connection_fields_choose_backend_and_home(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_LOCAL", json.dumps(
         {"conn_type": "primus", "extra": {"backend": "local", "home": str(tmp_path / "h"),
                                           "work_preserve_root": str(tmp_path / "wp")}}))
-    assert PrimusHook("primus_local").client.cluster.home == tmp_path / "h"
-    assert PrimusHook("primus_local").work_preserve_root() == tmp_path / "wp"
+    assert PrimusHook("primus_local").client.local.home == tmp_path / "h"
+    assert PrimusHook("primus_local").work_preserve_root() == str(tmp_path / "wp")
 
-    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps({"conn_type": "primus", "extra": {"backend": "yarn"}}))
-    with pytest.raises(AirflowException, match="yarn backend is not available"):
-        PrimusHook("primus_yarn").client  # noqa: B018
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps(
+        {"conn_type": "primus", "extra": {"backend": "yarn", "hadoop_conf_dir": str(tmp_path / "conf")}}))
+    yarn = PrimusHook("primus_yarn")
+    assert yarn.work_preserve_root().startswith("hdfs:///user/")  # the AM runs on any node: HDFS
+    assert yarn.client.hadoop_conf_dir == str(tmp_path / "conf")
+
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_K8S", json.dumps({"conn_type": "primus", "extra": {"backend": "kubernetes"}}))
+    with pytest.raises(AirflowException, match="kubernetes backend is not available"):
+        PrimusHook("primus_k8s").client  # noqa: B018
 
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_BAD", json.dumps({"conn_type": "primus", "extra": {"backend": "mesos"}}))
     with pytest.raises(AirflowException, match="backend must be one of"):

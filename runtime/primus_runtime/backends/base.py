@@ -95,6 +95,18 @@ class ClusterClient(abc.ABC):
         """Start the job's AM; return the application id."""
 
     @abc.abstractmethod
+    def exists(self, app_id: str) -> bool:
+        """Whether this backend knows the job."""
+
+    @abc.abstractmethod
+    def spec(self, app_id: str) -> JobSpec:
+        """The spec the job was submitted with."""
+
+    @abc.abstractmethod
+    def am_alive(self, app_id: str) -> bool:
+        """Whether the job's AM runs (or is still starting)."""
+
+    @abc.abstractmethod
     def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
         """(base URL of the AM API, token), or None once the AM is gone."""
 
@@ -103,12 +115,24 @@ class ClusterClient(abc.ABC):
         """The status the AM left when it finished, if it has."""
 
     @abc.abstractmethod
+    def last_status(self, app_id: str) -> dict[str, Any] | None:
+        """The latest status the AM saved (a snapshot, maybe not final)."""
+
+    @abc.abstractmethod
     def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Known jobs (newest first), optionally only those carrying all ``tags``."""
 
     @abc.abstractmethod
     def force_kill(self, app_id: str) -> int:
         """Kill every process or container of the job without the AM; return how many."""
+
+    @abc.abstractmethod
+    def am_log(self, app_id: str) -> str:
+        """Where the AM's log is, for ``read_log``."""
+
+    def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
+        """The log of the executor's latest incarnation when the status names none (the AM is gone)."""
+        return None
 
     @abc.abstractmethod
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:

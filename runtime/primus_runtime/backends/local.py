@@ -357,6 +357,27 @@ class LocalClusterClient(ClusterClient):
         job.am_pid.write_text(str(proc.pid))
         return app_id
 
+    def exists(self, app_id: str) -> bool:
+        try:
+            self.job(app_id)
+        except KeyError:
+            return False
+        return True
+
+    def spec(self, app_id: str) -> JobSpec:
+        return JobSpec.model_validate_json(self.job(app_id).spec.read_text())
+
+    def am_alive(self, app_id: str) -> bool:
+        return self.am_pid(app_id) is not None
+
+    def am_log(self, app_id: str) -> str:
+        return str(self.job(app_id).am_log)
+
+    def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
+        attempts = sorted(self.job(app_id).executor_dir(role, index).glob("attempt-*"),
+                          key=lambda p: int(p.name.split("-")[1]))
+        return str(attempts[-1] / f"{stream}.log") if attempts else None
+
     def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
         job = self.job(app_id)
         info = job.read_json(job.am_info)

@@ -120,6 +120,10 @@ class Executor:
             if name.startswith("PRIMUS_"):
                 del env[name]  # the executor's own settings (token file...) are not the trainer's
         env.update(start["env"])
+        if sys.path[0].endswith(".zip"):
+            # Run from the job bundle: trainers import primus_runtime.data.reader from the same
+            # bundle, so the records they decode are framed as this executor feeds them.
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [sys.path[0], env.get("PYTHONPATH")]))
         env[protocol.TRAINER_ENV_CLUSTER_FILE] = self.cluster_file
         self._write_cluster(start["cluster"])
         feed = start.get("feed")

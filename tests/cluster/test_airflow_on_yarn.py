@@ -1,0 +1,89 @@
+"""The provider on YARN: a `primus` connection with backend yarn submits there, and a kill from
+Airflow (the operator's on_kill, the trigger's on_kill) leaves no YARN application running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from conftest import make_spec, wait_for
+from provider.conftest import make_context
+
+from .conftest import Minicluster, processes_of
+
+pytestmark = pytest.mark.timeout(300)
+
+SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 600",
+           "resources": {"cpu": 1, "memory": "256Mi"}}]
+
+
+@pytest.fixture
+def yarn_conn(minicluster: Minicluster, monkeypatch: pytest.MonkeyPatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps(
+        {"conn_type": "primus", "extra": {"backend": "yarn", "hadoop_conf_dir": str(minicluster.dir / "conf")}}))
+    monkeypatch.setenv("PRIMUS_HOME", str(tmp_path / "home"))
+    from airflow_provider_primus.hooks.primus import PrimusHook
+
+    hook = PrimusHook("primus_yarn")
+    yield hook
+    for job in hook.find_jobs():
+        if hook.client.yarn.am_alive(job["app_id"]):
+            hook.client.yarn.force_kill(job["app_id"])
+
+
+def yarn_state(hook, app_id: str) -> str:
+    return hook.client.yarn.rm.app(app_id)["state"]
+
+
+def assert_nothing_left(hook, app_id: str) -> None:
+    wait_for(lambda: yarn_state(hook, app_id) in ("FINISHED", "KILLED", "FAILED"), timeout=60,
+             what=f"{app_id} no longer running in YARN", poll=0.5)
+    wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
+
+
+def test_a_spec_without_backend_runs_on_the_connections_yarn_and_on_kill_stops_it(yarn_conn):
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
+
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), primus_conn_id="primus_yarn",
+                                 poll_interval=0.5)
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["result"] = op.execute(make_context())
+        except BaseException as exc:  # noqa: BLE001
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_for(lambda: op.app_id and yarn_conn.status(op.app_id)["job"]["state"] == "running", timeout=180,
+             what="the job running on YARN", poll=0.5)
+    assert op.app_id.startswith("application_")
+    job = yarn_conn.find_jobs({"dag_id": "dag", "task_id": "train"})[0]
+    assert job["app_id"] == op.app_id and job["tags"]["run_id"] == "manual__1"  # exact case, from spec.json
+    op.on_kill()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), AirflowException), outcome
+    wait_for(lambda: yarn_conn.status(op.app_id)["job"]["state"] == "killed", timeout=60, what="job killed",
+             poll=0.5)
+    assert_nothing_left(yarn_conn, op.app_id)
+
+
+def test_the_triggers_on_kill_stops_the_yarn_application(yarn_conn):
+    from airflow_provider_primus.triggers.primus import PrimusJobTrigger
+
+    app_id = yarn_conn.submit(make_spec(SLEEPY))
+    wait_for(lambda: yarn_conn.status(app_id)["job"]["state"] == "running", timeout=180,
+             what="the job running on YARN", poll=0.5)
+    trigger = PrimusJobTrigger(app_id, primus_conn_id="primus_yarn", poll_interval=0.5)
+    asyncio.run(trigger.cleanup())  # a triggerer restart: the job must go on
+    assert yarn_state(yarn_conn, app_id) == "RUNNING"
+    asyncio.run(trigger.on_kill())
+    wait_for(lambda: yarn_conn.status(app_id)["job"]["state"] == "killed", timeout=60, what="job killed", poll=0.5)
+    assert_nothing_left(yarn_conn, app_id)

@@ -1,0 +1,168 @@
+"""The YARN backend against the minicluster: the AM runs in the application's master container
+and asks skein for executor containers; outcomes, failures and kills reach YARN and the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_spec, wait_for
+from primus_runtime.client import PrimusClient
+
+from .conftest import REPO, Minicluster, processes_of
+
+skein = pytest.importorskip("skein")
+
+pytestmark = pytest.mark.timeout(300)
+
+CONSUMER = str(REPO / "tests" / "data" / "consumer.py")
+SMALL = {"cpu": 1, "memory": "256Mi"}
+YARN = {"type": "yarn", "am_memory": "512Mi"}
+
+
+@pytest.fixture
+def yarn_client(minicluster: Minicluster, tmp_path: Path):
+    client = PrimusClient(tmp_path / "home")
+    yield client
+    for job in client.list(backend="yarn"):  # never leave a test's application running
+        if client.yarn.am_alive(job["app_id"]):
+            client.yarn.force_kill(job["app_id"])
+
+
+def primus(home: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def yarn_report(client: PrimusClient, app_id: str) -> dict:
+    return client.yarn.rm.app(app_id)  # type: ignore[attr-defined]
+
+
+def wait_app_done(client: PrimusClient, app_id: str) -> dict:
+    return wait_for(lambda: (r := yarn_report(client, app_id))["state"] in ("FINISHED", "FAILED", "KILLED") and r,
+                    timeout=60, what=f"{app_id} to end in YARN", poll=0.5)
+
+
+def test_ps_worker_example_succeeds_on_yarn_from_the_cli(minicluster: Minicluster, yarn_client, tmp_path):
+    home = tmp_path / "home"
+    proc = primus(home, "submit", str(REPO / "examples" / "ps_worker" / "job.yaml"), "--backend", "yarn",
+                  "--wait")
+    app_id = proc.stdout.strip()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert app_id.startswith("application_")
+    assert "success policy met: worker 2/2 succeeded" in proc.stderr
+
+    report = wait_app_done(yarn_client, app_id)
+    assert (report["state"], report["finalStatus"]) == ("FINISHED", "SUCCEEDED")
+    assert "primus" in report["applicationTags"].split(",")
+    status = primus(home, "status", app_id)
+    assert status.returncode == 0 and "succeeded" in status.stdout
+    worker_log = primus(home, "logs", app_id, "--role", "worker", "--index", "1")
+    assert "final loss" in worker_log.stdout, worker_log.stderr  # read from the NodeManager
+    am_log = primus(home, "logs", app_id)
+    assert "every executor is running" in am_log.stdout
+    assert [j["app_id"] for j in yarn_client.list(backend="yarn") if j["app_id"] == app_id]
+    wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
+
+
+def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed(
+        minicluster: Minicluster, yarn_client, tmp_path):
+    data, out = tmp_path / "data", tmp_path / "out"
+    (data / "20261201").mkdir(parents=True)
+    out.mkdir()
+    expected = [f"r{i:06d}" for i in range(20_000)]
+    (data / "20261201" / "part-0.txt").write_text("\n".join(expected) + "\n")
+    (data / "20261201" / "_SUCCESS").write_text("")
+    spec = make_spec(
+        [{"name": "worker", "replicas": 2, "consumes_input": True, "resources": SMALL,
+          "command": [sys.executable, CONSUMER],
+          "env": {"OUT_DIR": str(out), "SLEEP_EVERY": "100", "SLEEP": "0.2"}}],  # ~20 s of reading each
+        input={"sources": [{"name": "rows", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/"}],
+               "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": 20_000},
+        backend=YARN)
+    app_id = yarn_client.submit(spec)
+    app = skein.Client(log=False).connect(app_id)
+
+    def worker0_reading():
+        read = sum(len(f.read_text().split()) for f in out.glob("worker-0-0-*.txt"))
+        status = yarn_client.status(app_id)
+        worker0 = [e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"]
+        return read > 1000 and worker0 and worker0[0]
+    worker0 = wait_for(worker0_reading, timeout=180, what="worker-0's trainer reading its input", poll=0.5)
+
+    # Kill worker-0's container through YARN (skein asks the NodeManager to stop it).
+    container_id = worker0["logs"]["stdout"].split("/containers/")[1].split("/")[0]
+    victim = [c for c in app.get_containers() if c.yarn_container_id == container_id]
+    assert victim, f"{container_id} not among {app.get_containers()}"
+    app.kill_container(victim[0].id)
+
+    status = yarn_client.wait(app_id, timeout=240)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    replaced = [e for e in status["events"] if e["subject"] == "worker-0" and "replacement" in e.get("reason", "")]
+    assert replaced, [(e["from_state"], e["to_state"], e["reason"]) for e in status["events"]
+                      if e["subject"] == "worker-0"]
+    read = [line for f in out.iterdir() for line in f.read_text().split()]
+    assert set(read) == set(expected)  # nothing lost: the killed worker's task went on elsewhere
+    assert status["data"]["records_done"] == len(expected) and status["data"]["state"] == "succeeded"
+
+
+def test_a_ps_failure_fails_the_application_with_the_reason_in_status_and_yarn(
+        minicluster: Minicluster, yarn_client):
+    spec = make_spec(
+        [{"name": "ps", "replicas": 1, "resources": SMALL,
+          "command": ["sh", "-c", "sleep 2; echo shard lost >&2; exit 3"]},
+         {"name": "worker", "replicas": 1, "resources": SMALL, "command": ["sleep", "120"]}],
+        backend=YARN)
+    app_id = yarn_client.submit(spec)
+    status = yarn_client.wait(app_id, timeout=240)
+    assert status["job"]["state"] == "failed"
+    assert "ps-0" in status["job"]["reason"] and "exit 3" in status["job"]["reason"], status["job"]
+    report = wait_app_done(yarn_client, app_id)
+    assert report["finalStatus"] == "FAILED"
+    assert "ps-0" in report["diagnostics"], report["diagnostics"]
+    wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
+
+
+def test_kill_stops_the_application_and_leaves_no_process(minicluster: Minicluster, yarn_client, tmp_path):
+    spec = make_spec([{"name": "worker", "replicas": 2, "resources": SMALL, "command": ["sleep", "600"]}],
+                     backend=YARN)
+    app_id = yarn_client.submit(spec)
+    wait_for(lambda: yarn_client.status(app_id)["job"]["state"] == "running", timeout=180,
+             what=f"{app_id} running", poll=0.5)
+    proc = primus(tmp_path / "home", "kill", app_id, "--reason", "test says stop")
+    assert proc.returncode == 0, proc.stderr
+    status = yarn_client.status(app_id)
+    assert status["job"]["state"] == "killed" and "test says stop" in status["job"]["reason"]
+    report = wait_app_done(yarn_client, app_id)
+    assert report["finalStatus"] == "KILLED"
+    wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
+
+
+def test_force_kill_through_the_resourcemanager_when_the_am_does_not_answer(minicluster: Minicluster, yarn_client):
+    spec = make_spec([{"name": "worker", "replicas": 1, "resources": SMALL, "command": ["sleep", "600"]}],
+                     backend=YARN)
+    app_id = yarn_client.submit(spec)
+    wait_for(lambda: yarn_client.status(app_id)["job"]["state"] == "running", timeout=180,
+             what=f"{app_id} running", poll=0.5)
+    assert yarn_client.yarn.force_kill(app_id) == 1
+    assert wait_app_done(yarn_client, app_id)["state"] == "KILLED"
+    status = yarn_client.status(app_id)
+    assert status["job"]["state"] == "killed" and "YARN application killed" in status["job"]["reason"]
+    wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
+
+
+def test_a_role_larger_than_any_node_is_refused_before_submitting(minicluster: Minicluster, yarn_client):
+    from primus_runtime.spec import SpecError
+
+    spec = make_spec([{"name": "worker", "command": ["true"], "resources": {"cpu": 1, "memory": "512Gi"}}],
+                     backend=YARN)
+    before = {j["app_id"] for j in yarn_client.list(backend="yarn")}
+    with pytest.raises(SpecError, match=r"roles.worker.resources: one executor needs memory 524288Mi"):
+        yarn_client.submit(spec)
+    with pytest.raises(SpecError, match=r"no node offers yarn.io/gpu"):
+        yarn_client.submit(make_spec([{"name": "worker", "command": ["true"], "resources": {"gpu": 1}}],
+                                     backend=YARN))
+    assert {j["app_id"] for j in yarn_client.list(backend="yarn")} == before  # nothing was submitted
