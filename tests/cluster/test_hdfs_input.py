@@ -311,3 +311,22 @@ def test_hdfs_snapshots_recover_the_newest_whole_one_and_saves_clean_up(fs, root
     assert not store.save(state, {"0": "c2"}, taken=3.0)  # unchanged: not uploaded again
     assert not store.save({}, {}, taken=1.0)  # read before the last save: never follows it
     assert HdfsSnapshots(progress).recover() == (state, {"0": "c2"})
+
+
+def test_a_yarn_job_reads_its_input_from_hdfs(minicluster, fs, root, out, tmp_path):
+    pytest.importorskip("skein")
+    from primus_runtime.client import PrimusClient
+
+    expected = write_partition(fs, f"{root}/20261201", "y", files=2, lines=500)
+    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"})
+    spec["roles"][0]["resources"] = {"cpu": 1, "memory": "256Mi"}
+    spec["backend"] = {"type": "yarn", "am_memory": "512Mi"}
+    client = PrimusClient(tmp_path / "home")
+    app_id = client.submit(spec)
+    try:
+        status = client.wait(app_id, timeout=240)
+    finally:
+        if client.yarn.am_alive(app_id):
+            client.yarn.force_kill(app_id)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(all_lines(out)) == sorted(expected)
