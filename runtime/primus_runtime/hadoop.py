@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
-WEBHDFS_TIMEOUT = 30.0  # seconds: the AM's WebHDFS requests (connect, and each read of a response)
+WEBHDFS_TIMEOUT = 30.0  # seconds: every WebHDFS request (connect, and each read of a response)
 _VAR = re.compile(r"\$\{([^}]+)\}")
 
 

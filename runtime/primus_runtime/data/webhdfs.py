@@ -12,7 +12,7 @@ next read reads past up to ``READ_PAST`` bytes on the open stream, or opens a ne
 new offset. The file's length (``GETFILESTATUS``) is asked once, when first needed.
 User: ``HADOOP_USER_NAME``, else the login (simple authentication, as Hadoop's own clients).
 
-Every socket operation times out after ``TIMEOUT`` seconds, so an unreachable or stalled
+Every socket operation times out after ``hadoop.WEBHDFS_TIMEOUT`` seconds, so an unreachable or stalled
 NameNode or DataNode is an ``OSError`` (naming the server), never a hang. A response that ends
 before its ``Content-Length`` is an ``OSError`` too, never a short file.
 """
@@ -25,9 +25,8 @@ import json
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ..hadoop import hadoop_user
+from ..hadoop import WEBHDFS_TIMEOUT, hadoop_user
 
-TIMEOUT = 60.0
 READ_PAST = 1024 * 1024  # a forward seek up to this far reads past the bytes instead of a new request
 _REDIRECTS = 3
 
@@ -35,14 +34,15 @@ _REDIRECTS = 3
 class WebHDFSFile(io.RawIOBase):
     """A file on HDFS, read through WebHDFS (``webhdfs://host:port/path``)."""
 
-    def __init__(self, url: str, user: str | None = None, timeout: float = TIMEOUT):
+    def __init__(self, url: str, user: str | None = None, timeout: float = WEBHDFS_TIMEOUT):
         super().__init__()
         parts = urlsplit(url)
         if parts.scheme != "webhdfs" or not parts.hostname or not parts.port:
             raise ValueError(f"not a webhdfs://host:port/path URL: {url!r}")
         self.url = url
+        self.path = parts.path or "/"
         self._namenode = (parts.hostname, parts.port)
-        self._path = "/webhdfs/v1" + quote(parts.path or "/")
+        self._target = "/webhdfs/v1" + quote(self.path)
         self._user = user or hadoop_user()
         self._timeout = timeout
         self._pos = 0
@@ -93,7 +93,7 @@ class WebHDFSFile(io.RawIOBase):
 
     def readall(self) -> bytes:  # io.RawIOBase's reads 8 KiB at a time
         parts = []
-        while chunk := self.read(max(io.DEFAULT_BUFFER_SIZE, 1024 * 1024)):
+        while chunk := self.read(1024 * 1024):
             parts.append(chunk)
         return b"".join(parts)
 
@@ -112,7 +112,7 @@ class WebHDFSFile(io.RawIOBase):
             finally:
                 conn.close()
             if status.get("type") != "FILE":
-                raise IsADirectoryError(f"{self._path[len('/webhdfs/v1'):]} is a {status.get('type')}, not a file")
+                raise IsADirectoryError(f"{self.path} is a {status.get('type')}, not a file")
             self._size = int(status["length"])
         return self._size
 
@@ -134,7 +134,7 @@ class WebHDFSFile(io.RawIOBase):
         return response
 
     def _url(self, op: str, **params: Any) -> str:
-        return f"{self._path}?{urlencode({'op': op, 'user.name': self._user, **params})}"
+        return f"{self._target}?{urlencode({'op': op, 'user.name': self._user, **params})}"
 
     def _request(self, server: tuple[str, int],
                  target: str) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
