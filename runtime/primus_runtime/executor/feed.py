@@ -14,8 +14,11 @@ them from the file into the pipe with ``os.splice`` (Linux; ``pread`` + ``write`
 the records never pass through Python. Raw records get their 4-byte length written before
 each 64 KiB of the file. Lines that must change when fed (``\r\n``, a last line without
 newline) come as bytes, as on the other path. The pipe is enlarged to ``PIPE_BYTES`` where
-the system allows it. That path needs a local file; HDFS tasks (``webhdfs://`` URLs) take the
-other one, reading one streamed WebHDFS response per task (``data/webhdfs.py``).
+the system allows it. That path needs a local file. HDFS tasks (``webhdfs://`` URLs) read one
+streamed WebHDFS response per task (``data/webhdfs.py``); uncompressed text and jsonl go in
+blocks of the same range size, each read once into a buffer and fed from it
+(``formats.streamed_lines``). Their bytes must pass through Python once, since positions are
+exact record counts: splicing socket -> pipe would leave the lines uncounted.
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
