@@ -11,8 +11,9 @@ plays the AM as in ``bench/feed_executor.py``. The baseline streams the same fil
 the stdin of another ``wc -l``. Both counts must equal the file's lines. Times run from start until
 the count is printed.
 
-Each side runs RUNS times, interleaved (a feed run right before its baseline run); the last line
-is the median over runs of the baseline's time / the feed's time (> 1: the feed is faster).
+After one unmeasured run of each (a fresh cluster's JVM is cold), each side runs RUNS times,
+interleaved (a feed run right before its baseline run); the last line is the median over runs of
+the baseline's time / the feed's time (> 1: the feed is faster).
 
 The minicluster is started (and stopped at the end) with ``scripts/minicluster.sh`` in a fresh
 directory, unless ``PRIMUS_MINICLUSTER_DIR`` names a running one.
@@ -156,6 +157,7 @@ def main() -> None:
         tasks = assignments(url, size)
         print(f"hdfs://{path}: {size / MB:.0f} MB, {lines:,} lines, {len(tasks)} tasks of {TASK_MB} MiB; "
               f"baseline chunk {CHUNK_MB:g} MiB", flush=True)
+        through_feeder(tasks), through_client(client, path)  # unmeasured: a fresh cluster's JVM is cold
         sides: dict[str, list[float]] = {"feed": [], "hdfs client": []}
         for run in range(RUNS):
             seconds, counted = through_feeder(tasks)
