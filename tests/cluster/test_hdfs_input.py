@@ -161,10 +161,10 @@ def test_tfrecord_and_gzip_text_files_on_hdfs_reach_the_trainer_record_by_record
 
 def test_a_job_killed_with_its_am_resumes_from_a_work_preserve_dir_on_hdfs(client, fs, root, out):
     small = write_partition(fs, f"{root}/20261201", "a", files=1, lines=100)  # part-0.txt: done in the first run
-    big = [f"b{i:06d}" for i in range(40000)]  # part-1.txt: about 320 KB, one task
+    big = [f"b{i:06d}" for i in range(80000)]  # part-1.txt: 640 KB, one task, read for 24 s the first time
     fs.write(f"{root}/20261201/part-1.txt", data="\n".join(big) + "\n", overwrite=True)
     preserve = f"hdfs://{root}/progress"
-    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "1000", "SLEEP": "0.3"},
                      time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi",
                      work_preserve_dir=preserve)
     app = client.submit(spec)
@@ -271,9 +271,9 @@ def test_the_hdfs_feed_benchmark_prints_its_ratio_last(minicluster, tmp_path):
 
 def test_a_savepoint_on_hdfs_is_a_restore_from_for_the_next_job(client, fs, root, out):
     small = write_partition(fs, f"{root}/20261201", "a", files=1, lines=100)
-    big = [f"b{i:06d}" for i in range(40000)]
+    big = [f"b{i:06d}" for i in range(80000)]  # read for 24 s the first time
     fs.write(f"{root}/20261201/part-1.txt", data="\n".join(big) + "\n", overwrite=True)
-    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
+    spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "1000", "SLEEP": "0.3"},
                      time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi")
     app = client.submit(spec)
     wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")

@@ -215,7 +215,6 @@ class HdfsSnapshots:
         self.fs = hadoop.hdfs_filesystem(url)
         self.dir = hadoop.hdfs_path(url).rstrip("/") or "/"
         self._lock = threading.Lock()  # a periodic save in a thread and the final one may overlap
-        self._next: int | None = None  # number of the next snapshot
         self._saved = b""  # what the last save wrote: unchanged state is not uploaded again
         self._taken = 0.0  # when the state it wrote was read
 
@@ -239,7 +238,7 @@ class HdfsSnapshots:
             if payload == self._saved or taken < self._taken:
                 return False
             older = self._snapshots()
-            number = max(self._next or 0, older[0][0] + 1 if older else 0)
+            number = older[0][0] + 1 if older else 0
             final = f"{self.dir}/tasks.snapshot.{number}.json"
             tmp = f"{self.dir}/_tasks.snapshot.{number}.tmp"
             self.fs.makedirs(self.dir, exist_ok=True)
@@ -249,7 +248,7 @@ class HdfsSnapshots:
                 raise OSError(f"could not rename {tmp} to {final} on HDFS")
             for path in [p for _, p in older] + self._leftovers():
                 self.fs.rm(path)
-            self._next, self._saved, self._taken = number + 1, payload, taken
+            self._saved, self._taken = payload, taken
             return True
 
     def _snapshots(self) -> list[tuple[int, str]]:
