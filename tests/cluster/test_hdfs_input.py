@@ -116,19 +116,20 @@ def test_hourly_partitions_landing_during_the_run_are_read_once_in_time_order(cl
 
 
 def test_a_trainer_killed_mid_task_resumes_its_hdfs_task_at_the_reported_position(client, fs, root, out):
-    big = [f"b{i:07d}" for i in range(60000)]  # 540 KB, one task
+    big = [f"b{i:07d}" for i in range(80000)]  # 720 KB, one task
     fs.write(f"{root}/20261201/part-0.txt", data="\n".join(big) + "\n")
     fs.write(f"{root}/20261201/_SUCCESS", data=b"")
+    # The first trainer dies after 50000 records; from ~20000 on, heartbeats in its pauses report positions.
     spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, task_size="4Mi", max_task_attempts=5,
-                     env={"DIE_AFTER": "30000", "DIE_ON_ATTEMPTS": "0", "SLEEP_EVERY": "5000", "SLEEP": "0.3"},
+                     env={"DIE_AFTER": "50000", "DIE_ON_ATTEMPTS": "0", "SLEEP_EVERY": "5000", "SLEEP": "0.3"},
                      time_range={"start": "2026-12-01", "end": "2026-12-01"})
     spec["roles"][0]["failover"] = {"max_failures_per_index": 3}
     status = client.wait(client.submit(spec), timeout=90)
     assert status["job"]["state"] == "succeeded", status["job"]
     runs = {name.split("-")[2]: lines for name, lines in consumed(out).items()}  # attempt -> lines read
-    assert runs["0"] == big[:30000]
+    assert runs["0"] == big[:50000]
     resumed_at = big.index(runs["1"][0])
-    assert 0 < resumed_at <= 30000, "the retry did not resume from the reported position"
+    assert 0 < resumed_at <= 50000, "the retry did not resume from the reported position"
     assert runs["1"] == big[resumed_at:]  # at-least-once: nothing lost, from there on in order
     assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"] == 1
 
