@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
+WEBHDFS_TIMEOUT = 30.0  # seconds: every WebHDFS request (connect, and each read of a response)
 _VAR = re.compile(r"\$\{([^}]+)\}")
 
 
@@ -117,11 +118,19 @@ def webhdfs_base(url: str, conf: HadoopConf | None = None) -> str:
     return (conf or HadoopConf()).webhdfs()
 
 
-def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None):  # noqa: ANN201 - fsspec type
+def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
+                    timeout: float = WEBHDFS_TIMEOUT):  # noqa: ANN201 - fsspec type
     """An fsspec WebHDFS filesystem for ``url`` (default: the configuration's ``fs.defaultFS``), for
-    the AM and clients (executors read with the standard library, see ``data/webhdfs.py``)."""
+    the AM and clients (executors read with the standard library, see ``data/webhdfs.py``).
+
+    Every request times out after ``timeout`` seconds (connecting, and between bytes of a response):
+    fsspec sets none, and a NameNode that does not answer must be an error, not a hang."""
+    import functools
+
     import fsspec
 
     base = urlsplit(webhdfs_base(url or "hdfs:///", conf))
-    return fsspec.filesystem("webhdfs", host=base.hostname, port=base.port, user=hadoop_user(),
-                             skip_instance_cache=True)
+    fs = fsspec.filesystem("webhdfs", host=base.hostname, port=base.port, user=hadoop_user(),
+                           skip_instance_cache=True)
+    fs.session.request = functools.partial(fs.session.request, timeout=timeout)
+    return fs

@@ -24,6 +24,7 @@ import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -395,15 +396,32 @@ def parse_size(value: Any) -> int:
 
 
 def local_path(value: str) -> str:
-    """The local path of a ``file://`` URL or a plain path; other schemes are refused for now."""
+    """The local path of a ``file://`` URL or a plain path; other schemes are refused."""
     if value.startswith("file://"):
         value = value[len("file://"):]
     elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
-        raise ValueError(f"only local paths and file:// URLs are readable in this version "
-                         f"(HDFS comes with the YARN backend), got {value!r}")
+        raise ValueError(f"must be a local path or a file:// URL here, got {value!r}")
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path or a file:// URL, got {value!r}")
     return value
+
+
+def input_url(value: str) -> str:
+    """``value`` if the data plane can read it: an absolute local path, ``file://``, ``hdfs://`` (the
+    NameNode of ``$HADOOP_CONF_DIR``) or ``webhdfs://host:port`` (a NameNode's HTTP address)."""
+    scheme = value.split("://", 1)[0] if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value) else ""
+    if scheme in ("hdfs", "webhdfs"):
+        parts = urlsplit(value)
+        if scheme == "webhdfs" and not (parts.hostname and parts.port):
+            raise ValueError(f"webhdfs:// URLs name the NameNode's HTTP address: webhdfs://host:port/path, "
+                             f"got {value!r}")
+        if not parts.path.startswith("/"):
+            raise ValueError(f"needs an absolute path after the host, got {value!r}")
+        return value
+    if scheme not in ("", "file"):
+        raise ValueError(f"only local paths, file://, hdfs:// and webhdfs://host:port URLs are readable, "
+                         f"got {value!r}")
+    return local_path(value)
 
 
 class FileSource(_Strict):
@@ -417,8 +435,9 @@ class FileSource(_Strict):
     """
 
     name: Name = Field(description="Source name, used in task ids (e.g. clicks).")
-    path: str = Field(description="Directory (template) holding the files: an absolute path or a file:// URL "
-                      "(in a spec file, a relative path is taken from the file's directory).")
+    path: str = Field(description="Directory (template) holding the files: an absolute path, a file://, "
+                      "hdfs:// (the NameNode of $HADOOP_CONF_DIR) or webhdfs://host:port URL (in a spec file, a "
+                      "relative path is taken from the file's directory).")
     pattern: str = Field("*", min_length=1, description="Glob the file names must match (default every file).")
     success_marker: str | None = Field(
         "_SUCCESS", description="File that must exist in a partition before it is read; null = read at once."
@@ -435,7 +454,7 @@ class FileSource(_Strict):
     @field_validator("path")
     @classmethod
     def _check_path(cls, value: str) -> str:
-        local_path(value)
+        input_url(value)
         unknown = [t for t in _TEMPLATE_RE.findall(value) if t not in TEMPLATE_TOKENS]
         if unknown:
             raise ValueError(f"unknown template {{{{{unknown[0]}}}}} in {value!r} "
@@ -575,7 +594,8 @@ class InputSpec(_Strict):
     )
     work_preserve_dir: str | None = Field(
         None, description="Directory for the AM's task journal; a job started with the same directory "
-        "resumes where the last one stopped, mid-file. Local paths or file:// for now."
+        "resumes where the last one stopped, mid-file. A local path, file://, hdfs:// or webhdfs://host:port "
+        "(on HDFS: a snapshot uploaded every few seconds, see data/journal.py)."
     )
 
     restore_from: str | None = Field(
@@ -588,7 +608,7 @@ class InputSpec(_Strict):
     @classmethod
     def _check_dir(cls, value: str | None) -> str | None:
         if value is not None:
-            local_path(value)
+            input_url(value)
         return value
 
     @property

@@ -101,6 +101,8 @@ def _check_framed(data: bytes, fmt: str, compression: str, split: Split, skip: i
     if fmt in formats.RANGE_FORMATS and compression == "none":
         for step in (1, 7, formats.RANGE_SIZE):
             _check_ranges(data, fmt, split, skip, expected, step)
+            if fmt != "raw":
+                _check_streamed(data, split, skip, expected, step)
 
 
 def _check_ranges(data: bytes, fmt: str, split: Split, skip: int, expected: list[tuple[bytes, int]],
@@ -122,6 +124,16 @@ def _check_ranges(data: bytes, fmt: str, split: Split, skip: int, expected: list
             fed += block
             assert fed == b"".join(frame(record, fmt) for record, _ in expected[:n - skip]), n
         assert fed == b"".join(frame(record, fmt) for record, _ in expected)
+
+
+def _check_streamed(data: bytes, split: Split, skip: int, expected: list[tuple[bytes, int]], step: int) -> None:
+    """``streamed_lines`` (HDFS) feeds what ``read_framed`` does, and each block ends after record ``n``."""
+    fed = b""
+    for block, n in formats.streamed_lines(io.BytesIO(data), split.start, split.end, skip, step):
+        assert len(block) > 0
+        fed += bytes(block)
+        assert fed == b"".join(frame(record, "text") for record, _ in expected[:n - skip]), n
+    assert fed == b"".join(frame(record, "text") for record, _ in expected)
 
 
 @pytest.mark.parametrize("fmt", RECORD_FORMATS)

@@ -22,7 +22,14 @@ BAD_INPUTS = [
     (spec_with(sources=[{**DAILY, "path": "/data/{YYYY}/"}], time_range=DAYS),
      "input.sources[0].path: unbalanced braces"),
     (spec_with(sources=[{**DAILY, "path": "data/clicks/"}]), "must be an absolute path or a file:// URL"),
-    (spec_with(sources=[{**DAILY, "path": "s3://bucket/clicks/"}]), "only local paths and file:// URLs"),
+    (spec_with(sources=[{**DAILY, "path": "s3://bucket/clicks/"}]),
+     "input.sources[0].path: only local paths, file://, hdfs:// and webhdfs://host:port URLs are readable, "
+     "got 's3://bucket/clicks/'"),
+    (spec_with(sources=[{**DAILY, "path": "webhdfs:///clicks/{{YYYY}}{{MM}}{{DD}}"}], time_range=DAYS),
+     "input.sources[0].path: webhdfs:// URLs name the NameNode's HTTP address: webhdfs://host:port/path"),
+    (spec_with(sources=[{**DAILY, "path": "hdfs://nn:8020"}]), "input.sources[0].path: needs an absolute path"),
+    (spec_with(sources=[DAILY], time_range=DAYS, restore_from="gs://bucket/savepoint"),
+     "input.restore_from: only local paths, file://, hdfs:// and webhdfs://host:port URLs are readable"),
     (spec_with(sources=[{**DAILY, "format": "csv"}], time_range=DAYS),
      "input.sources[0].format: must be one of 'text', 'jsonl', 'raw', 'tfrecord', 'length_delimited' or "
      "'parquet', got 'csv'"),
@@ -73,6 +80,18 @@ def test_input_defaults_and_round_trip():
     assert spec.input.time_range is not None and spec.input.time_range.end is None
     assert JobSpec.model_validate_json(spec.to_json()) == spec
     assert "InputSpec" in str(JobSpec.json_schema())
+
+
+def test_hdfs_and_webhdfs_urls_are_accepted_for_sources_and_progress_dirs():
+    spec = JobSpec.from_dict(spec_with(sources=[{**DAILY, "path": "hdfs:///logs/{{YYYY}}{{MM}}{{DD}}/"},
+                                                {**DAILY, "name": "views",
+                                                 "path": "webhdfs://nn:9870/views/{{YYYY}}{{MM}}{{DD}}"}],
+                                       time_range=DAYS, work_preserve_dir="hdfs://nn:8020/jobs/x/progress",
+                                       restore_from="webhdfs://nn:9870/savepoints/1"))
+    assert spec.input is not None
+    assert [s.path for s in spec.input.sources] == ["hdfs:///logs/{{YYYY}}{{MM}}{{DD}}/",
+                                                    "webhdfs://nn:9870/views/{{YYYY}}{{MM}}{{DD}}"]
+    assert spec.input.work_preserve_dir == "hdfs://nn:8020/jobs/x/progress"
 
 
 def test_yaml_dates_and_bare_sizes_are_accepted():

@@ -25,6 +25,7 @@ from typing import Any
 from .. import protocol
 from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
 from ..data.plane import DataPlane
+from ..hadoop import HadoopConfigError
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
 from .scheduler import RoleScheduler
@@ -170,11 +171,12 @@ class ApplicationMaster(BackendEvents):
         """Write every input task's position to ``directory``; what was saved."""
         if self.data is None:
             raise RequestError(404, "this job has no input")
-        if not directory.startswith(("/", "file://")):
-            raise RequestError(400, f"dir must be an absolute path or a file:// URL, got {directory!r}")
+        if not directory.startswith(("/", "file://", "hdfs://", "webhdfs://")):
+            raise RequestError(400, f"dir must be an absolute path, a file://, hdfs:// or webhdfs://host:port URL, "
+                                    f"got {directory!r}")
         try:
             saved = await self.data.savepoint(directory)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, HadoopConfigError) as exc:
             raise RequestError(400, f"cannot write a savepoint to {directory}: {exc}") from None
         self.record.add_event("data", None, "savepoint", f"{saved['tasks']} task positions saved to {directory}")
         return saved

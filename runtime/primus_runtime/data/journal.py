@@ -19,6 +19,9 @@ those records are read again (at-least-once). Once the journal holds more lines 
 writes a new snapshot and starts an empty journal; a crash between the two leaves a
 journal that replays onto the new snapshot harmlessly.
 Recovery ignores a torn last line (a crash in the middle of a write).
+
+On HDFS (``hdfs://`` or ``webhdfs://`` directories) there is no journal: ``HdfsSnapshots``
+keeps numbered whole snapshots instead (see there for why and for what a crash can lose).
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import hadoop
 from .dispatcher import Task
 
 log = logging.getLogger("primus.data")
@@ -38,6 +44,8 @@ SNAPSHOT = "tasks.snapshot.json"
 JOURNAL = "tasks.journal"
 FLUSH_SECONDS = 1.0
 COMPACT_LINES = 10_000
+UPLOAD_SECONDS = 2.0  # HDFS: a snapshot is uploaded at most this often (when something changed)
+_NUMBERED = re.compile(r"tasks\.snapshot\.(\d+)\.json")
 
 
 class TaskJournal:
@@ -183,3 +191,80 @@ def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, directory / SNAPSHOT)
+
+
+class HdfsSnapshots:
+    """A work-preserve dir (or a savepoint) on HDFS: ``tasks.snapshot.<n>.json``, each a whole snapshot
+    (``{"version", "tasks", "checkpoints"}`` as in ``tasks.snapshot.json``).
+
+    WebHDFS has no fsync'ed append to build a journal on, and its RENAME never replaces a file.
+    So a save writes the next numbered snapshot under a temporary name (``_tasks.snapshot.<n>.tmp``),
+    renames it into place (one atomic NameNode operation) and only then deletes the older ones:
+    at every moment a complete snapshot is there, and recovery takes the highest number. A crash
+    mid-save leaves at most a temporary file, which recovery ignores and the next save removes.
+
+    The AM saves at most every ``UPLOAD_SECONDS`` when a position changed, and once more when
+    the job ends. An AM that dies (SIGKILL, its node lost) therefore loses at most the progress
+    of the last ``UPLOAD_SECONDS`` plus the upload under way (each request times out after
+    ``hadoop.WEBHDFS_TIMEOUT``): those records are read again by the next job, never skipped
+    (at-least-once), as with the local journal's flush interval.
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        self.fs = hadoop.hdfs_filesystem(url)
+        self.dir = hadoop.hdfs_path(url).rstrip("/") or "/"
+        self._lock = threading.Lock()  # a periodic save in a thread and the final one may overlap
+        self._saved = b""  # what the last save wrote: unchanged state is not uploaded again
+        self._taken = 0.0  # when the state it wrote was read
+
+    def recover(self) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        """Task id -> position, and the exactly-once checkpoints, of the newest snapshot ({} if none)."""
+        with self._lock:
+            for _, path in self._snapshots():
+                try:
+                    data = json.loads(self.fs.cat_file(path))
+                    return dict(data["tasks"]), dict(data.get("checkpoints", {}))
+                except (ValueError, KeyError, TypeError) as exc:  # not ours: fall back to the one before
+                    log.warning("%s: not a task snapshot (%s); trying an older one", path, exc)
+            return {}, {}
+
+    def save(self, state: dict[str, dict[str, Any]], checkpoints: dict[str, str], taken: float = 0.0) -> bool:
+        """Upload ``state`` as the next snapshot unless it is what the last save wrote, or older than it
+        (``taken``: ``time.monotonic()`` when the state was read; a periodic upload still under way when
+        the final one comes must not follow it); whether it did."""
+        payload = json.dumps({"version": 1, "tasks": state, "checkpoints": checkpoints}).encode()
+        with self._lock:
+            if payload == self._saved or taken < self._taken:
+                return False
+            older = self._snapshots()
+            number = older[0][0] + 1 if older else 0
+            final = f"{self.dir}/tasks.snapshot.{number}.json"
+            tmp = f"{self.dir}/_tasks.snapshot.{number}.tmp"
+            self.fs.makedirs(self.dir, exist_ok=True)
+            self.fs.pipe_file(tmp, payload)
+            self.fs.mv(tmp, final)
+            if not self.fs.exists(final):  # WebHDFS reports a refused rename as {"boolean": false} only
+                raise OSError(f"could not rename {tmp} to {final} on HDFS")
+            for path in [p for _, p in older] + self._leftovers():
+                self.fs.rm(path)
+            self._saved, self._taken = payload, taken
+            return True
+
+    def _snapshots(self) -> list[tuple[int, str]]:
+        """(number, path) of the numbered snapshots, newest first."""
+        found = []
+        for path in self._listing():
+            match = _NUMBERED.fullmatch(path.rsplit("/", 1)[-1])
+            if match:
+                found.append((int(match.group(1)), path))
+        return sorted(found, reverse=True)
+
+    def _leftovers(self) -> list[str]:
+        return [p for p in self._listing() if p.rsplit("/", 1)[-1].startswith("_tasks.snapshot.")]
+
+    def _listing(self) -> list[str]:
+        try:
+            return [str(p) for p in self.fs.ls(self.dir, detail=False)]
+        except FileNotFoundError:
+            return []

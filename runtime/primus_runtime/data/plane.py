@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
+from .. import hadoop
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher
-from .journal import TaskJournal, read_checkpoints, recover, write_snapshot
+from .journal import UPLOAD_SECONDS, HdfsSnapshots, TaskJournal, read_checkpoints, recover, write_snapshot
 from .source import Scanner
 
 log = logging.getLogger("primus.data")
@@ -24,22 +26,38 @@ log = logging.getLogger("primus.data")
 class DataPlane:
     def __init__(self, spec: InputSpec, events: DataEvents):
         self.spec = spec
-        self.journal: TaskJournal | None = None
+        self.journal: TaskJournal | None = None  # a local work_preserve_dir
+        self.remote: HdfsSnapshots | None = None  # a work_preserve_dir on HDFS
         self._problem: str | None = None  # found before start: the job fails at once
+        self._namenode_http: str | None = None  # host:port serving WebHDFS for hdfs:// inputs
         recovered: dict[str, dict[str, Any]] = {}
         checkpoints: dict[str, str] = {}
-        if spec.work_preserve_dir is not None:
-            self.journal = TaskJournal(local_path(spec.work_preserve_dir))
-            recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
-        if spec.restore_from is not None and not recovered:
-            recovered = recover(local_path(spec.restore_from))
-            checkpoints = read_checkpoints(local_path(spec.restore_from))
-            if not recovered:
-                self._problem = f"restore_from: no saved task positions in {spec.restore_from}"
-            elif self.journal is not None:  # this job's own journal starts from the savepoint
-                write_snapshot(self.journal.dir, recovered, checkpoints)
-                self.journal.state, self.journal.checkpoints = dict(recovered), dict(checkpoints)
-            log.info("restored from %s", spec.restore_from)
+        reading = "work_preserve_dir"
+        try:
+            if spec.work_preserve_dir is not None:
+                if hadoop.is_hdfs(spec.work_preserve_dir):
+                    self.remote = HdfsSnapshots(spec.work_preserve_dir)
+                    recovered, checkpoints = self.remote.recover()
+                else:
+                    self.journal = TaskJournal(local_path(spec.work_preserve_dir))
+                    recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
+            if spec.restore_from is not None and not recovered:
+                reading = "restore_from"
+                if hadoop.is_hdfs(spec.restore_from):
+                    recovered, checkpoints = HdfsSnapshots(spec.restore_from).recover()
+                else:
+                    recovered = recover(local_path(spec.restore_from))
+                    checkpoints = read_checkpoints(local_path(spec.restore_from))
+                if not recovered:
+                    self._problem = f"restore_from: no saved task positions in {spec.restore_from}"
+                elif self.journal is not None:  # this job's own journal starts from the savepoint
+                    write_snapshot(self.journal.dir, recovered, checkpoints)
+                    self.journal.state, self.journal.checkpoints = dict(recovered), dict(checkpoints)
+                elif self.remote is not None:
+                    self.remote.save(recovered, checkpoints)
+                log.info("restored from %s", spec.restore_from)
+        except (OSError, hadoop.HadoopConfigError) as exc:  # e.g. the NameNode is unreachable
+            self._problem = f"{reading}: cannot read the saved task positions: {type(exc).__name__}: {exc}"
         if recovered:
             done = sum(1 for t in recovered.values() if t.get("state") == "done")
             log.info("earlier progress: %d task(s) known, %d done", len(recovered), done)
@@ -59,7 +77,20 @@ class DataPlane:
         self._tasks = [asyncio.ensure_future(self.scanner.run()), asyncio.ensure_future(self._flush_forever())]
 
     def heartbeat(self, holder: str, report: dict[str, Any], slot: str | None = None) -> dict[str, Any]:
-        return self.dispatcher.heartbeat(holder, report, slot)
+        reply = self.dispatcher.heartbeat(holder, report, slot)
+        for assignment in reply.get("tasks") or ():
+            assignment["url"] = self._reader_url(assignment["url"])
+        return reply
+
+    def _reader_url(self, url: str) -> str:
+        """Where an executor reads a task's file: ``hdfs://`` paths from the NameNode's WebHDFS
+        (``webhdfs://host:port/path``), so executors need no Hadoop configuration. Status, journal
+        and errors keep the user's URL."""
+        if not url.startswith("hdfs://"):
+            return url
+        if self._namenode_http is None:
+            self._namenode_http = hadoop.HadoopConf().webhdfs().split("://", 1)[1]
+        return f"webhdfs://{self._namenode_http}{hadoop.hdfs_path(url)}"
 
     def checkpoint(self, slot: str) -> str | None:
         """Exactly-once: the checkpoint the last trainer of ``slot`` (an executor id) committed."""
@@ -83,7 +114,10 @@ class DataPlane:
         """Every task's position, written to ``directory`` (a job started with ``restore_from`` there
         resumes from it); what was saved."""
         state = self.dispatcher.saved_state()
-        await asyncio.to_thread(write_snapshot, local_path(directory), state, dict(self.dispatcher.checkpoints))
+        if hadoop.is_hdfs(directory):
+            await asyncio.to_thread(HdfsSnapshots(directory).save, state, dict(self.dispatcher.checkpoints))
+        else:
+            await asyncio.to_thread(write_snapshot, local_path(directory), state, dict(self.dispatcher.checkpoints))
         done = sum(1 for t in state.values() if t["state"] == "done")
         return {"dir": directory, "tasks": len(state), "done": done,
                 "records": sum(t["records"] for t in state.values())}
@@ -94,6 +128,7 @@ class DataPlane:
             task.cancel()
         if self.journal is not None:
             self.journal.flush()
+        self._upload()
 
     def close(self) -> None:
         for task in self._tasks:
@@ -101,11 +136,32 @@ class DataPlane:
         if self.journal is not None:
             self.journal.close()
             self.journal = None
+        self._upload()
+        self.remote = None
+
+    def _positions(self) -> tuple[dict[str, dict[str, Any]], dict[str, str], float]:
+        """What the HDFS snapshot keeps: every task's position, including recovered tasks the scan has
+        not listed again yet (a second crash must not forget them), the committed checkpoints, and
+        when they were read."""
+        return ({**self.dispatcher.recovered, **self.dispatcher.saved_state()}, dict(self.dispatcher.checkpoints),
+                time.monotonic())
+
+    def _upload(self) -> None:
+        if self.remote is not None and self._problem is None:
+            try:
+                self.remote.save(*self._positions())
+            except OSError:
+                log.exception("cannot save the task positions to %s", self.spec.work_preserve_dir)
 
     async def _flush_forever(self) -> None:
-        while self.journal is not None:
+        uploaded_at = time.monotonic()
+        while self.journal is not None or self.remote is not None:
             await asyncio.sleep(0.25)
             try:
-                self.journal.maybe_flush()
+                if self.journal is not None:
+                    self.journal.maybe_flush()
+                if self.remote is not None and time.monotonic() - uploaded_at >= UPLOAD_SECONDS:
+                    uploaded_at = time.monotonic()
+                    await asyncio.to_thread(self.remote.save, *self._positions())
             except OSError:
                 log.exception("cannot write the task journal in %s", self.spec.work_preserve_dir)

@@ -7,9 +7,11 @@ marker, lists the files matching the source's pattern (never ``_SUCCESS``,
 ``formats.plan_splits`` and hands the partition to the dispatcher, sources in spec
 order and files by path. An open-ended range keeps waiting for the next partition.
 
-Every filesystem call goes through fsspec (local paths and ``file://`` now; HDFS and
-object stores plug in through the same calls) and runs in a worker thread, so the AM's
-event loop never blocks on a listing.
+Every filesystem call goes through fsspec (local paths and ``file://``; ``hdfs://`` and
+``webhdfs://`` through WebHDFS, ``hadoop.hdfs_filesystem``, whose requests time out) and runs
+in a worker thread, so the AM's event loop never blocks on a listing. Only "no such file"
+means "not there yet": any other error (an unreachable NameNode) fails the scan, and the job,
+with the source, the path and the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import posixpath
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from .. import hadoop
 from ..spec import FileSource, InputSpec, TimeRange
 from . import formats
 from .dispatcher import Dispatcher, Task
@@ -93,27 +97,33 @@ class Scanner:
 
     async def _scan(self, source: FileSource, partition: Partition) -> list[Task]:
         url = partition.render(source.path)
-        fs, path = self._fs_for(url)
-        path = path.rstrip("/") or "/"
-        if partition.time is None and not await asyncio.to_thread(fs.exists, path):
-            raise FileNotFoundError(f"source {source.name}: input path {url} does not exist")
-        if source.success_marker is not None:
-            marker = posixpath.join(path, source.success_marker)
-            while not await asyncio.to_thread(fs.exists, marker):
-                self.dispatcher.waiting(f"source {source.name}: waiting for {marker}")
-                await asyncio.sleep(self.spec.poll_interval)
-        elif partition.time is not None:
-            while not await asyncio.to_thread(fs.exists, path):
-                self.dispatcher.waiting(f"source {source.name}: waiting for {path}")
-                await asyncio.sleep(self.spec.poll_interval)
-        self.dispatcher.waiting(None)
-        return await asyncio.to_thread(self.build_tasks, fs, path, source, partition)
+        try:
+            fs, path = self._fs_for(url)
+            path = path.rstrip("/") or "/"
+            if partition.time is None and not await asyncio.to_thread(_exists, fs, path):
+                raise FileNotFoundError(f"source {source.name}: input path {url} does not exist")
+            if source.success_marker is not None:
+                marker = posixpath.join(path, source.success_marker)
+                while not await asyncio.to_thread(_exists, fs, marker):
+                    self.dispatcher.waiting(f"source {source.name}: waiting for {marker}")
+                    await asyncio.sleep(self.spec.poll_interval)
+            elif partition.time is not None:
+                while not await asyncio.to_thread(_exists, fs, path):
+                    self.dispatcher.waiting(f"source {source.name}: waiting for {path}")
+                    await asyncio.sleep(self.spec.poll_interval)
+            self.dispatcher.waiting(None)
+            return await asyncio.to_thread(self.build_tasks, fs, path, source, partition, _url_base(url))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. the NameNode is unreachable: say where and what
+            raise OSError(f"source {source.name}: cannot read {url}: {type(exc).__name__}: {exc}") from exc
 
-    def build_tasks(self, fs: Any, path: str, source: FileSource, partition: Partition) -> list[Task]:
-        """The tasks of the readable files in one listed directory, by path, each file split in order."""
+    def build_tasks(self, fs: Any, path: str, source: FileSource, partition: Partition,
+                    url_base: str = "") -> list[Task]:
+        """The tasks of the readable files in one listed directory, by path, each file split in order;
+        a task's URL is ``url_base`` (``hdfs://host:port``, "" for local files) + the file's path."""
         entries = sorted((e for e in fs.ls(path, detail=True) if e.get("type") == "file"), key=lambda e: e["name"])
         match_all = source.pattern == "*"
-        local = _is_local(fs)
         fmt, target = source.format, self.spec.task_size
         prefix = f"{source.name}/{partition.label}/" if partition.label else f"{source.name}/"
         tasks = []
@@ -125,7 +135,7 @@ class Scanner:
             size = int(entry["size"])
             compression = formats.compression_for(name) if source.compression == "auto" else source.compression
             splits = formats.plan_splits(functools.partial(fs.open, file_path, "rb"), size, fmt, compression, target)
-            url = file_path if local else fs.unstrip_protocol(file_path)
+            url = url_base + file_path
             whole = fmt == "parquet" or compression != "none"
             for split in splits:
                 share = (size // len(splits) if fmt == "parquet" else size) if whole else split.end - split.start
@@ -135,13 +145,24 @@ class Scanner:
 
 
 def _fsspec_for(url: str) -> tuple[Any, str]:
+    if hadoop.is_hdfs(url):
+        return hadoop.hdfs_filesystem(url), hadoop.hdfs_path(url)
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(url)
     return fs, path
 
 
-def _is_local(fs: Any) -> bool:
-    """Whether the executor can open this filesystem's paths as they are (it gets the fs's URL otherwise)."""
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return protocol in ("file", "local")
+def _exists(fs: Any, path: str) -> bool:
+    """Whether ``path`` exists; unlike fsspec's ``exists``, an unreachable filesystem is an error."""
+    try:
+        fs.info(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _url_base(url: str) -> str:
+    """``scheme://authority`` of an HDFS URL, so that tasks keep the user's form of it; "" for local paths."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if hadoop.is_hdfs(url) else ""

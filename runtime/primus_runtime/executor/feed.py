@@ -14,7 +14,11 @@ them from the file into the pipe with ``os.splice`` (Linux; ``pread`` + ``write`
 the records never pass through Python. Raw records get their 4-byte length written before
 each 64 KiB of the file. Lines that must change when fed (``\r\n``, a last line without
 newline) come as bytes, as on the other path. The pipe is enlarged to ``PIPE_BYTES`` where
-the system allows it.
+the system allows it. That path needs a local file. HDFS tasks (``webhdfs://`` URLs) read one
+streamed WebHDFS response per task (``data/webhdfs.py``); uncompressed text and jsonl go in
+blocks of the same range size, each read once into a buffer and fed from it
+(``formats.streamed_lines``). Their bytes must pass through Python once, since positions are
+exact record counts: splicing socket -> pipe would leave the lines uncounted.
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
@@ -59,9 +63,10 @@ import sys
 import termios
 import threading
 import time
-from typing import IO, Any, BinaryIO
+from collections.abc import Iterator
+from typing import IO, Any, BinaryIO, cast
 
-from ..data import formats
+from ..data import formats, webhdfs
 
 log = logging.getLogger("primus.executor")
 
@@ -69,6 +74,7 @@ CHUNK_BYTES = formats.READ_SIZE  # framed records per write (read_framed blocks)
 BUFFER_CHUNKS = 32  # chunks read ahead of the trainer (2 MiB)
 SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
 QUIET_SECONDS = 5.0
+READERS_REFRESH = 1.0  # seconds between walks of /proc for the processes reading the trainer's stdin
 PIPE_BYTES = 1024 * 1024  # the trainer's stdin pipe is made this large (F_SETPIPE_SZ) when allowed
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031 if sys.platform.startswith("linux") else None)
 _RAW_LENGTH = struct.Struct(">I")
@@ -120,13 +126,16 @@ class _Segment:
 
 
 def open_input(url: str) -> BinaryIO:
-    """A local path or ``file://`` URL, opened for reading."""
+    """A local path, ``file://`` or ``webhdfs://host:port`` URL (the AM hands out ``hdfs://`` inputs as
+    such), opened for reading."""
     if url.startswith("file://"):
         url = url[len("file://"):]
+    elif url.startswith("webhdfs://"):
+        return cast(BinaryIO, webhdfs.WebHDFSFile(url))
     elif "://" in url:
         scheme = url.split("://", 1)[0]
-        raise OSError(f"{scheme}:// input cannot be read by this executor yet (local files and file:// only): "
-                      f"{url}")
+        raise OSError(f"{scheme}:// input cannot be read by this executor (local files, file:// and "
+                      f"webhdfs:// only): {url}")
     return open(url, "rb")
 
 
@@ -145,13 +154,15 @@ class Feeder:
         self.segments: collections.deque[_Segment] = collections.deque()
         self.fd = stdin.fileno()
         self.reader_group = reader_group  # process group of the trainer (who reads the pipe)
+        self._readers: list[str] = []  # pids of that group reading the pipe, as last found
+        self._readers_at = 0.0
         self.pipe = f"pipe:[{os.fstat(self.fd).st_ino}]"
         self.max_tasks = max_tasks
         self.wake = wake or threading.Event()
         self.lock = threading.Lock()
         self.tasks: dict[str, _TaskFeed] = collections.OrderedDict()
         self.todo: queue.Queue[_TaskFeed | None] = queue.Queue()
-        self.buffer: queue.Queue[tuple[_TaskFeed, bytes | _Range, int, int, bool] | None] = queue.Queue(BUFFER_CHUNKS)
+        self.buffer: queue.Queue[tuple[_TaskFeed, bytes | memoryview | _Range, int, int, bool] | None] = queue.Queue(BUFFER_CHUNKS)
         self._splice = hasattr(os, "splice")
         if _F_SETPIPE_SZ is not None:
             try:
@@ -263,26 +274,44 @@ class Feeder:
         return self.total_written - unread - SLACK_BYTES
 
     def _reader_waiting(self) -> bool:
-        """Whether a process of the trainer's group is blocked reading the (empty) pipe."""
+        """Whether a process of the trainer's group is blocked reading the (empty) pipe.
+
+        Finding the processes that read the pipe walks all of /proc (milliseconds, with the GIL
+        held, while reports may come every few ms as the pipe runs empty): it is done at most every
+        ``READERS_REFRESH`` seconds, and in between only the readers found last are looked at."""
         if self.reader_group is None:
             return False
+        now = time.monotonic()
+        if not self._readers or now - self._readers_at >= READERS_REFRESH:
+            self._readers, self._readers_at = self._pipe_readers(), now
+        for pid in self._readers:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:  # gone (its pid maybe reused)
+                    continue
+                with open(f"/proc/{pid}/wchan") as f:
+                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
+                        return True
+            except OSError:
+                continue
+        return False
+
+    def _pipe_readers(self) -> list[str]:
+        """The pids of the trainer's group whose stdin is the pipe."""
         try:
             pids = [p for p in os.listdir("/proc") if p.isdigit()]
         except OSError:
-            return False
+            return []
+        readers = []
         for pid in pids:
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     if int(f.read().rsplit(")", 1)[1].split()[2]) != self.reader_group:
                         continue
-                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:
-                    continue
-                with open(f"/proc/{pid}/wchan") as f:
-                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
-                        return True
+                if os.readlink(f"/proc/{pid}/fd/0") == self.pipe:
+                    readers.append(pid)
             except (OSError, ValueError, IndexError):
                 continue
-        return False
+        return readers
 
     def _close(self) -> None:
         if not self.closed:
@@ -309,7 +338,9 @@ class Feeder:
             a = task.assignment
             fmt = str(a["format"])
             try:
-                if fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread"):
+                streamed = str(a["url"]).startswith("webhdfs://")  # read once, front to back: no pread
+                if fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread") and \
+                        not streamed:
                     # Byte ranges of whole records, moved file -> pipe by the writer (os.splice).
                     f = task.file = open_input(str(a["url"]))  # the writer closes it after the task
                     raw = fmt == "raw"
@@ -327,13 +358,18 @@ class Feeder:
                             return
                 else:
                     with open_input(str(a["url"])) as f:
-                        # Framed blocks of about CHUNK_BYTES that never cut a record; for text no
-                        # Python work per line (formats.read_framed).
-                        for block, count in formats.read_framed(f, fmt, str(a["compression"]),
-                                                                int(a["start"]), int(a["end"]), task.skip):
+                        # Framed blocks that never cut a record; for text no Python work per line.
+                        start, end = int(a["start"]), int(a["end"])
+                        blocks: Iterator[tuple[bytes | memoryview, int]]
+                        if fmt in ("text", "jsonl") and a["compression"] == "none" and streamed:
+                            # A WebHDFS stream: large reads, each block fed as it was read (one copy).
+                            blocks = formats.streamed_lines(f, start, end, task.skip, _range_size(end - start))
+                        else:  # blocks of about CHUNK_BYTES
+                            blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
+                        for data, count in blocks:
                             records = count  # position in the split, skipped records included
-                            nbytes += len(block)
-                            self._put(task, block, records, nbytes, False)
+                            nbytes += len(data)
+                            self._put(task, data, records, nbytes, False)
                             if self.closed or self.broken:
                                 return
             except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
@@ -344,7 +380,7 @@ class Feeder:
                 task.error = error
             self._put(task, b"", records, nbytes, True)
 
-    def _put(self, task: _TaskFeed, data: bytes | _Range, records: int, nbytes: int, last: bool) -> None:
+    def _put(self, task: _TaskFeed, data: bytes | memoryview | _Range, records: int, nbytes: int, last: bool) -> None:
         while not (self.closed or self.broken):
             try:
                 self.buffer.put((task, data, records, nbytes, last), timeout=0.5)
