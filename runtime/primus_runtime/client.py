@@ -200,7 +200,8 @@ class PrimusClient:
 
     def data_savepoint(self, app_id: str, directory: str | Path) -> dict[str, Any]:
         """Save every input task's position to ``directory`` (for ``input.restore_from``); what was saved."""
-        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": str(Path(directory).absolute())})
+        where = str(directory) if "://" in str(directory) else str(Path(directory).absolute())  # hdfs://...
+        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": where})
 
     # --- logs ---
 

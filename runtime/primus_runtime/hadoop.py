@@ -16,6 +16,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
+#: The NameNode's WebHDFS address, which the YARN backend puts into its containers: where a node
+#: has no HADOOP_CONF_DIR, hdfs:// paths are read through it.
+ENV_WEBHDFS = "PRIMUS_WEBHDFS"
 WEBHDFS_TIMEOUT = 30.0  # seconds: every WebHDFS request (connect, and each read of a response)
 _VAR = re.compile(r"\$\{([^}]+)\}")
 
@@ -115,6 +118,8 @@ def webhdfs_base(url: str, conf: HadoopConf | None = None) -> str:
     parts = urlsplit(url)
     if parts.scheme == "webhdfs":
         return f"http://{parts.netloc}"
+    if conf is None and not os.environ.get("HADOOP_CONF_DIR") and os.environ.get(ENV_WEBHDFS):
+        return os.environ[ENV_WEBHDFS]  # a YARN container of ours on a node without the client config
     return (conf or HadoopConf()).webhdfs()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..backends.local import LOCAL_HOST, JobDir, LocalExecutorBackend
-from ..hadoop import hdfs_filesystem
+from ..hadoop import ENV_WEBHDFS, hdfs_filesystem
 from ..spec import JobSpec, LocalBackend
 from .master import ApplicationMaster
 from .state import JobState
@@ -55,7 +55,7 @@ async def run_yarn() -> int:
     app_id = skein.properties.application_id
     app = skein.ApplicationClient.from_current()
     rm = yarn.ResourceManager(os.environ[yarn.ENV_RM_WEB])
-    store = yarn.JobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[yarn.ENV_WEBHDFS]).netloc),
+    store = yarn.JobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[ENV_WEBHDFS]).netloc),
                           os.environ[yarn.ENV_JOB_STORE])
     backend = yarn.YarnExecutorBackend(app, rm, prelaunched=yarn.parse_prelaunched(os.environ.get(yarn.ENV_PRELAUNCHED, "")))
     am = ApplicationMaster(spec, app_id, backend, status_path=Path("status.json").absolute())

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from .. import protocol
 from ..bundle import build_bundle
-from ..hadoop import HadoopConf, hadoop_user, hdfs_filesystem
+from ..hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
 from ..spec import JobSpec, Resources, SpecError, YarnBackend
 from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
 from .local import default_home
@@ -52,7 +52,6 @@ TOKEN_NAME = "token"
 SPEC_NAME = "spec.json"
 #: Environment of the AM container: where its job's files are on HDFS, WebHDFS and the RM.
 ENV_JOB_STORE = "PRIMUS_JOB_STORE"
-ENV_WEBHDFS = "PRIMUS_WEBHDFS"
 ENV_RM_WEB = "PRIMUS_RM_WEB"
 ENV_PYTHON = "PRIMUS_PYTHON"
 #: "role=n,...": executors 0..n-1 of these roles are started with the application (see prelaunched()).
