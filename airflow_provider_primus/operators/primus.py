@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -199,7 +200,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                 self.log.info("Resuming the data of Primus job %s (%s): %s", previous[0]["app_id"],
                               previous[0]["state"], spec.input.work_preserve_dir)
                 return spec.input.work_preserve_dir
-        parts = [ti_tags[name].replace("/", "_") for name in ("dag_id", "task_id", "run_id", "map_index")]
+        # Run ids hold ':' and '+' (manual__2026-12-01T00:00:00+00:00), which HDFS refuses in names.
+        parts = [re.sub(r"[^\w.=-]", "_", ti_tags[name]) for name in ("dag_id", "task_id", "run_id", "map_index")]
         return "/".join([self.hook.work_preserve_root().rstrip("/"), *parts, f"try-{try_number}"])
 
     def _follow_logs(self, app_id: str) -> list[str]:

@@ -417,6 +417,8 @@ def input_url(value: str) -> str:
                              f"got {value!r}")
         if not parts.path.startswith("/"):
             raise ValueError(f"needs an absolute path after the host, got {value!r}")
+        if ":" in parts.path:
+            raise ValueError(f"HDFS refuses ':' in file and directory names, got {value!r}")
         return value
     if scheme not in ("", "file"):
         raise ValueError(f"only local paths, file://, hdfs:// and webhdfs://host:port URLs are readable, "
@@ -749,9 +751,12 @@ class JobSpec(_Strict):
         return cls.model_json_schema()
 
     def _with_absolute_files(self, base: Path) -> JobSpec:
-        data = self.to_dict()
+        # exclude_unset: what the user left out stays unset (a spec without `backend` runs on the
+        # backend of the connection that submits it).
+        data = self.model_dump(mode="json", exclude_unset=True)
         for role in data["roles"]:
-            role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f for f in role["files"]]
+            role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f
+                             for f in role.get("files", [])]
         return JobSpec.model_validate(data)
 
 

@@ -28,6 +28,8 @@ BAD_INPUTS = [
     (spec_with(sources=[{**DAILY, "path": "webhdfs:///clicks/{{YYYY}}{{MM}}{{DD}}"}], time_range=DAYS),
      "input.sources[0].path: webhdfs:// URLs name the NameNode's HTTP address: webhdfs://host:port/path"),
     (spec_with(sources=[{**DAILY, "path": "hdfs://nn:8020"}]), "input.sources[0].path: needs an absolute path"),
+    (spec_with(sources=[DAILY], time_range=DAYS, work_preserve_dir="hdfs:///wp/manual__2026-12-01T00:00:00+00:00"),
+     "input.work_preserve_dir: HDFS refuses ':' in file and directory names"),
     (spec_with(sources=[DAILY], time_range=DAYS, restore_from="gs://bucket/savepoint"),
      "input.restore_from: only local paths, file://, hdfs:// and webhdfs://host:port URLs are readable"),
     (spec_with(sources=[{**DAILY, "format": "csv"}], time_range=DAYS),

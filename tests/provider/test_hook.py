@@ -89,3 +89,17 @@ def test_invalid_spec_is_a_spec_error_and_starts_nothing(primus_home, client):
     with pytest.raises(SpecError, match="cannot read"):
         hook.submit(str(primus_home / "missing.yaml"))
     assert hook.find_jobs() == []
+
+
+def test_a_spec_without_backend_takes_the_connections(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps(
+        {"conn_type": "primus", "extra": {"backend": "yarn", "yarn_queue": "ml"}}))
+    hook = PrimusHook("primus_yarn")
+    submitted = []
+    monkeypatch.setattr(type(hook.client), "submit", lambda self, job: submitted.append(job) or "application_1_1")
+    # relative files (resolved against the DAG folder) must not make the default backend look chosen
+    spec = {"name": "t", "roles": [{"name": "w", "command": "x", "files": ["trainer.py"]}]}
+    assert hook.submit(spec, base_dir=tmp_path) == "application_1_1"
+    assert submitted[0].backend.type == "yarn" and submitted[0].backend.queue == "ml"
+    with pytest.raises(SpecError, match="connection 'primus_yarn' uses the yarn backend, got 'local'"):
+        hook.submit({**spec, "backend": {"type": "local"}})

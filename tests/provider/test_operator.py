@@ -269,3 +269,12 @@ except Exception as exc:
     assert proc.returncode == 7, out
     assert "RAISED AirflowException task was killed" in out
     wait_for(lambda: hook.status(app_id)["job"]["state"] == "killed", what="job killed")
+
+
+def test_per_task_data_checkpoint_dirs_are_names_hdfs_accepts(primus_home, client):
+    from primus_runtime.spec import input_url
+
+    tags = {"dag_id": "dag", "task_id": "train", "run_id": "scheduled__2026-12-01T00:00:00+00:00", "map_index": "-1"}
+    path = operator(make_spec(SLEEPY))._work_preserve_dir(tags, "1")
+    assert path.endswith("/dag/train/scheduled__2026-12-01T00_00_00_00_00/-1/try-1")
+    assert input_url("hdfs://" + path)  # the same name under an hdfs:// root is valid

@@ -326,7 +326,10 @@ class ApplicationMaster(BackendEvents):
         if record.finishing is not None:
             if not self._live:
                 if self.data is not None:
-                    self.data.finish(record.finishing.value)
+                    try:
+                        self.data.finish(record.finishing.value)
+                    except Exception:  # noqa: BLE001 - saving the positions failed: the job still ends
+                        log.exception("finishing the data plane failed")
                 self._set_job(record.finishing, self._finish_reason)
                 self._write_status()
                 self.done.set()

@@ -218,6 +218,10 @@ class HdfsSnapshots:
         self._saved = b""  # what the last save wrote: unchanged state is not uploaded again
         self._taken = 0.0  # when the state it wrote was read
 
+    def prepare(self) -> None:
+        """Create the directory (the NameNode refuses bad names and missing permissions here)."""
+        self.fs.makedirs(self.dir, exist_ok=True)
+
     def recover(self) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         """Task id -> position, and the exactly-once checkpoints, of the newest snapshot ({} if none)."""
         with self._lock:

@@ -37,6 +37,7 @@ class DataPlane:
             if spec.work_preserve_dir is not None:
                 if hadoop.is_hdfs(spec.work_preserve_dir):
                     self.remote = HdfsSnapshots(spec.work_preserve_dir)
+                    self.remote.prepare()  # not writable there: fail now, not when progress is to be saved
                     recovered, checkpoints = self.remote.recover()
                 else:
                     self.journal = TaskJournal(local_path(spec.work_preserve_dir))
@@ -56,7 +57,8 @@ class DataPlane:
                 elif self.remote is not None:
                     self.remote.save(recovered, checkpoints)
                 log.info("restored from %s", spec.restore_from)
-        except (OSError, hadoop.HadoopConfigError) as exc:  # e.g. the NameNode is unreachable
+        # OSError: e.g. the NameNode is unreachable; RuntimeError: fsspec's WebHDFS refusals.
+        except (OSError, RuntimeError, hadoop.HadoopConfigError) as exc:
             self._problem = f"{reading}: cannot read the saved task positions: {type(exc).__name__}: {exc}"
         if recovered:
             done = sum(1 for t in recovered.values() if t.get("state") == "done")
@@ -150,7 +152,7 @@ class DataPlane:
         if self.remote is not None and self._problem is None:
             try:
                 self.remote.save(*self._positions())
-            except OSError:
+            except Exception:  # noqa: BLE001 - a failed save must not stop the job (or its end)
                 log.exception("cannot save the task positions to %s", self.spec.work_preserve_dir)
 
     async def _flush_forever(self) -> None:
