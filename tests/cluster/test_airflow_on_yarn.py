@@ -96,6 +96,7 @@ def test_the_triggers_on_kill_stops_the_yarn_application(yarn_conn):
     assert_nothing_left(yarn_conn, app_id)
 
 
+@pytest.mark.timeout(900)
 def test_daily_retraining_dag_runs_on_yarn_with_its_data_on_hdfs(minicluster: Minicluster, tmp_path):
     """The scheduled-retraining example, unchanged, with the connection pointing at YARN and the
     partitions on HDFS: partition sensor (WebHDFSHook), train, data watermark, job, evaluation."""
