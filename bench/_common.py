@@ -1,12 +1,16 @@
-"""Helpers shared by the benchmarks: markers that trainers touch when they start."""
+"""Helpers shared by the benchmarks: markers that trainers touch when they start; feeding a consumer
+through the executor's Feeder."""
 
 from __future__ import annotations
 
+import collections
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def wait_for_files(paths: list[Path], timeout: float = 60.0, poll: float = 0.005) -> float:
@@ -43,3 +47,44 @@ def markers(marker_dir: Path, pattern: str) -> list[Path]:
 def clear(marker_dir: Path) -> None:
     for path in marker_dir.iterdir():
         os.unlink(path)
+
+
+def feed_consumer(assignments: list[dict[str, Any]], consumer: list[str], timeout: float,
+                  poll: float) -> tuple[float, int]:
+    """Seconds from start until ``consumer``, its stdin fed by the executor's real ``Feeder``,
+    printed its count (``wc``); the count.
+
+    A small loop plays the AM: it takes the feed's reports (heartbeats: when the feed wakes it, at
+    least every ``poll`` seconds), hands out the next tasks when the feed asks for them, and says
+    ``data_exhausted`` once none is left; the feed then closes the pipe."""
+    from primus_runtime.executor.feed import Feeder
+
+    tasks = collections.deque(assignments)
+    start = time.perf_counter()
+    proc = subprocess.Popen(consumer, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    feeder = Feeder(proc.stdin, max_tasks=2, readers=1, reader_group=proc.pid)
+    deadline = time.monotonic() + timeout
+    try:
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the feed did not finish in {timeout:.0f}s")
+            report = feeder.report()
+            if report["failed"]:
+                raise RuntimeError(f"tasks failed: {report['failed']}")
+            reply: dict[str, Any] = {"tasks": []}
+            while tasks and len(reply["tasks"]) < report["need_tasks"]:
+                reply["tasks"].append(tasks.popleft())
+            reply["data_exhausted"] = not tasks
+            feeder.reported(report, reply)
+            feeder.wake.wait(poll)
+            feeder.wake.clear()
+        counted = int(proc.stdout.read().split()[0])
+        seconds = time.perf_counter() - start
+    finally:
+        feeder.stop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    return seconds, counted

@@ -23,7 +23,6 @@ shared with other work disturbs less than a ratio of bests (also shown).
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import random
@@ -35,9 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import feed_consumer  # noqa: E402
 from primus_runtime.data import formats
 from primus_runtime.data.dispatcher import Task
-from primus_runtime.executor.feed import Feeder
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 1024))
 TASK_MB = int(os.environ.get("TASK_MB", 64))
@@ -101,39 +101,7 @@ def assignments(path: Path, fmt: str) -> list[dict[str, Any]]:
 
 def through_feeder(path: Path, fmt: str, consumer: list[str]) -> tuple[float, int]:
     """Seconds from start until the consumer, fed by the executor's Feeder, printed its count; the count."""
-    tasks = collections.deque(assignments(path, fmt))
-    start = time.perf_counter()
-    proc = subprocess.Popen(consumer, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-    assert proc.stdin is not None and proc.stdout is not None
-    feeder = Feeder(proc.stdin, max_tasks=2, readers=1, reader_group=proc.pid)
-    held: set[str] = set()
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while proc.poll() is None:  # the AM side: one heartbeat per wake-up (or POLL seconds)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the feed of {path} did not finish in {TIMEOUT:.0f}s")
-            report = feeder.report()
-            if report["failed"]:
-                raise RuntimeError(f"tasks failed: {report['failed']}")
-            held -= set(report["done"])
-            reply: dict[str, Any] = {"tasks": []}
-            while tasks and len(reply["tasks"]) < report["need_tasks"]:
-                task = tasks.popleft()
-                reply["tasks"].append(task)
-                held.add(str(task["task_id"]))
-            reply["data_exhausted"] = not tasks
-            feeder.reported(report, reply)
-            feeder.wake.wait(POLL)
-            feeder.wake.clear()
-        counted = int(proc.stdout.read().split()[0])
-        seconds = time.perf_counter() - start
-    finally:
-        feeder.stop()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
-    return seconds, counted
+    return feed_consumer(assignments(path, fmt), consumer, TIMEOUT, POLL)
 
 
 def through_cat(path: Path, consumer: list[str]) -> tuple[float, int]:

@@ -23,7 +23,6 @@ directory, unless ``PRIMUS_MINICLUSTER_DIR`` names a running one.
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import shutil
@@ -39,10 +38,11 @@ from typing import Any
 
 from feed_executor import DATA, make_text
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import feed_consumer  # noqa: E402
 from primus_runtime.data import formats
 from primus_runtime.data.dispatcher import Task
 from primus_runtime.data.webhdfs import WebHDFSFile
-from primus_runtime.executor.feed import Feeder
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 256))
 TASK_MB = int(os.environ.get("TASK_MB", 64))
@@ -85,35 +85,7 @@ def assignments(url: str, size: int) -> list[dict[str, Any]]:
 
 def through_feeder(tasks_to_feed: list[dict[str, Any]]) -> tuple[float, int]:
     """Seconds from start until ``wc -l``, fed by the executor's Feeder, printed its count; the count."""
-    tasks = collections.deque(tasks_to_feed)
-    start = time.perf_counter()
-    proc = subprocess.Popen(["wc", "-l"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
-    assert proc.stdin is not None and proc.stdout is not None
-    feeder = Feeder(proc.stdin, max_tasks=2, readers=1, reader_group=proc.pid)
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while proc.poll() is None:  # the AM side: one heartbeat per wake-up (or POLL seconds)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the feed did not finish in {TIMEOUT:.0f}s")
-            report = feeder.report()
-            if report["failed"]:
-                raise RuntimeError(f"tasks failed: {report['failed']}")
-            reply: dict[str, Any] = {"tasks": []}
-            while tasks and len(reply["tasks"]) < report["need_tasks"]:
-                reply["tasks"].append(tasks.popleft())
-            reply["data_exhausted"] = not tasks
-            feeder.reported(report, reply)
-            feeder.wake.wait(POLL)
-            feeder.wake.clear()
-        counted = int(proc.stdout.read().split()[0])
-        seconds = time.perf_counter() - start
-    finally:
-        feeder.stop()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
-    return seconds, counted
+    return feed_consumer(tasks_to_feed, ["wc", "-l"], TIMEOUT, POLL)
 
 
 def through_client(client: Any, path: str) -> tuple[float, int]:
