@@ -11,6 +11,11 @@
 * ``model_saved`` waits for the job to succeed (the ps save the model when it ends).
 * ``evaluate`` runs an evaluator job on the saved model; it fails if the model did not learn.
 
+The job specs name no backend: they run where the ``primus_default`` connection points. With
+``{"backend": "yarn"}`` in its extra and ``data_root`` an ``hdfs:///...`` path (and a
+``webhdfs_default`` connection for the sensor), the same DAG trains on YARN with its data on
+HDFS; the test suite runs it so against the Hadoop minicluster.
+
 Try it on this machine (writes a partition first, as the upstream pipeline would)::
 
     python3 examples/ps_worker/trainer.py make-partition /tmp/primus-demo/data/20261201 2000
