@@ -65,6 +65,9 @@ def test_ps_worker_example_succeeds_on_yarn_from_the_cli(minicluster: Minicluste
     am_log = primus(home, "logs", app_id)
     assert "every executor is running" in am_log.stdout
     assert [j["app_id"] for j in yarn_client.list(backend="yarn") if j["app_id"] == app_id]
+    store = yarn_client.yarn.store  # type: ignore[attr-defined]
+    assert store.fs.info(store.path(app_id, "token"))["permission"] == "600"  # the job token: owner only
+    assert store.fs.info(store.path(app_id, "token").rsplit("/", 1)[0])["permission"] == "700"
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
 
 

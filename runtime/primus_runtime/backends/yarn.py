@@ -215,9 +215,16 @@ class JobStore:
         """Write whole (to a temporary name, then rename: readers never see half a file)."""
         target = self.path(app_id, name)
         tmp = f"{target}.{secrets.token_hex(4)}.tmp"
-        self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-        with self.fs.open(tmp, "wb", permissions=0o600 if private else 0o644) as f:
+        job_dir = target.rsplit("/", 1)[0]
+        self.fs.makedirs(job_dir, exist_ok=True)
+        if private:
+            # fsspec's WebHDFS ignores a permission given to open(): set it with SETPERMISSION. The
+            # job's directory too, so that no one else can read the file while it is written.
+            self.fs.chmod(job_dir, "700")
+        with self.fs.open(tmp, "wb") as f:
             f.write(data)
+        if private:
+            self.fs.chmod(tmp, "600")
         if self.fs.exists(target):
             self.fs.rm(target)
         self.fs.mv(tmp, target)
