@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,9 +94,15 @@ async def _mirror_status(am: ApplicationMaster, store: Any, app_id: str) -> None
                 log.exception("mirroring the status to HDFS failed")
 
 
+_uploading = threading.Lock()
+
+
 def _upload_status(am: ApplicationMaster, store: Any, app_id: str) -> None:
-    if am.status_path is not None and am.status_path.exists():
-        store.write(app_id, "status.json", am.status_path.read_bytes())
+    # One upload at a time, each reading the file when it starts: a periodic upload still under
+    # way when the job ends cannot put an older status over the final one.
+    with _uploading:
+        if am.status_path is not None and am.status_path.exists():
+            store.write(app_id, "status.json", am.status_path.read_bytes())
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None,

@@ -408,7 +408,8 @@ class YarnClusterClient(ClusterClient):
         # The application ended without the AM recording an outcome: YARN's word is all there is.
         status = status or {"job": {"app_id": app_id, "name": report.get("name")}, "roles": [],
                             "executors": [], "events": []}
-        state = "killed" if report["state"] == "KILLED" else "failed"
+        final = report.get("finalStatus")
+        state = "killed" if "KILLED" in (report["state"], final) else "succeeded" if final == "SUCCEEDED" else "failed"
         status["job"].update(state=state, reason=f"YARN application {report['state'].lower()}: "
                                                  f"{(report.get('diagnostics') or '').strip()[:500]}",
                              finished_at=(report.get("finishedTime") or 0) / 1000 or time.time())
