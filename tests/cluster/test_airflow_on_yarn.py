@@ -147,5 +147,5 @@ def test_daily_retraining_dag_runs_on_yarn_with_its_data_on_hdfs(minicluster: Mi
     assert sorted(p.name for p in (tmp_path / "models" / "20261201").iterdir()) == ["ps-0.json", "ps-1.json"]
     (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id},
                               backend="yarn")
-    assert evaluate["state"] == "succeeded"
+    assert client.status(evaluate["app_id"])["job"]["state"] == "succeeded"
     assert re.search(r"evaluation loss [\d.]+ on held-out data .*2 ps shards", output)

@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -67,9 +67,9 @@ async def run_yarn() -> int:
 
     mirror = asyncio.ensure_future(_mirror_status(am, store, app_id))
     advertise = os.environ.get("NM_HOST") or socket.getfqdn()
-    rc = await serve(am, Path(yarn.TOKEN_NAME).read_text().strip(), spec.am.host or "0.0.0.0", advertise, publish)
+    rc = await serve(am, Path(yarn.TOKEN_NAME).read_text().strip(), spec.am.host or "0.0.0.0", advertise, publish,
+                     on_done=lambda: asyncio.to_thread(_upload_status, am, store, app_id))
     mirror.cancel()
-    await asyncio.to_thread(_upload_status, am, store, app_id)
     # Put the outcome into YARN's report too (`yarn application -status`, the RM UI). skein's
     # master then stops this process: everything is saved by now.
     final = {"succeeded": "SUCCEEDED", "killed": "KILLED"}.get(am.record.state.value, "FAILED")
@@ -106,8 +106,9 @@ def _upload_status(am: ApplicationMaster, store: Any, app_id: str) -> None:
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None,
-                publish: Callable[[str], None]) -> int:
-    """Run the AM's API until the job ends; ``publish`` tells clients the API's address."""
+                publish: Callable[[str], None], on_done: Callable[[], Awaitable[None]] | None = None) -> int:
+    """Run the AM's API until the job ends; ``publish`` tells clients the API's address, ``on_done``
+    runs the moment the outcome is known (a YARN AM saves it to HDFS then, not after lingering)."""
     spec = am.spec
     # Listen before launching anything: executors that connect while the API is still
     # being set up wait in the socket's backlog instead of failing.
@@ -133,6 +134,11 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     await web.SockSite(runner, sock, backlog=2048).start()
     try:
         await am.done.wait()
+        if on_done is not None:
+            try:
+                await on_done()
+            except Exception:  # noqa: BLE001 - e.g. HDFS unavailable: clients still get YARN's outcome
+                log.exception("saving the outcome failed")
         await asyncio.sleep(LINGER_SECONDS)
     finally:
         await am.close()
