@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_primus.hooks.primus import FINISHED
-from primus_runtime.client import progress_line
+from primus_runtime.client import data_progress, progress_line
 
 EXECUTOR_STATES = ("new", "starting", "registered", "running", "succeeded", "failed", "lost", "killed")
 
@@ -23,6 +23,7 @@ class Check:
     met: bool
     line: str  # progress, logged when it changes
     impossible: str | None = None  # the job ended without meeting the condition: why
+    input_at_fault: bool = False  # impossible because the input failed: a retry would read the same input
 
 
 def _ended_reason(job: dict[str, Any]) -> str:
@@ -107,8 +108,13 @@ def data_reached(status: dict[str, Any], min_progress: float | None, partition: 
                                                  "it reports no data progress")
         return Check(False, f"data: not started yet ({job['state']})")
     tasks = data.get("tasks", {})
-    line = (f"data {data.get('state')}: {100 * float(data.get('progress') or 0):.1f}% "
-            f"({tasks.get('done', 0)}/{tasks.get('total', 0)} tasks), watermark {data.get('watermark') or 'none'}")
+    line = data_progress(data) + ("" if data.get("watermark") else ", watermark none")
+    if data.get("state") == "failed":
+        # Never met by data that failed, whatever its watermark says (an empty partition passes it).
+        return Check(False, line, f"Primus job {job.get('app_id')}: input failed: "
+                                  f"{data.get('failure') or job.get('reason') or 'no reason given'}",
+                     input_at_fault=bool(data.get("failure")))
+    # progress is null until every partition is listed: a share of the tasks seen so far is no share of the input.
     met = (min_progress is None or float(data.get("progress") or 0) >= min_progress) and \
           (partition is None or watermark_passed(data.get("watermark"), partition))
     if met:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.configuration import conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.conditions import (
     EXECUTOR_STATES,
@@ -63,7 +63,10 @@ class _DeferrableSensor(BaseSensorOperator):
         if event["status"] == "success":
             self.log.info("%s", event.get("reason") or "condition met")
             return
-        raise AirflowException(event.get("reason") or f"sensor ended with {event['status']}")
+        reason = event.get("reason") or f"sensor ended with {event['status']}"
+        if event.get("input_at_fault"):
+            raise AirflowFailException(f"{reason} (not retried: the next try would read the same input)")
+        raise AirflowException(reason)
 
 
 class _PrimusJobSensor(_DeferrableSensor):
@@ -80,6 +83,8 @@ class _PrimusJobSensor(_DeferrableSensor):
     def poke(self, context: Context) -> bool:
         check = self.check(PrimusHook(primus_conn_id=self.primus_conn_id).status(self.app_id))
         self.log.info("Primus job %s %s", self.app_id, check.line)
+        if check.input_at_fault:
+            raise AirflowFailException(f"{check.impossible} (not retried: the next try would read the same input)")
         if check.impossible:
             raise AirflowException(check.impossible)
         return check.met

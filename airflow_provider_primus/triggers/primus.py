@@ -105,11 +105,12 @@ class PrimusStatusTrigger(BaseTrigger):
                 if check.met:
                     return self.success_event(status, check)
                 if check.impossible:
-                    return self._event("failed", status["job"]["state"], check.impossible)
+                    return self._event("failed", status["job"]["state"], check.impossible,
+                                       input_at_fault=check.input_at_fault)
             await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
 
-    def _event(self, status: str, state: str, reason: str) -> TriggerEvent:
-        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason})
+    def _event(self, status: str, state: str, reason: str, **extra: Any) -> TriggerEvent:
+        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason, **extra})
 
 
 class PrimusJobTrigger(PrimusStatusTrigger):

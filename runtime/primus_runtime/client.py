@@ -30,11 +30,20 @@ def role_progress(role: dict[str, Any]) -> str:
 
 
 def data_progress(data: dict[str, Any]) -> str:
-    """``data 40% (4/10 tasks), watermark 2026-12-01`` from the ``data`` part of a status."""
+    """``data 40% (4/10 tasks), watermark 2026-12-01`` from the ``data`` part of a status; while
+    partitions are still awaited, ``data 40% of 10 tasks listed so far (4/10), waiting for ...``.
+
+    Percentages are truncated, never rounded up: 100% means every task was read."""
     tasks = data.get("tasks", {})
-    line = f"data {int(data.get('progress', 0) * 100)}% ({tasks.get('done', 0)}/{tasks.get('total', 0)} tasks)"
+    counts = f"{tasks.get('done', 0)}/{tasks.get('total', 0)} tasks"
+    if data.get("progress") is not None:
+        line = f"data {int(data['progress'] * 100)}% ({counts})"
+    else:
+        line = f"data {int((data.get('progress_of_discovered') or 0) * 100)}% of the tasks listed so far ({counts})"
     if data.get("state") not in ("running", "exhausted", "succeeded"):
         line += f" {data.get('state')}"
+    if data.get("waiting_for"):
+        line += f", waiting for {data['waiting_for']}"
     if tasks.get("quarantined"):
         line += f", {tasks['quarantined']} quarantined"
     if data.get("watermark"):

@@ -569,7 +569,25 @@ class InputSpec(_Strict):
                                  description="Target bytes per task ('64Mi'; a bare number is bytes).")
     max_tasks_per_executor: int = Field(1, ge=1, description="Tasks an executor reads at the same time.")
     prefetch: int = Field(1, ge=0, description="Extra tasks held per executor so that its trainer never waits.")
-    max_task_attempts: int = Field(3, ge=1, description="Times a task is tried before on_bad_data applies.")
+    max_task_attempts: int = Field(
+        3, ge=1, description="Attempts charged to a task before on_bad_data applies. Only failures the task is "
+        "at fault for are charged: its reader failed (unreadable or corrupt data), or trainers on different "
+        "executors died while reading it without getting past the same position (a poison record). A trainer "
+        "killed by a signal, out of memory, preempted or lost returns its tasks uncharged, at their position."
+    )
+    max_task_interruptions: int = Field(
+        10, ge=1, description="Times a task may be interrupted uncharged (the executor reading it ended: "
+        "crash, signal, preemption, loss) before on_bad_data applies: a backstop so that a task that takes down "
+        "every executor that reads it still ends."
+    )
+    early_exit: Literal["requeue", "accept"] = Field(
+        "requeue", description="What a consuming trainer's exit 0 before the end of its input means. requeue: "
+        "it has not finished the input: its tasks go back to the queue (uncharged) for the other trainers, and "
+        "the job cannot succeed while tasks are left; once every consuming executor has ended with tasks left, "
+        "the job fails ('input not consumed'). accept: the trainer decides when it has read enough (e.g. a "
+        "fixed number of steps): its exit is a success and the unread tasks are reported as not read (data "
+        "state 'incomplete')."
+    )
     on_bad_data: Literal["fail", "quarantine"] = Field(
         "fail", description="A task out of attempts: fail the job naming the file, or quarantine it "
         "(skip it, list it in the status) and go on."

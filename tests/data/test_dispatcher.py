@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from primus_runtime.data.dispatcher import Dispatcher, Task
+from primus_runtime.data.dispatcher import Dispatcher, Ending, Task
 from primus_runtime.spec import InputSpec
 
 
@@ -50,19 +50,20 @@ def test_tasks_of_an_ended_executor_go_back_to_the_front_at_their_position():
     d.heartbeat("a", {"need_tasks": 2})
     d.heartbeat("a", {"held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"],
                       "progress": {"c/2026-12-01/f0:0": {"records": 7, "bytes": 70}}})
-    d.release("a", charge=True, reason="worker-0 failed")
+    d.release("a", Ending.CRASHED, "worker-0 failed: trainer exited 137", slot="worker-0")
     reply = d.heartbeat("b", {"need_tasks": 2})
     assert ids(reply) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
     assert reply["tasks"][0]["skip"] == 7 and reply["tasks"][1]["skip"] == 0
-    assert d.tasks["c/2026-12-01/f0:0"].attempts == 1
-    assert any(e[2] == "requeued" for e in events.events)
+    # A crashed trainer is not bad data: neither task is charged.
+    assert d.tasks["c/2026-12-01/f0:0"].attempts == 0 and d.tasks["c/2026-12-01/f1:0"].attempts == 0
+    assert any(e[2] == "requeued" and "uncharged" in e[3] for e in events.events)
 
 
 def test_a_killed_executor_is_not_charged():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
     d.heartbeat("a", {"need_tasks": 1})
-    d.release("a", charge=False, reason="scaled down")
+    d.release("a", Ending.STOPPED, "scaled down", slot="worker-0")
     assert d.tasks["c/2026-12-01/f0:0"].attempts == 0 and d.queue[0] == "c/2026-12-01/f0:0"
 
 
@@ -140,8 +141,89 @@ def test_progress_rate_and_eta():
 
 
 def test_final_data_state_follows_the_job():
-    for job_state, expected in (("succeeded", "succeeded"), ("failed", "failed"), ("killed", "running")):
+    for job_state, read, expected in (("succeeded", True, "succeeded"), ("succeeded", False, "incomplete"),
+                                      ("failed", True, "failed"), ("killed", False, "running")):
         d, _ = make()
         d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+        d.scan_finished()
+        if read:
+            d.heartbeat("a", {"need_tasks": 1})
+            d.heartbeat("a", {"done": ["c/2026-12-01/f0:0"]})
         d.finish(job_state)
-        assert d.status()["state"] == expected, job_state
+        assert d.status()["state"] == expected, (job_state, read)
+
+
+def _crash_reading(d: Dispatcher, holder: str, slot: str, task_id: str, records: int) -> None:
+    """``holder`` takes ``task_id``, reports it reads it at ``records``, and its trainer dies."""
+    assert ids(d.heartbeat(holder, {"need_tasks": 1})) == [task_id]
+    d.heartbeat(holder, {"held": [task_id], "reading": task_id,
+                         "progress": {task_id: {"records": records, "bytes": records}}})
+    d.release(holder, Ending.CRASHED, f"{slot} failed: trainer exited 137", slot=slot)
+
+
+def test_trainer_deaths_with_progress_in_between_never_charge_the_task():
+    d, events = make(max_tasks_per_executor=1, prefetch=0, max_task_attempts=1)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+    task = "c/2026-12-01/f0:0"
+    for i, slot in enumerate(["worker-0", "worker-1", "worker-2", "worker-0", "worker-1"]):
+        _crash_reading(d, f"inc{i}", slot, task, records=10 * (i + 1))
+    assert d.tasks[task].attempts == 0 and d.tasks[task].state.value == "queued"
+    assert events.failed == []
+
+
+def test_deaths_at_the_same_position_on_different_executors_charge_a_poison_task():
+    d, events = make(max_tasks_per_executor=1, prefetch=0, max_task_attempts=2)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+    task = "c/2026-12-01/f0:0"
+    _crash_reading(d, "i0", "worker-0", task, records=40)
+    _crash_reading(d, "i1", "worker-0", task, records=40)  # the same executor again: maybe the executor
+    assert d.tasks[task].attempts == 0
+    _crash_reading(d, "i2", "worker-1", task, records=40)  # another executor dies at the same record
+    assert d.tasks[task].attempts == 1 and not events.failed
+    _crash_reading(d, "i3", "worker-2", task, records=40)
+    assert len(events.failed) == 1
+    assert "died at record 40" in events.failed[0] and "max_task_attempts is 2" in events.failed[0]
+
+
+def test_only_the_task_being_read_is_interrupted_and_the_backstop_ends_it():
+    d, events = make(max_tasks_per_executor=1, prefetch=1, max_task_interruptions=3, on_bad_data="quarantine")
+    d.add_partition("2026-12-01", tasks("2026-12-01", 2))
+    first, second = "c/2026-12-01/f0:0", "c/2026-12-01/f1:0"
+    for i in range(3):
+        d.heartbeat(f"i{i}", {"need_tasks": 2})
+        d.heartbeat(f"i{i}", {"held": [first, second], "reading": first})
+        d.release(f"i{i}", Ending.LOST, f"worker-{i} lost", slot=f"worker-{i}")
+    assert d.tasks[second].interruptions == 0 and d.tasks[second].state.value == "queued"
+    assert d.tasks[first].state.value == "quarantined"
+    assert "interrupted 3 times, max_task_interruptions is 3" in d.tasks[first].error
+
+
+def test_the_limit_counts_every_task_held_also_those_written_out():
+    d, _ = make(max_tasks_per_executor=1, prefetch=1)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 5))
+    assert len(ids(d.heartbeat("a", {"need_tasks": 2}))) == 2
+    # The executor asks again although it holds 2 (their records sit in the pipe): nothing more.
+    assert d.heartbeat("a", {"need_tasks": 2, "held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]}) == {}
+    reply = d.heartbeat("a", {"need_tasks": 2, "held": ["c/2026-12-01/f1:0"], "done": ["c/2026-12-01/f0:0"]})
+    assert ids(reply) == ["c/2026-12-01/f2:0"]
+
+
+def test_progress_is_unknown_while_partitions_are_awaited_and_never_counts_unread_tasks():
+    d, _ = make(max_tasks_per_executor=1, prefetch=0, success_percent=50)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 2))
+    d.heartbeat("a", {"need_tasks": 1})
+    d.heartbeat("a", {"done": ["c/2026-12-01/f0:0"]})
+    status = d.status()
+    assert status["progress"] is None and status["progress_of_discovered"] == 0.5
+    d.scan_finished()  # success_percent 50 met: the second task is not read
+    status = d.status()
+    assert status["state"] == "exhausted" and status["progress"] == 0.5
+
+
+def test_a_job_that_succeeded_with_tasks_left_reports_its_input_incomplete():
+    d, events = make(early_exit="accept")
+    d.add_partition("2026-12-01", tasks("2026-12-01", 3))
+    d.scan_finished()
+    d.finish("succeeded")
+    assert d.status()["state"] == "incomplete"
+    assert any(e[2] == "incomplete" and "3 of 3 tasks left" in e[3] for e in events.events)

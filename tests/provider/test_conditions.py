@@ -50,12 +50,15 @@ def test_data_condition_needs_both_progress_and_partition_when_both_are_given():
     assert not data_reached(status(data=data(0.4, "2026-12-01")), 0.5, "2026-12-01").met
     assert not data_reached(status(data=data(0.9, "2026-11-30")), 0.5, "2026-12-01").met
     check = data_reached(status(data=data(0.3, "2026-11-30")), None, "2026-12-01")
-    assert check.line == "data running: 30.0% (3/10 tasks), watermark 2026-11-30" and check.impossible is None
+    assert check.line == "data 30% (3/10 tasks), watermark 2026-11-30" and check.impossible is None
 
 
 def test_data_condition_is_impossible_once_the_job_ended_short_of_it():
     check = data_reached(status("failed", data(0.3, None, "failed")), 0.5, None)
-    assert not check.met and "Primus job primus-1 failed: why" in check.impossible
+    assert not check.met and "Primus job primus-1: input failed: why" in check.impossible
+    assert not check.input_at_fault  # the job failed for another reason: a retry may help
+    short = data_reached(status("failed", data(0.3, None, "running")), 0.5, None)
+    assert not short.met and "Primus job primus-1 failed: why" in short.impossible
     no_input = data_reached(status("running", None), 0.5, None)
     assert "has no input section" in no_input.impossible
     starting = data_reached({"job": {"state": "pending"}, "roles": [], "data": None}, 0.5, None)
@@ -89,3 +92,21 @@ def test_partition_paths_expand_and_choose_the_filesystem():
     assert no_marker == PartitionPath("/d/20261201", "/d/20261201", "my_webhdfs")
     with pytest.raises(ValueError, match="scheme 's3' is not supported"):
         PartitionPath.of("s3://b/{{YYYY}}", "2026-12-01", None, None)
+
+
+def test_data_that_failed_never_meets_a_condition_and_fails_at_once_when_the_input_is_at_fault():
+    # A partition holding only _SUCCESS: the watermark passed it, the input failed; the job is still
+    # stopping its executors. The sensor must fail now, without retry, not succeed on the watermark.
+    failed = {**data(0.0, "2026-12-01", "failed"), "tasks": {"done": 0, "total": 0},
+              "failure": "the input has no files: every source and partition is empty"}
+    check = data_reached(status("running", failed), None, "2026-12-01")
+    assert not check.met and check.input_at_fault
+    assert "input failed: the input has no files" in check.impossible
+
+
+def test_data_progress_is_not_met_while_partitions_are_awaited():
+    waiting = {**data(0.0, "2026-12-01"), "progress": None, "progress_of_discovered": 1.0,
+               "waiting_for": "/d/20261202/_SUCCESS"}
+    check = data_reached(status(data=waiting), 1.0, None)
+    assert not check.met and check.impossible is None
+    assert "100% of the tasks listed so far" in check.line and "waiting for /d/20261202/_SUCCESS" in check.line

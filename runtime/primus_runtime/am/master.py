@@ -24,11 +24,12 @@ from typing import Any
 
 from .. import protocol
 from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
+from ..data.dispatcher import Ending
 from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
-from .scheduler import RoleScheduler
+from .scheduler import RoleScheduler, Verdict
 from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
 from .trainer_env import cluster_payload, trainer_env
 
@@ -301,10 +302,8 @@ class ApplicationMaster(BackendEvents):
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
         if self.data is not None and ex.role in self._fed_roles:
-            # A trainer that failed may have failed on the data: that counts as an attempt of the
-            # tasks it held. Lost, killed, preempted or scaled-down executors cost their tasks nothing.
-            charge = state is ExecutorState.FAILED and not preempted
-            self.data.release(ex.incarnation, charge, f"{ex.id} {state.value}: {reason}")
+            self.data.release(ex.incarnation, self._data_ending(ex, preempted), f"{ex.id} {ex.state.value}: {reason}",
+                              slot=ex.id)
         self._membership_changed()
         if self.record.finishing is None and self.record.executors.get(ex.id) is ex:
             decision = self.failover.decide(self.record.roles[ex.role], ex, preempted)
@@ -318,6 +317,35 @@ class ApplicationMaster(BackendEvents):
                 self.record.add_event(f"role/{ex.role}", None, "ignored", decision.reason)
                 log.warning("%s", decision.reason)
         self._reconcile()
+
+    def _data_ending(self, ex: Executor, preempted: bool) -> Ending:
+        """How a consuming executor's end bears on the tasks it held (the dispatcher charges them)."""
+        if ex.state is ExecutorState.SUCCEEDED:
+            return Ending.SUCCEEDED
+        if ex.state is ExecutorState.LOST:
+            return Ending.LOST
+        if ex.state is not ExecutorState.FAILED:
+            return Ending.STOPPED
+        policy = self.spec.role(ex.role).failover
+        if preempted or (policy is not None and ex.exit_code in policy.preemption_exit_codes):
+            return Ending.PREEMPTED
+        return Ending.CRASHED
+
+    def _verdict(self) -> Verdict | None:
+        """The roles' verdict (scheduler), held back or overturned by the input: a job never succeeds on
+        data it did not read (``input.early_exit: requeue``), and fails once nobody is left to read it."""
+        verdict = self.scheduler.verdict()
+        data = self.data
+        if data is None or data.consumed or data.spec.early_exit == "accept" \
+                or (verdict is not None and verdict.state is not JobState.SUCCEEDED):
+            return verdict
+        alive = (ExecutorState.NEW, ExecutorState.STARTING, ExecutorState.REGISTERED, ExecutorState.RUNNING)
+        if any(self.record.count(role, *alive) for role in self._fed_roles):
+            return None  # consumers still read (or are being replaced): success waits for the input
+        if not any(self.record.roles[role].replicas for role in self._fed_roles):
+            return None  # every consuming role scaled to 0: paused on purpose, it may be scaled up again
+        return Verdict(JobState.FAILED, f"input not consumed: {data.left()}; every consuming trainer exited "
+                                        f"before the end of its input (input.early_exit: requeue)")
 
     def _reconcile(self) -> None:
         record = self.record
@@ -355,7 +383,7 @@ class ApplicationMaster(BackendEvents):
         if record.state is JobState.STARTING and \
                 sum(record.count(role, ExecutorState.RUNNING) for role in record.roles) == len(record.executors):
             self._set_job(JobState.RUNNING, "every executor is running")
-        verdict = self.scheduler.verdict()
+        verdict = self._verdict()
         if verdict is not None:
             self.finish(verdict.state, verdict.reason)
 

@@ -9,9 +9,13 @@ job's log, and ``failed`` when the stop policy says the job cannot go on.
 
 A task moves ``queued -> running -> done``; a running task whose executor ended goes
 back to the front of the queue with the position it last reported (records already
-delivered, skipped on the next attempt). A task whose reader failed is retried until
-``max_task_attempts``; then ``on_bad_data`` decides: ``fail`` the job, or
-``quarantined`` (skipped, listed in the status).
+delivered, skipped on the next attempt), uncharged: a trainer killed by a signal, out of
+memory, preempted or lost says nothing about the data. Attempts are charged only for
+failures the task is at fault for: its reader failed (unreadable or corrupt data), or
+trainers on two different executors died while reading it at the same position (a poison
+record). Out of ``max_task_attempts`` (or interrupted ``max_task_interruptions`` times, the
+backstop for a task that takes down every executor reading it), ``on_bad_data`` decides:
+``fail`` the job, or ``quarantined`` (skipped, listed in the status).
 """
 
 from __future__ import annotations
@@ -27,6 +31,16 @@ from ..spec import InputSpec
 
 # How far back the transfer rate looks.
 RATE_WINDOW_SECONDS = 30.0
+
+
+class Ending(str, Enum):
+    """How a consuming executor ended, as far as its tasks are concerned."""
+
+    SUCCEEDED = "succeeded"  # the trainer exited 0
+    CRASHED = "crashed"  # the trainer failed: non-zero exit or a signal (OOM kills are SIGKILL)
+    PREEMPTED = "preempted"
+    LOST = "lost"  # no heartbeat, or its node went away
+    STOPPED = "stopped"  # the AM stopped it (job end, scale-down, user)
 
 
 class TaskState(str, Enum):
@@ -60,6 +74,9 @@ class Task:
     bytes_done: int = 0
     holder: str | None = None  # executor incarnation holding it
     error: str = ""
+    interruptions: int = 0  # times the executor reading it ended (uncharged)
+    crashed_on: str = ""  # executor id of the last trainer that died reading it
+    crashed_at: int = -1  # and the task's position then
 
     def assignment(self) -> dict[str, Any]:
         return {"task_id": self.id, "url": self.url, "format": self.format, "compression": self.compression,
@@ -98,6 +115,7 @@ class Dispatcher:
         self.tasks: dict[str, Task] = {}
         self.queue: deque[str] = deque()
         self.held: dict[str, dict[str, None]] = {}  # holder -> task ids, in assignment order
+        self.reading: dict[str, str] = {}  # holder -> the task its trainer was reading, as last reported
         self.recovered = recovered or {}  # task id -> {state, records, bytes, attempts} of an earlier job
         self.state = "scanning"
         self.scan_complete = False
@@ -182,6 +200,8 @@ class Dispatcher:
         """Apply an executor's data report; the data part of the reply. ``slot``: the executor id
         (role-index) whose replacement is told the last committed checkpoint (exactly-once)."""
         held = self.held.setdefault(holder, {})
+        if report.get("reading") is not None:
+            self.reading[holder] = str(report["reading"])
         commit = report.get("commit")
         if slot is not None and isinstance(commit, dict) and commit.get("checkpoint") is not None:
             self.checkpoints[slot] = str(commit["checkpoint"])
@@ -205,9 +225,9 @@ class Dispatcher:
         # Assignments the executor does not know of were lost on the way: send them again.
         known = set(report.get("held") or ()) | set(report.get("done") or ()) | set(report.get("failed") or ())
         resend = [self.tasks[t].assignment() for t in held if t not in known] if "held" in report else []
-        # The executor counts the tasks it still reads; tasks it wrote out but has not yet seen
-        # consumed (see executor/feed.py) do not keep it from pulling more.
-        need = min(int(report.get("need_tasks") or 0), self.limit)
+        # Every task held counts against the limit, also one whose records all sit in the trainer's
+        # pipe: a dead trainer returns all of them, so the limit bounds what one crash disturbs.
+        need = min(int(report.get("need_tasks") or 0), self.limit - len(held))
         new = []
         while need > 0 and self.queue and not self.suspended and not self.enough and self.failure is None:
             task = self.tasks[self.queue.popleft()]
@@ -229,31 +249,52 @@ class Dispatcher:
         self._sample_rate()
         return reply
 
-    def release(self, holder: str, charge: bool, reason: str) -> None:
-        """An executor ended: its tasks go back to the front of the queue, at their reported position.
-
-        ``charge``: the end counts as an attempt of each task it held (the trainer failed)."""
+    def release(self, holder: str, ending: Ending, reason: str, slot: str = "") -> None:
+        """An executor ended: its tasks go back to the front of the queue, at their reported position,
+        uncharged. Only the task its trainer was reading when it ended can be charged (see
+        ``_interrupted``). ``slot``: the executor id (role-index), to tell executors apart."""
         held = self.held.pop(holder, {})
+        reading = self.reading.pop(holder, None)
         returned = []
         for task_id in held:
             task = self.tasks[task_id]
             if task.state is not TaskState.RUNNING:
                 continue
-            if charge:
-                task.attempts += 1
-                task.error = reason
-                if task.attempts >= self.spec.max_task_attempts:
-                    self._out_of_attempts(task)
-                    continue
+            if task_id == reading and ending in (Ending.CRASHED, Ending.PREEMPTED, Ending.LOST) \
+                    and self._interrupted(task, ending, reason, slot):
+                continue
             returned.append(task)
         for task in reversed(returned):
             self._set(task, TaskState.QUEUED)
             task.holder = None
             self.queue.appendleft(task.id)
         if returned:
+            why = (f"{reason}; it exited before the end of its input" if ending is Ending.SUCCEEDED else reason)
             self.events.data_event("data", None, "requeued",
-                                   f"{len(returned)} task(s) of an executor that ended ({reason}) back in the "
-                                   f"queue: {', '.join(t.id for t in returned[:5])}")
+                                   f"{len(returned)} task(s) back in the queue at their positions, uncharged "
+                                   f"({why}): {', '.join(t.id for t in returned[:5])}")
+
+    def _interrupted(self, task: Task, ending: Ending, reason: str, slot: str) -> bool:
+        """The executor reading ``task`` ended: whether that used up the task (it is then resolved or failed).
+
+        A trainer death is charged to the task only when a trainer on another executor died at the same
+        position before (no record got through in between): a poison record, not a bad executor."""
+        task.interruptions += 1
+        if ending is Ending.CRASHED:
+            if task.crashed_on and task.crashed_on != slot and task.records <= task.crashed_at:
+                task.attempts += 1
+                task.error = (f"trainers on {task.crashed_on} and {slot} died at record {task.records} of the "
+                              f"task; last: {reason}")
+                if task.attempts >= self.spec.max_task_attempts:
+                    self._out_of_attempts(task)
+                    return True
+            task.crashed_on, task.crashed_at = slot, task.records
+        if task.interruptions >= self.spec.max_task_interruptions:
+            task.error = (f"interrupted {task.interruptions} times, max_task_interruptions is "
+                          f"{self.spec.max_task_interruptions}; last: {reason}")
+            self._give_up(task, f"task {task.id} ({task.url}) {task.error}")
+            return True
+        return False
 
     # --- from the user ---
 
@@ -269,12 +310,31 @@ class Dispatcher:
             if self.state == "suspended":
                 self._set_state("running" if self.tasks else "scanning", "resumed on request")
 
+    @property
+    def consumed(self) -> bool:
+        """Every task is resolved (or enough are, per success_percent, and none is being read)."""
+        return self.state in ("exhausted", "succeeded")
+
+    def left(self) -> str:
+        """What is not read yet, for a reason: ``20 of 20 tasks left`` (and the partition awaited)."""
+        resolved = self.counts[TaskState.DONE] + self.counts[TaskState.QUARANTINED]
+        line = f"{len(self.tasks) - resolved} of {len(self.tasks)} tasks left"
+        if not self.scan_complete:
+            line += f", more partitions awaited (waiting for {self.waiting_for or 'the next partition'})"
+        return line
+
     def finish(self, job_state: str) -> None:
         """The job ended (succeeded, failed or killed): the final data state. A killed job's input
-        keeps the state it had (running, suspended...): it can be resumed from its journal."""
-        if self.state in ("failed", "succeeded") or job_state == "killed":
+        keeps the state it had (running, suspended...): it can be resumed from its journal. A job
+        that succeeded without reading everything (input.early_exit: accept) leaves it ``incomplete``."""
+        if self.state in ("failed", "succeeded", "incomplete") or job_state == "killed":
             return
-        self.state = "succeeded" if job_state == "succeeded" and self.failure is None else "failed"
+        if job_state != "succeeded" or self.failure is not None:
+            self.state = "failed"
+        elif self.consumed:
+            self.state = "succeeded"
+        else:
+            self._set_state("incomplete", f"the job succeeded with the input not read to the end: {self.left()}")
 
     # --- views ---
 
@@ -290,11 +350,13 @@ class Dispatcher:
         return label or None
 
     def status(self) -> dict[str, Any]:
-        exhausted = self.state in ("exhausted", "succeeded")
-        progress = 1.0 if exhausted else (self.bytes_done / self.bytes_total if self.bytes_total else 0.0)
+        """``progress`` is the share of bytes done, known only once every partition is listed (null
+        before: the total is not known); ``progress_of_discovered`` is over the tasks listed so far.
+        Neither counts a quarantined or unread task as done."""
+        discovered = self.bytes_done / self.bytes_total if self.bytes_total else 0.0
         rate = self.rate()
         eta = None
-        if exhausted:
+        if self.consumed:
             eta = 0.0
         elif self.scan_complete and rate > 0:
             eta = (self.bytes_total - self.bytes_done) / rate
@@ -303,7 +365,9 @@ class Dispatcher:
             "tasks": {"total": len(self.tasks), **{s.value: self.counts[s] for s in TaskState}},
             "bytes": {"done": self.bytes_done, "total": self.bytes_total},
             "records_done": self.records_done,
-            "progress": round(min(progress, 1.0), 6),
+            "progress": round(min(discovered, 1.0), 6) if self.scan_complete else None,
+            "progress_of_discovered": round(min(discovered, 1.0), 6),
+            "partitions_listed": len(self.partitions),
             "rate_bytes_per_s": round(rate, 1),
             "eta_seconds": None if eta is None else round(eta, 1),
             "watermark": self.watermark,
@@ -359,8 +423,11 @@ class Dispatcher:
         self.queue.appendleft(task.id)
 
     def _out_of_attempts(self, task: Task) -> None:
-        why = (f"task {task.id} ({task.url}) failed {task.attempts} time(s), max_task_attempts is "
-               f"{self.spec.max_task_attempts}; last error: {task.error}")
+        self._give_up(task, f"task {task.id} ({task.url}) failed {task.attempts} time(s), max_task_attempts is "
+                            f"{self.spec.max_task_attempts}; last error: {task.error}")
+
+    def _give_up(self, task: Task, why: str) -> None:
+        """``on_bad_data`` decides about a task that may not be tried again."""
         if self.spec.on_bad_data == "quarantine":
             self._resolve(task, TaskState.QUARANTINED, why)
             quarantined = self.counts[TaskState.QUARANTINED]

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import hadoop
 from ..spec import InputSpec, local_path
-from .dispatcher import DataEvents, Dispatcher
+from .dispatcher import DataEvents, Dispatcher, Ending
 from .journal import UPLOAD_SECONDS, HdfsSnapshots, TaskJournal, read_checkpoints, recover, write_snapshot
 from .source import Scanner
 
@@ -98,8 +98,16 @@ class DataPlane:
         """Exactly-once: the checkpoint the last trainer of ``slot`` (an executor id) committed."""
         return self.dispatcher.checkpoints.get(slot)
 
-    def release(self, holder: str, charge: bool, reason: str) -> None:
-        self.dispatcher.release(holder, charge, reason)
+    def release(self, holder: str, ending: Ending, reason: str, slot: str = "") -> None:
+        self.dispatcher.release(holder, ending, reason, slot)
+
+    @property
+    def consumed(self) -> bool:
+        """Every task read (or enough of them, per ``success_percent``)."""
+        return self.dispatcher.consumed
+
+    def left(self) -> str:
+        return self.dispatcher.left()
 
     def suspend(self) -> dict[str, Any]:
         self.dispatcher.suspend()

@@ -183,17 +183,19 @@ class Feeder:
 
     # --- the heartbeat side (executor main thread) ---
 
-    def report(self, everything_consumed: bool = False) -> dict[str, Any]:
-        """The data part of the next heartbeat. ``everything_consumed``: the trainer exited 0 after EOF."""
+    def report(self, everything_consumed: bool = False, final: bool = False) -> dict[str, Any]:
+        """The data part of the next heartbeat. ``everything_consumed``: the trainer exited 0 after EOF;
+        ``final``: the trainer is gone (its last positions, taken now rather than at the last heartbeat)."""
         with self.lock:
             progress: dict[str, dict[str, int]] = {}
             done: list[str] = []
             failed: dict[str, str] = {}
+            unread = self._unread()
             if self.commit_file is not None:
                 self._read_commits()
                 self._apply_commits(self.total_records if everything_consumed else self.committed_records)
             else:
-                confirmed = self.total_written if everything_consumed else self._confirmed_offset()
+                confirmed = self.total_written if everything_consumed else self._confirmed_offset(unread, final)
                 for task in self.tasks.values():
                     while task.written and task.written[0][0] <= confirmed:
                         _, task.records, task.bytes = task.written.popleft()
@@ -205,14 +207,46 @@ class Feeder:
                         done.append(task.id)
                     else:
                         failed[task.id] = task.error
-            # A task counts against max_tasks until its last record is in the pipe.
-            feeding = sum(1 for t in self.tasks.values() if t.written_end is None)
             report: dict[str, Any] = {
-                "need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - feeding),
+                "need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - self._in_flight()),
                 "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
+            reading = self._reading(unread)
+            if reading is not None:
+                report["reading"] = reading
             if self.checkpoint is not None:
                 report["commit"] = {"checkpoint": self.checkpoint, "records": self.committed_records}
             return report
+
+    def _in_flight(self) -> int:
+        """Tasks that count against ``max_tasks``. At-least-once: every task not done, also one whose
+        records all sit in the pipe (a crash returns it too). Exactly-once: only tasks still being fed,
+        since a task stays held until the trainer commits, which it may do only after more records."""
+        if self.commit_file is not None:
+            return sum(1 for t in self.tasks.values() if t.written_end is None)
+        return sum(1 for t in self.tasks.values() if not t.committed_done)
+
+    def room(self) -> bool:
+        """Whether a task held is now read to its end: reporting it done makes room for another."""
+        if self.commit_file is not None:
+            return self.wake.is_set()
+        with self.lock:
+            confirmed = self._confirmed_offset(self._unread())
+            return any(t.written_end is not None and t.written_end <= confirmed and not t.committed_done
+                       for t in self.tasks.values())
+
+    def _reading(self, unread: int | None) -> str | None:
+        """The task of the last byte the trainer took from the pipe: the one it was reading."""
+        if unread is None:
+            return None
+        taken = self.total_written - unread
+        best: tuple[int, str] | None = None
+        for task in self.tasks.values():
+            for end, _, _ in task.written:
+                if end >= taken:
+                    if best is None or end < best[0]:
+                        best = (end, task.id)
+                    break
+        return best[1] if best is not None else None
 
     def _read_commits(self) -> None:
         """The trainer's latest commit: ``{"checkpoint", "records"}`` lines appended to the commit file."""
@@ -262,14 +296,23 @@ class Feeder:
                     t.written_end is not None for t in self.tasks.values()))):
                 self._close()
 
-    def _confirmed_offset(self) -> int:
-        if self.closed or self.broken:
-            return self.total_written if self.closed else -1
+    def _unread(self) -> int | None:
+        """Bytes written into the pipe that the trainer has not taken yet; None once the pipe is closed
+        (end of input) or cannot be asked."""
+        if self.closed_at is not None:
+            return None
         try:
-            unread = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+            return int(struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0])
         except OSError:
-            return -1
-        if unread == 0 and (self._reader_waiting() or time.monotonic() - self.last_write >= QUIET_SECONDS):
+            return None
+
+    def _confirmed_offset(self, unread: int | None, final: bool = False) -> int:
+        """The stream offset up to which the trainer has consumed what it read. ``final``: the trainer is
+        gone: what it took from the pipe, less what its own read buffers may have held."""
+        if unread is None:
+            return self.total_written if self.closed_at is not None else -1
+        if not final and unread == 0 and (self._reader_waiting()
+                                          or time.monotonic() - self.last_write >= QUIET_SECONDS):
             return self.total_written
         return self.total_written - unread - SLACK_BYTES
 

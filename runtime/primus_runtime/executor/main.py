@@ -179,21 +179,23 @@ class Executor:
                 if self.feeder is not None:
                     self.feeder.stop()
                 code = self.trainer.stop(self.config.kill_grace)
-                self._last_commits(code)
+                self._final_report(code)
                 return self._finish(code, self.stop_reason)
             exited = self._wait_trainer(self.interval)  # returns as soon as the trainer exits
             if exited is not None:
-                self._last_commits(exited)
+                self._final_report(exited)
                 log.info("trainer exited with %d", exited)
                 return self._finish(exited, f"trainer exited {exited}")
 
-    def _last_commits(self, code: int) -> None:
-        """Exactly-once: the trainer's last commits reach the AM before the exit does (a task must
-        not go back to the queue at an older position than the one committed). A trainer that
-        exits 0 after EOF consumed everything it was fed."""
-        if self.feeder is None or self.feeder.commit_file is None:
+    def _final_report(self, code: int) -> None:
+        """The trainer is gone: its last positions reach the AM before the exit does, so its tasks go
+        back to the queue where it stopped, not where the last heartbeat saw it (at-least-once: fewer
+        records fed twice), and under exactly-once with its last commits (a task must not go back at an
+        older position than the one committed). A trainer that exits 0 after EOF consumed everything."""
+        if self.feeder is None:
             return
-        report = self.feeder.report(everything_consumed=code == 0 and self.feeder.closed_at is not None)
+        report = self.feeder.report(everything_consumed=code == 0 and self.feeder.closed_at is not None,
+                                    final=True)
         report["need_tasks"] = 0
         self._call(protocol.HEARTBEAT_PATH, {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": protocol.REPORT_RUNNING,
@@ -220,7 +222,7 @@ class Executor:
             exited = self.trainer.wait(max(0.0, min(left, 0.05)))
             if exited is not None or left <= 0:
                 return exited
-            if self.feeder.wake.is_set() and time.monotonic() - start >= timeout / 5:
+            if time.monotonic() - start >= timeout / 5 and self.feeder.room():
                 self.feeder.wake.clear()
                 return None
 
