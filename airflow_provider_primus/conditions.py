@@ -107,7 +107,6 @@ def data_reached(status: dict[str, Any], min_progress: float | None, partition: 
             return Check(False, "no input data", f"Primus job {job.get('app_id')} has no input section: "
                                                  "it reports no data progress")
         return Check(False, f"data: not started yet ({job['state']})")
-    tasks = data.get("tasks", {})
     line = data_progress(data) + ("" if data.get("watermark") else ", watermark none")
     if data.get("state") == "failed":
         # Never met by data that failed, whatever its watermark says (an empty partition passes it).

@@ -119,6 +119,9 @@ TRAINER_ENV_INPUT_FRAMING = "PRIMUS_INPUT_FRAMING"
 #                              lines here right after saving a model checkpoint
 #   PRIMUS_RESTORE_CHECKPOINT  delivery exactly_once: the checkpoint a replacement trainer restores
 TRAINER_ENV_COMMIT_FILE = "PRIMUS_DATA_COMMIT_FILE"
+#   PRIMUS_READ_POSITION_FILE  roles with consumes_input: 16 bytes, [1 once in use, records the trainer
+#                              is done with], written by data.reader.records() (exact resume positions)
+TRAINER_ENV_READ_POSITION = "PRIMUS_READ_POSITION_FILE"
 TRAINER_ENV_RESTORE_CHECKPOINT = "PRIMUS_RESTORE_CHECKPOINT"
 FRAMING_LINES = "lines"
 FRAMING_LENGTH_PREFIXED = "length_prefixed"

@@ -5,7 +5,8 @@ Env: OUT_DIR (where to write), COMMIT_EVERY (exactly-once: every this many recor
 records read since the last checkpoint as a checkpoint file batch-*.txt and commit it, as a
 trainer does with its model; the checkpoint it was told to restore goes to restore-*.txt), DIE_AFTER (exit 1 after this many lines, on attempts listed
 in DIE_ON_ATTEMPTS, e.g. "0,1"), SLEEP_EVERY / SLEEP (pause SLEEP seconds every SLEEP_EVERY
-lines, to make a run last).
+lines, to make a run last), EXIT_AFTER (exit 0 after this many lines, before the end of the input,
+on the executor indices listed in EXIT_ON_INDEX, e.g. "0").
 """
 
 import os
@@ -22,6 +23,9 @@ die = die_after and attempt in os.environ.get("DIE_ON_ATTEMPTS", "0").split(",")
 sleep_every = int(os.environ.get("SLEEP_EVERY", "0"))
 pause = float(os.environ.get("SLEEP", "0"))
 commit_every = int(os.environ.get("COMMIT_EVERY", "0"))
+exit_after = int(os.environ.get("EXIT_AFTER", "0"))
+if os.environ["PRIMUS_INDEX"] not in os.environ.get("EXIT_ON_INDEX", os.environ["PRIMUS_INDEX"]).split(","):
+    exit_after = 0
 fd = os.open(os.path.join(out_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 if commit_every:
     with open(os.path.join(out_dir, "restore-" + name), "w") as f:
@@ -50,6 +54,8 @@ for record in records(sys.stdin.buffer):
         os.write(fd, record + b"\n")
     if die and count >= die_after:
         os._exit(1)
+    if exit_after and count >= exit_after:
+        os._exit(0)
     if sleep_every and count % sleep_every == 0:
         time.sleep(pause)
 if commit_every:

@@ -98,6 +98,8 @@ def test_a_partition_is_read_only_after_its_marker(client, dirs):
     app = client.submit(data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": None}))
     info = wait_for(lambda: (d := client.data(app)) and d["watermark"] == "2026-12-01" and d, 30, "day 1 consumed")
     assert "20261202/_SUCCESS" in (info["waiting_for"] or "")
+    # Day 1 is read, day 2 awaited: no share of the whole input is claimed, only of what is listed.
+    assert info["progress"] is None and info["progress_of_discovered"] == 1.0
     time.sleep(1.0)  # several scan polls while day 2 has no marker
     assert sorted(all_lines(out)) == sorted(first)
     (data / "20261202" / "_SUCCESS").write_text("")
@@ -410,3 +412,39 @@ def test_restoring_from_an_empty_directory_fails_clearly(client, dirs, tmp_path)
     status = client.wait(client.submit(spec), timeout=30)
     assert status["job"]["state"] == "failed"
     assert "restore_from: no saved task positions in" in status["job"]["reason"], status["job"]
+
+
+def test_trainers_that_exit_before_reading_their_input_fail_the_job(client, dirs):
+    data, out = dirs
+    write_day(data, 1, files=20, lines=50)
+    spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-01"})
+    spec["roles"][0]["command"] = [sys.executable, "-c", "pass"]
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "failed", status["job"]
+    assert "input not consumed: 20 of 20 tasks left" in status["job"]["reason"]
+    info = status["data"]
+    assert info["state"] == "failed" and info["records_done"] == 0
+    assert info["progress"] == 0.0 and info["tasks"]["queued"] == 20
+    assert any("before the end of its input" in e["reason"] for e in status["events"] if e["to_state"] == "requeued")
+
+
+def test_a_trainer_that_exits_early_hands_its_tasks_to_the_others(client, dirs):
+    data, out = dirs
+    expected = [line for day in (1, 2) for line in write_day(data, day, lines=1000)]
+    spec = data_spec(out, data, env={"EXIT_AFTER": "300", "EXIT_ON_INDEX": "0", "SLEEP_EVERY": "100",
+                                     "SLEEP": "0.02"},
+                     time_range={"start": "2026-12-01", "end": "2026-12-02"})
+    status = client.wait(client.submit(spec), timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert set(all_lines(out)) == set(expected)  # what worker-0 left was read by worker-1
+    assert status["data"]["state"] == "succeeded" and status["data"]["progress"] == 1.0
+
+
+def test_early_exit_accept_lets_the_trainer_decide_and_says_the_input_is_incomplete(client, dirs):
+    data, out = dirs
+    write_day(data, 1, files=20, lines=50)
+    spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-01"}, early_exit="accept")
+    spec["roles"][0]["command"] = [sys.executable, "-c", "pass"]
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status["data"]["state"] == "incomplete" and status["data"]["progress"] == 0.0

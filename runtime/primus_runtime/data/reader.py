@@ -13,6 +13,11 @@ then the record). ``records()`` undoes the framing::
 ``torch_dataset()`` wraps the same iterator as a ``torch.utils.data.IterableDataset``
 (use it with ``num_workers=0``: there is one stdin).
 
+While it reads stdin, ``records()`` tells the executor how many records the trainer is done
+with (every record before the one it just asked for) through a small shared file
+(``$PRIMUS_READ_POSITION_FILE``): a trainer that dies then resumes after exactly those, not
+after a safety margin of the pipe (at-least-once duplicates: the one record in hand).
+
 With ``delivery: exactly_once``, call ``commit(checkpoint_id)`` right after saving a model
 checkpoint: the records read so far (through ``records()``) count as consumed, and a
 replacement trainer resumes after them; it finds the checkpoint to load in
@@ -24,6 +29,7 @@ replacement trainer resumes after them; it finds the checkpoint to load in
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 import sys
@@ -33,6 +39,7 @@ from typing import IO, Any
 FRAMING_ENV = "PRIMUS_INPUT_FRAMING"
 COMMIT_FILE_ENV = "PRIMUS_DATA_COMMIT_FILE"
 RESTORE_ENV = "PRIMUS_RESTORE_CHECKPOINT"
+POSITION_ENV = "PRIMUS_READ_POSITION_FILE"
 _consumed = 0  # records yielded by records() in this process
 _LENGTH = struct.Struct(">I")
 
@@ -41,17 +48,39 @@ class TruncatedRecord(EOFError):
     """The stream ended inside a length-prefixed record."""
 
 
+def _position() -> memoryview | None:
+    """The executor's read-position file as two unsigned 64-bit words: [in use, records done]."""
+    path = os.environ.get(POSITION_ENV)
+    if not path:
+        return None
+    try:
+        with open(path, "r+b") as f:
+            view = memoryview(mmap.mmap(f.fileno(), 16)).cast("Q")
+    except (OSError, ValueError):  # not there, or not ours: positions then come from the pipe
+        return None
+    view[1] = _consumed
+    view[0] = 1
+    return view
+
+
 def records(stream: IO[bytes] | None = None, framing: str | None = None) -> Iterator[bytes]:
     """Every record on ``stream`` (default: stdin), without its framing, until EOF."""
+    position = _position() if stream is None or stream is sys.stdin.buffer else None
     stream = stream if stream is not None else sys.stdin.buffer
     framing = framing or os.environ.get(FRAMING_ENV, "lines")
     global _consumed
     if framing == "lines":
         for line in stream:
+            if position is not None:
+                position[1] = _consumed  # asking for this record: the ones before it are done
             _consumed += 1
             yield line[:-1] if line.endswith(b"\n") else line
+        if position is not None:
+            position[1] = _consumed
     elif framing == "length_prefixed":
         while True:
+            if position is not None:
+                position[1] = _consumed  # asking for the next record: the ones before it are done
             header = stream.read(4)
             if not header:
                 return

@@ -36,6 +36,12 @@ The price is bounded duplicates after a crash (at-least-once), never lost record
 trainer that reads stdin in a loop. A trainer that reads ahead into queues of its own
 should keep them smaller than ``SLACK_BYTES``.
 
+A trainer that reads with ``data.reader.records()`` says exactly how many records it is done
+with (every record before the one it asked for last) in a shared 16-byte file,
+``PRIMUS_READ_POSITION_FILE``; positions then come from that count, mapped back to tasks
+through the log of what was written (as for exactly-once commits), and a trainer killed
+mid-task sees again only the record it had in hand.
+
 When the AM says the input is exhausted and this executor holds no task, the pipe is
 closed: the trainer reads EOF and exits on its own.
 
@@ -56,6 +62,7 @@ import errno
 import fcntl
 import json
 import logging
+import mmap
 import os
 import queue
 import struct
@@ -125,6 +132,18 @@ class _Segment:
         self.task_first, self.task_last, self.nbytes, self.final = task_first, task_last, nbytes, final
 
 
+def create_position_file(path: str) -> None:
+    """The read-position file ``data.reader`` writes, [in use, records done]: zero until it reads.
+    Made before the trainer starts, so that its reader finds it."""
+    with open(path, "wb") as f:
+        f.write(bytes(16))
+
+
+def _position_view(path: str) -> memoryview:
+    with open(path, "r+b") as f:
+        return memoryview(mmap.mmap(f.fileno(), 16)).cast("Q")
+
+
 def open_input(url: str) -> BinaryIO:
     """A local path, ``file://`` or ``webhdfs://host:port`` URL (the AM hands out ``hdfs://`` inputs as
     such), opened for reading."""
@@ -144,9 +163,10 @@ class Feeder:
 
     def __init__(self, stdin: IO[bytes], max_tasks: int, readers: int = 1,
                  wake: threading.Event | None = None, reader_group: int | None = None,
-                 commit_file: str | None = None):
+                 commit_file: str | None = None, position_file: str | None = None):
         self.stdin = stdin
         self.commit_file = commit_file  # exactly-once: where the trainer commits, None = at-least-once
+        self.position = _position_view(position_file) if commit_file is None and position_file else None
         self._commit_offset = 0
         self.checkpoint: str | None = None
         self.committed_records = 0
@@ -191,9 +211,12 @@ class Feeder:
             done: list[str] = []
             failed: dict[str, str] = {}
             unread = self._unread()
+            done_with = self._records_done(unread, final)
             if self.commit_file is not None:
                 self._read_commits()
                 self._apply_commits(self.total_records if everything_consumed else self.committed_records)
+            elif done_with is not None:
+                self._apply_commits(self.total_records if everything_consumed else done_with)
             else:
                 confirmed = self.total_written if everything_consumed else self._confirmed_offset(unread, final)
                 for task in self.tasks.values():
@@ -210,7 +233,8 @@ class Feeder:
             report: dict[str, Any] = {
                 "need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - self._in_flight()),
                 "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
-            reading = self._reading(unread)
+            reading = self.segments[0].task.id if done_with is not None and self.segments else \
+                self._reading(unread)
             if reading is not None:
                 report["reading"] = reading
             if self.checkpoint is not None:
@@ -230,6 +254,9 @@ class Feeder:
         if self.commit_file is not None:
             return self.wake.is_set()
         with self.lock:
+            done_with = self._records_done(self._unread())
+            if done_with is not None:
+                return bool(self.segments) and self.segments[0].final and self.segments[0].last <= done_with
             confirmed = self._confirmed_offset(self._unread())
             return any(t.written_end is not None and t.written_end <= confirmed and not t.committed_done
                        for t in self.tasks.values())
@@ -295,6 +322,20 @@ class Feeder:
             if self.exhausted and (not self.tasks or (self.commit_file is not None and all(
                     t.written_end is not None for t in self.tasks.values()))):
                 self._close()
+
+    def _records_done(self, unread: int | None, final: bool = False) -> int | None:
+        """Records the trainer is done with, as ``data.reader.records()`` publishes them; None when it
+        does not read through it (positions then come from the pipe). The reader publishes a record as
+        done when the trainer asks for the next one, so a trainer waiting on an empty pipe is done with
+        everything written. The writer's log of task positions per pipe chunk is then not needed."""
+        if self.position is None or self.position[0] != 1:
+            return None
+        for task in self.tasks.values():
+            task.written.clear()
+        if not final and unread == 0 and (self._reader_waiting()
+                                          or time.monotonic() - self.last_write >= QUIET_SECONDS):
+            return self.total_records
+        return min(int(self.position[1]), self.total_records)
 
     def _unread(self) -> int | None:
         """Bytes written into the pipe that the trainer has not taken yet; None once the pipe is closed
@@ -457,7 +498,7 @@ class Feeder:
                 self.last_write = time.monotonic()
                 task.written.append((self.total_written, records, nbytes))
                 count = records - task.written_records
-                if self.commit_file is not None:
+                if self.commit_file is not None or self.position is not None:
                     self.segments.append(_Segment(self.total_records, self.total_records + count, task,
                                                   task.written_records, records, size, last))
                 self.total_records += count

@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
-from .feed import Feeder
+from .feed import Feeder, create_position_file
 from .trainer import Trainer
 
 log = logging.getLogger("primus.executor")
@@ -148,7 +148,11 @@ class Executor:
         env[protocol.TRAINER_ENV_CLUSTER_FILE] = self.cluster_file
         self._write_cluster(start["cluster"])
         feed = start.get("feed")
-        commit_file = None
+        commit_file = position_file = None
+        if feed is not None:
+            position_file = os.path.join(self.config.log_dir, "read-position")
+            create_position_file(position_file)
+            env[protocol.TRAINER_ENV_READ_POSITION] = position_file
         if feed is not None and feed.get("delivery") == "exactly_once":
             commit_file = os.path.join(self.config.log_dir, "commits.jsonl")
             env[protocol.TRAINER_ENV_COMMIT_FILE] = commit_file
@@ -162,7 +166,8 @@ class Executor:
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
         if feed is not None and self.trainer.proc.stdin is not None:
             self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
-                                 reader_group=self.trainer.pid, commit_file=commit_file)
+                                 reader_group=self.trainer.pid, commit_file=commit_file,
+                                 position_file=position_file)
         while True:
             if self.stop_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None

@@ -1,0 +1,48 @@
+"""The trainer bench/chaos.py kills: reads its records (``primus_runtime.data.reader``), appends each
+to a file of its own the moment it is processed, at a steady pace; under exactly-once it saves the
+records read since its last checkpoint as a checkpoint file and commits it every COMMIT_EVERY records.
+
+Env: OUT_DIR, PACE (records per second), COMMIT_EVERY (exactly-once).
+"""
+
+import os
+import sys
+import time
+
+from primus_runtime.data.reader import commit, records
+
+out_dir = os.environ["OUT_DIR"]
+pace = float(os.environ.get("PACE", "2000"))
+commit_every = int(os.environ.get("COMMIT_EVERY", "0"))
+name = f"{os.environ['PRIMUS_ROLE']}-{os.environ['PRIMUS_INDEX']}-{os.environ['PRIMUS_ATTEMPT']}-{os.getpid()}"
+fd = os.open(os.path.join(out_dir, name + ".txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+pending: list[bytes] = []
+count = 0
+started = time.monotonic()
+
+
+def checkpoint(label: str) -> None:
+    """Save the model (the records since the last checkpoint), then commit it."""
+    path = os.path.join(out_dir, f"batch-{label}.txt")
+    with open(path, "wb") as f:
+        f.write(b"".join(pending))
+        f.flush()
+        os.fsync(f.fileno())
+    commit(label)
+    pending.clear()
+
+
+for record in records(sys.stdin.buffer):
+    count += 1
+    if commit_every:
+        pending.append(record + b"\n")
+        if count % commit_every == 0:
+            checkpoint(f"{name}-{count}")
+    else:
+        os.write(fd, record + b"\n")  # processed: it reached the output
+    if count % 100 == 0:  # a steady pace, like a training step per batch
+        ahead = started + count / pace - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+if commit_every:
+    checkpoint(f"{name}-final")
