@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from primus_runtime.data.dispatcher import Dispatcher, Task
+from primus_runtime.models import DataReport
 from primus_runtime.spec import InputSpec
 
 
@@ -18,6 +19,11 @@ class Events:
 
     def data_failed(self, reason: str) -> None:
         self.failed.append(reason)
+
+
+def report(fields: dict[str, Any]) -> DataReport:
+    """An executor's data report, as the AM hands it over once validated."""
+    return DataReport.model_validate(fields)
 
 
 def make(**settings: Any) -> tuple[Dispatcher, Events]:
@@ -39,19 +45,19 @@ def ids(reply: dict[str, Any]) -> list[str]:
 def test_pull_gives_at_most_the_limit_in_order():
     d, _ = make(max_tasks_per_executor=1, prefetch=1)
     d.add_partition("2026-12-01", tasks("2026-12-01", 3))
-    assert ids(d.heartbeat("a", {"need_tasks": 5})) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
-    assert ids(d.heartbeat("b", {"need_tasks": 1})) == ["c/2026-12-01/f2:0"]
-    assert d.heartbeat("b", {"need_tasks": 1}) == {}
+    assert ids(d.heartbeat("a", report({"need_tasks": 5}))) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
+    assert ids(d.heartbeat("b", report({"need_tasks": 1}))) == ["c/2026-12-01/f2:0"]
+    assert d.heartbeat("b", report({"need_tasks": 1})) == {}
 
 
 def test_tasks_of_an_ended_executor_go_back_to_the_front_at_their_position():
     d, events = make(max_tasks_per_executor=2, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 3))
-    d.heartbeat("a", {"need_tasks": 2})
-    d.heartbeat("a", {"held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"],
-                      "progress": {"c/2026-12-01/f0:0": {"records": 7, "bytes": 70}}})
+    d.heartbeat("a", report({"need_tasks": 2}))
+    d.heartbeat("a", report({"held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"],
+                      "progress": {"c/2026-12-01/f0:0": {"records": 7, "bytes": 70}}}))
     d.release("a", charge=True, reason="worker-0 failed")
-    reply = d.heartbeat("b", {"need_tasks": 2})
+    reply = d.heartbeat("b", report({"need_tasks": 2}))
     assert ids(reply) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
     assert reply["tasks"][0]["skip"] == 7 and reply["tasks"][1]["skip"] == 0
     assert d.tasks["c/2026-12-01/f0:0"].attempts == 1
@@ -61,7 +67,7 @@ def test_tasks_of_an_ended_executor_go_back_to_the_front_at_their_position():
 def test_a_killed_executor_is_not_charged():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
-    d.heartbeat("a", {"need_tasks": 1})
+    d.heartbeat("a", report({"need_tasks": 1}))
     d.release("a", charge=False, reason="scaled down")
     assert d.tasks["c/2026-12-01/f0:0"].attempts == 0 and d.queue[0] == "c/2026-12-01/f0:0"
 
@@ -70,8 +76,8 @@ def test_bad_data_fail_policy_fails_naming_the_task_and_file():
     d, events = make(max_task_attempts=2)
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
     for _ in range(2):
-        d.heartbeat("a", {"need_tasks": 1})
-        d.heartbeat("a", {"failed": {"c/2026-12-01/f0:0": "corrupt record at byte 5"}})
+        d.heartbeat("a", report({"need_tasks": 1}))
+        d.heartbeat("a", report({"failed": {"c/2026-12-01/f0:0": "corrupt record at byte 5"}}))
     assert len(events.failed) == 1
     assert "c/2026-12-01/f0:0 (/d/2026-12-01/f0)" in events.failed[0] and "corrupt record" in events.failed[0]
     assert d.status()["state"] == "failed"
@@ -81,8 +87,8 @@ def test_quarantine_goes_on_and_lists_the_task():
     d, events = make(max_task_attempts=1, on_bad_data="quarantine")
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.scan_finished()
-    d.heartbeat("a", {"need_tasks": 2})
-    reply = d.heartbeat("a", {"failed": {"c/2026-12-01/f0:0": "bad"}, "done": ["c/2026-12-01/f1:0"]})
+    d.heartbeat("a", report({"need_tasks": 2}))
+    reply = d.heartbeat("a", report({"failed": {"c/2026-12-01/f0:0": "bad"}, "done": ["c/2026-12-01/f1:0"]}))
     assert reply.get("data_exhausted") is True and not events.failed
     status = d.status()
     assert status["quarantined"] == ["c/2026-12-01/f0:0"] and status["state"] == "exhausted"
@@ -93,10 +99,10 @@ def test_watermark_waits_for_every_earlier_partition():
     d, _ = make(max_tasks_per_executor=4, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.add_partition("2026-12-02", tasks("2026-12-02", 1))
-    d.heartbeat("a", {"need_tasks": 3})
-    d.heartbeat("a", {"done": ["c/2026-12-02/f0:0", "c/2026-12-01/f0:0"]})
+    d.heartbeat("a", report({"need_tasks": 3}))
+    d.heartbeat("a", report({"done": ["c/2026-12-02/f0:0", "c/2026-12-01/f0:0"]}))
     assert d.status()["watermark"] is None
-    d.heartbeat("a", {"done": ["c/2026-12-01/f1:0"]})
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f1:0"]}))
     assert d.status()["watermark"] == "2026-12-02"
 
 
@@ -104,17 +110,17 @@ def test_suspend_stops_handing_out_tasks():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.suspend()
-    assert d.heartbeat("a", {"need_tasks": 1}) == {} and d.status()["state"] == "suspended"
+    assert d.heartbeat("a", report({"need_tasks": 1})) == {} and d.status()["state"] == "suspended"
     d.resume()
-    assert ids(d.heartbeat("a", {"need_tasks": 1})) == ["c/2026-12-01/f0:0"]
+    assert ids(d.heartbeat("a", report({"need_tasks": 1}))) == ["c/2026-12-01/f0:0"]
 
 
 def test_an_assignment_lost_on_the_way_is_sent_again():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
-    d.heartbeat("a", {"need_tasks": 1, "held": []})
-    assert ids(d.heartbeat("a", {"need_tasks": 1, "held": []})) == ["c/2026-12-01/f0:0"]
-    assert d.heartbeat("a", {"need_tasks": 0, "held": ["c/2026-12-01/f0:0"]}) == {}
+    d.heartbeat("a", report({"need_tasks": 1, "held": []}))
+    assert ids(d.heartbeat("a", report({"need_tasks": 1, "held": []}))) == ["c/2026-12-01/f0:0"]
+    assert d.heartbeat("a", report({"need_tasks": 0, "held": ["c/2026-12-01/f0:0"]})) == {}
 
 
 def test_success_percent_stops_reading_the_rest():
@@ -122,8 +128,8 @@ def test_success_percent_stops_reading_the_rest():
     d.add_partition("2026-12-01", tasks("2026-12-01", 4))
     d.scan_finished()
     for _ in range(2):
-        task_id = ids(d.heartbeat("a", {"need_tasks": 1}))[0]
-        reply = d.heartbeat("a", {"done": [task_id]})
+        task_id = ids(d.heartbeat("a", report({"need_tasks": 1})))[0]
+        reply = d.heartbeat("a", report({"done": [task_id]}))
     assert reply.get("data_exhausted") is True and ids(reply) == []
     assert d.status()["tasks"]["queued"] == 2
 
@@ -132,8 +138,8 @@ def test_progress_rate_and_eta():
     d, _ = make(max_tasks_per_executor=2, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.scan_finished()
-    d.heartbeat("a", {"need_tasks": 2})
-    d.heartbeat("a", {"done": ["c/2026-12-01/f0:0"], "progress": {"c/2026-12-01/f1:0": {"records": 1, "bytes": 10}}})
+    d.heartbeat("a", report({"need_tasks": 2}))
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"], "progress": {"c/2026-12-01/f1:0": {"records": 1, "bytes": 10}}}))
     status = d.status()
     assert status["progress"] == 0.55 and status["bytes"] == {"done": 110, "total": 200}
     assert status["tasks"]["running"] == 1 and status["records_done"] == 1
