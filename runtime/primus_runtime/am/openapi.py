@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from .. import __version__, models, protocol
 
@@ -100,12 +100,13 @@ def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]
 
 @functools.cache
 def openapi_document() -> dict[str, Any]:
-    wanted = {(op.reply, "serialization") for op in OPERATIONS if op.reply is not None} | {
+    wanted: set[tuple[type[BaseModel], JsonSchemaMode]] = {
+        (op.reply, "serialization") for op in OPERATIONS if op.reply is not None} | {
         (op.body, "validation") for op in OPERATIONS if op.body is not None} | {(models.ErrorReply, "serialization")}
     refs, defs = models_json_schema(sorted(wanted, key=lambda pair: (pair[0].__name__, pair[1])), ref_template=_REF)
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
-        paths.setdefault(op.path, {})[op.method] = _operation(op, refs)  # type: ignore[arg-type]
+        paths.setdefault(op.path, {})[op.method] = _operation(op, refs)
     return {
         "openapi": "3.1.0",
         "info": {"title": "Primus Application Master API", "version": __version__},
