@@ -204,3 +204,15 @@ def test_status_events_zero_returns_no_events(running_job):
     _, address, token = running_job
     status, reply = _raw(address, "GET", "/api/v1/status?events=0", {"Authorization": "Bearer " + token})
     assert status == 200 and json.loads(reply)["events"] == []
+
+
+def test_every_status_reply_is_what_the_models_describe(running_job, module_client):
+    from primus_runtime import models
+
+    app, address, token = running_job
+    api = AMClient(address, token)
+    models.StatusDocument.model_validate(api.get("/api/v1/status", timeout=10))
+    models.JobSummary.model_validate(api.get("/api/v1/job", timeout=10))
+    models.RolesReply.model_validate(api.get("/api/v1/roles", timeout=10))
+    models.ExecutorsReply.model_validate(api.get("/api/v1/executors?history=1", timeout=10))
+    models.EventsReply.model_validate(api.get("/api/v1/events", timeout=10))

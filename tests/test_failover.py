@@ -31,7 +31,7 @@ def test_ps_failure_fails_the_job_naming_the_ps(client):
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "failed"
     assert "ps-0 failed (exit 3" in status["job"]["reason"] and "restart policy 'never'" in status["job"]["reason"]
-    assert executor(status, "worker-0")["state"] == "killed"
+    assert executor(status, "worker-0")["state"] == "stopped"
 
 
 def test_exhausted_budget_fails_the_job(client):
