@@ -14,8 +14,9 @@ from typing import Any
 
 from airflow_provider_primus.hooks.primus import FINISHED
 from primus_runtime.client import data_progress, progress_line
+from primus_runtime.states import ExecutorState, JobState
 
-EXECUTOR_STATES = ("new", "starting", "registered", "running", "succeeded", "failed", "lost", "killed")
+EXECUTOR_STATES = tuple(state.value for state in ExecutorState)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def job_succeeded(status: dict[str, Any]) -> Check:
     """The job succeeded; impossible once it ended otherwise (the reason is the runtime's)."""
     job = status["job"]
     line = f"{job['state']}: {progress_line(status)}"
-    if job["state"] == "succeeded":
+    if job["state"] == JobState.SUCCEEDED:
         return Check(True, line)
     if job["state"] in FINISHED:
         return Check(False, line, _ended_reason(job))

@@ -100,10 +100,10 @@ def test_bad_requests_get_clear_errors(running_job):
     status, body = _raw(address, "POST", "/api/v1/roles/worker/scale", auth, b"not json")
     assert status == 400 and b"not valid JSON" in body
     status, body = _raw(address, "POST", "/api/v1/roles/worker/scale", auth, b'{"replicas": "many"}')
-    assert status == 400 and b"replicas must be an integer" in body
+    assert status == 400 and b"scale body: replicas: should be a valid integer, got 'many'" in body
     status, body = _raw(address, "GET", "/api/v1/events?since=x", auth)
     assert status == 400
-    status, body = _raw(address, "POST", protocol.REGISTER_PATH, auth, b'{"incarnation": "x"}')
+    status, body = _raw(address, "POST", protocol.REGISTER_PATH, auth, b'{"incarnation": "x", "host": "h"}')
     assert status == 200 and b'"ok": false' in body  # unknown incarnation: told to die, nothing else
 
 
@@ -126,7 +126,7 @@ def test_a_malformed_executor_report_is_a_400_and_changes_nothing():
             reply = await http.post(protocol.REGISTER_PATH, json={"incarnation": incarnation},
                                     headers={"Authorization": "Bearer t"})
             assert reply.status == 400
-            assert "malformed executor report: KeyError: 'host'" in (await reply.json())["error"]
+            assert (await reply.json())["error"] == "register body: host: field required"
         assert am.record.executors["worker-0"].state.value == "starting"
         await am.close()
 
@@ -168,3 +168,51 @@ def test_token_never_reaches_logs_or_the_trainer(running_job, module_client):
 def _cmdline(pid: int) -> bytes:
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         return f.read()
+
+
+@pytest.mark.parametrize("path,body,error", [
+    (protocol.HEARTBEAT_PATH, {"cluster_version": "abc"}, "heartbeat body: cluster_version: should be a valid integer, "
+                                                          "got 'abc'"),
+    (protocol.HEARTBEAT_PATH, {"need_tasks": "many", "progress": "x"},
+     "heartbeat body: need_tasks: should be a valid integer, got 'many'; progress: should be an object, got 'x'"),
+    (protocol.UNREGISTER_PATH, {"exit_code": "1"}, "unregister body: exit_code: should be a valid integer, got '1'"),
+])
+def test_a_live_executors_malformed_report_is_a_400_naming_the_field(running_job, module_client, path, body, error):
+    app, address, token = running_job
+    live = executor(module_client.status(app), "worker-0")
+    status, reply = _raw(address, "POST", path, {"Authorization": "Bearer " + token},
+                         json.dumps({"id": "worker-0", "incarnation": live["incarnation"], **body}).encode())
+    assert (status, json.loads(reply)["error"]) == (400, error)
+    assert executor(module_client.status(app), "worker-0") == {**live, "state": "running"}
+
+
+@pytest.mark.parametrize("query,error", [
+    ("/status?events=abc", "query parameter: events: should be a valid integer, unable to parse string as an "
+                           "integer, got 'abc'"),
+    ("/status?events=-1", "query parameter: events: should be greater than or equal to 0, got '-1'"),
+    ("/events?since=-3", "query parameter: since: should be greater than or equal to 0, got '-3'"),
+    ("/executors?history=maybe", "query parameter: history: should be a valid boolean, unable to interpret "
+                                 "input, got 'maybe'"),
+])
+def test_bad_query_parameters_are_a_400_naming_the_parameter(running_job, query, error):
+    _, address, token = running_job
+    status, reply = _raw(address, "GET", "/api/v1" + query, {"Authorization": "Bearer " + token})
+    assert (status, json.loads(reply)["error"]) == (400, error)
+
+
+def test_status_events_zero_returns_no_events(running_job):
+    _, address, token = running_job
+    status, reply = _raw(address, "GET", "/api/v1/status?events=0", {"Authorization": "Bearer " + token})
+    assert status == 200 and json.loads(reply)["events"] == []
+
+
+def test_every_status_reply_is_what_the_models_describe(running_job, module_client):
+    from primus_runtime import models
+
+    app, address, token = running_job
+    api = AMClient(address, token)
+    models.StatusDocument.model_validate(api.get("/api/v1/status", timeout=10))
+    models.JobSummary.model_validate(api.get("/api/v1/job", timeout=10))
+    models.RolesReply.model_validate(api.get("/api/v1/roles", timeout=10))
+    models.ExecutorsReply.model_validate(api.get("/api/v1/executors?history=1", timeout=10))
+    models.EventsReply.model_validate(api.get("/api/v1/events", timeout=10))

@@ -31,7 +31,7 @@ def test_ps_failure_fails_the_job_naming_the_ps(client):
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "failed"
     assert "ps-0 failed (exit 3" in status["job"]["reason"] and "restart policy 'never'" in status["job"]["reason"]
-    assert executor(status, "worker-0")["state"] == "killed"
+    assert executor(status, "worker-0")["state"] == "stopped"
 
 
 def test_exhausted_budget_fails_the_job(client):
@@ -97,7 +97,7 @@ def test_success_percent_ends_the_job_once_enough_succeeded(client):
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
     states = {e["id"]: e["state"] for e in status["executors"]}
-    assert states == {"worker-0": "succeeded", "worker-1": "killed", "worker-2": "succeeded", "worker-3": "killed"}
+    assert states == {"worker-0": "succeeded", "worker-1": "stopped", "worker-2": "succeeded", "worker-3": "stopped"}
 
 
 def test_job_fails_when_all_executors_ended_without_meeting_success(client):

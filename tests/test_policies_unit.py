@@ -127,9 +127,9 @@ def test_lost_counts_as_a_charged_failure_and_preemption_does_not():
     assert lost.action is Action.RESTART and lost.charged and role.failures == 1
 
 
-def test_killed_and_succeeded_executors_are_left_alone():
+def test_stopped_and_succeeded_executors_are_left_alone():
     spec, record, _ = build([{"name": "worker", "command": "x"}])
     engine = FailoverEngine(spec)
-    assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.KILLED)).action is Action.NOTHING
+    assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.STOPPED)).action is Action.NOTHING
     spec, record, _ = build([{"name": "worker", "command": "x"}])
     assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.SUCCEEDED, 0)).action is Action.NOTHING

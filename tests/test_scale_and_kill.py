@@ -47,9 +47,9 @@ def test_scale_up_and_down_while_running_tells_running_executors(client):
     assert status["roles"][0]["replicas"] == 1
     scale_events = [(e["from_state"], e["to_state"]) for e in status["events"] if e["subject"] == "role/worker"]
     assert scale_events == [("2", "3"), ("3", "1")]
-    killed = [e for e in status["events"] if e["to_state"] == "killed"]
-    assert {e["subject"] for e in killed} == {"worker-1", "worker-2"}
-    assert all("scaled down" in e["reason"] for e in killed)
+    stopped = [e for e in status["events"] if e["to_state"] == "stopped"]
+    assert {e["subject"] for e in stopped} == {"worker-1", "worker-2"}
+    assert all(e["reason"] == "scaled down to 1" for e in stopped)
     client.kill(app)
 
 
@@ -83,7 +83,7 @@ def test_kill_leaves_no_process_of_the_job(client):
     assert status["job"]["state"] == "killed"
     assert "test says stop" in status["job"]["reason"]
     assert processes_of_job(app) == []
-    assert all(e["state"] == "killed" for e in status["executors"])
+    assert all(e["state"] == "stopped" and e["reason"].startswith("job killed") for e in status["executors"])
 
 
 def test_am_death_leaves_no_orphan_executors(client):

@@ -18,8 +18,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from primus_runtime import protocol
 from primus_runtime.api_client import AMRejected
 from primus_runtime.backends.yarn import default_store_root
-from primus_runtime.client import TERMINAL, JobNotFound, PrimusClient
+from primus_runtime.client import JobNotFound, PrimusClient
 from primus_runtime.spec import JobSpec, SpecError, YarnBackend
+from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
 
 BACKENDS = ("local", "yarn", "kubernetes")
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
@@ -27,8 +28,8 @@ CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "had
                      "kubernetes_conn_id", "namespace", "image")
 AVAILABLE_BACKENDS = ("local", "yarn")
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
-ACTIVE = ("pending", "starting", "running")
-FINISHED = (*TERMINAL, "lost")
+ACTIVE = JOB_ACTIVE
+FINISHED = JOB_FINISHED
 
 SpecLike = JobSpec | dict[str, Any] | str | os.PathLike
 

@@ -20,6 +20,7 @@ from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
 from primus_runtime.spec import JobSpec, SpecError
+from primus_runtime.states import ExecutorState, JobState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -194,7 +195,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         The previous try's directory while its job did not succeed (the new job resumes its data);
         a fresh one after a success, so that clearing a finished task trains on the data again."""
         previous = self.hook.find_jobs(ti_tags)  # newest first
-        if previous and previous[0]["state"] != "succeeded":
+        if previous and previous[0]["state"] != JobState.SUCCEEDED:
             spec = self.hook.client.spec(previous[0]["app_id"])
             if spec.input is not None and spec.input.work_preserve_dir:
                 self.log.info("Resuming the data of Primus job %s (%s): %s", previous[0]["app_id"],
@@ -258,7 +259,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                 if line != last_line:  # only changes, not one line per poll
                     self.log.info("Primus job %s %s", app_id, line)
                     last_line = line
-                if job["state"] == "succeeded":
+                if job["state"] == JobState.SUCCEEDED:
                     return
                 if job["state"] in FINISHED:
                     self._raise_failed(app_id, status,
@@ -272,7 +273,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
 
     def _log_failed_executors(self, app_id: str, status: dict[str, Any]) -> None:
         for ex in status.get("executors", []):
-            if ex.get("state") not in ("failed", "lost"):
+            if ex.get("state") not in (ExecutorState.FAILED, ExecutorState.LOST):
                 continue
             try:
                 tail = self.hook.tail_logs(app_id, ex["role"], ex["index"], stream="stderr", lines=20)

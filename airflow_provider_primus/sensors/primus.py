@@ -35,6 +35,7 @@ from airflow_provider_primus.triggers.primus import (
     PrimusRoleTrigger,
     PrimusStatusTrigger,
 )
+from primus_runtime.states import ExecutorState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -127,7 +128,7 @@ class PrimusRoleSensor(_PrimusJobSensor):
 
     template_fields: Sequence[str] = ("app_id", "role", "primus_conn_id")
 
-    def __init__(self, *, app_id: str, role: str, state: str = "running", count: int | None = None,
+    def __init__(self, *, app_id: str, role: str, state: str = ExecutorState.RUNNING.value, count: int | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(app_id=app_id, primus_conn_id=primus_conn_id, **kwargs)
         if state not in EXECUTOR_STATES:

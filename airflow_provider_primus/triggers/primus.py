@@ -20,6 +20,7 @@ from airflow_provider_primus.conditions import Check, data_reached, job_succeede
 from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
 from airflow_provider_primus.partitions import path_exists
 from primus_runtime.client import JobNotFound
+from primus_runtime.states import ExecutorState, JobState
 
 #: Status reads that may fail in a row (AM restarting, a loaded machine) before the trigger gives up.
 MAX_READ_ERRORS = 5
@@ -133,7 +134,7 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         return job_succeeded(status)
 
     def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
-        return self._event("success", "succeeded", status["job"].get("reason") or "")
+        return self._event("success", JobState.SUCCEEDED.value, status["job"].get("reason") or "")
 
     async def on_kill(self) -> None:
         # Only on a user's action on the deferred task (Airflow >= 3.3); cleanup() deliberately
@@ -152,7 +153,7 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
     """Fires ``success`` once ``count`` executors of ``role`` are in ``state`` (default: all its
     replicas), ``failed`` if the job ends first."""
 
-    def __init__(self, app_id: str, role: str, state: str = "running", count: int | None = None,
+    def __init__(self, app_id: str, role: str, state: str = ExecutorState.RUNNING.value, count: int | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = ()) -> None:
         super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)

@@ -14,12 +14,14 @@ import time
 from typing import Any
 
 from .api_client import AMRejected
-from .client import TERMINAL, JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
+from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .hadoop import HadoopConfigError
 from .spec import JobSpec, LocalBackend, SpecError, YarnBackend, load_spec
+from .states import JOB_OUTCOMES, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
-_OUTCOME_EXIT = {"succeeded": EXIT_OK, "failed": EXIT_FAILED, "lost": EXIT_FAILED, "killed": EXIT_KILLED}
+_OUTCOME_EXIT = {JobState.SUCCEEDED: EXIT_OK, JobState.FAILED: EXIT_FAILED, JobState.LOST: EXIT_FAILED,
+                 JobState.KILLED: EXIT_KILLED}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +186,7 @@ def cmd_kill(client: PrimusClient, args: argparse.Namespace) -> int:
     status = client.kill(args.app_id, reason=args.reason)
     job = status["job"]
     print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
-    return EXIT_OK if job["state"] in TERMINAL else EXIT_FAILED
+    return EXIT_OK if job["state"] in JOB_OUTCOMES else EXIT_FAILED
 
 
 def cmd_scale(client: PrimusClient, args: argparse.Namespace) -> int:

@@ -17,8 +17,7 @@ from .api_client import AMClient, AMRejected, AMUnavailable
 from .backends.base import ClusterClient
 from .backends.local import LocalClusterClient
 from .spec import JobSpec, SpecError, load_spec
-
-TERMINAL = ("succeeded", "failed", "killed")
+from .states import JOB_FINISHED, JobState
 
 
 def role_progress(role: dict[str, Any]) -> str:
@@ -122,10 +121,10 @@ class PrimusClient:
         # Just submitted (the AM is still starting) or the AM died without an outcome.
         if cluster.am_alive(app_id):
             spec = self.spec(app_id)
-            return {"job": {"app_id": app_id, "name": spec.name, "state": "pending", "reason": "AM starting",
+            return {"job": {"app_id": app_id, "name": spec.name, "state": JobState.PENDING.value, "reason": "AM starting",
                             "tags": spec.tags}, "roles": [], "executors": [], "events": [], "data": None}
         last = cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
-        last["job"].update(state="lost", reason="the AM exited without recording an outcome; see am.log")
+        last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
         return last
 
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
@@ -136,7 +135,7 @@ class PrimusClient:
             status = self.status(app_id)
             if on_status is not None:
                 on_status(status)
-            if status["job"]["state"] in TERMINAL + ("lost",):
+            if status["job"]["state"] in JOB_FINISHED:
                 return status
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"job {app_id} still {status['job']['state']} after {timeout:g}s")
@@ -176,7 +175,7 @@ class PrimusClient:
             status = self.wait(app_id, timeout=timeout or grace, poll=0.2)
         except TimeoutError:
             pass
-        if status is None or status["job"]["state"] == "lost" or not self._am_exited(app_id, within=5.0):
+        if status is None or status["job"]["state"] == JobState.LOST or not self._am_exited(app_id, within=5.0):
             self.cluster_for(app_id).force_kill(app_id)  # reap whatever the AM could not stop
             status = self.status(app_id)
         return status
@@ -231,7 +230,7 @@ class PrimusClient:
             latest = cluster.executor_log(app_id, role, index or 0, stream)
             if latest is not None:
                 return latest
-            if time.monotonic() > deadline or status["job"]["state"] in TERMINAL + ("lost",):
+            if time.monotonic() > deadline or status["job"]["state"] in JOB_FINISHED:
                 raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
             time.sleep(0.2)
 
@@ -242,7 +241,7 @@ class PrimusClient:
             if chunk:
                 offset += len(chunk)
                 yield chunk
-            elif not follow or self.status(app_id)["job"]["state"] in TERMINAL + ("lost",):
+            elif not follow or self.status(app_id)["job"]["state"] in JOB_FINISHED:
                 return
             else:
                 time.sleep(poll)

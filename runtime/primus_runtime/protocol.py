@@ -2,7 +2,10 @@
 
 Standard library only: the executor imports this module on cluster nodes that
 have nothing but Python. Every message is a JSON object sent over HTTP/1.1
-(keep-alive) to the AM with ``Authorization: Bearer <job token>``.
+(keep-alive) to the AM with ``Authorization: Bearer <job token>``. The AM reads
+them as the pydantic models of ``models.py`` (strict types; a malformed message
+gets a 400 naming the field); tests/test_contract.py runs the real executor and
+checks every field it sends is one those models read.
 
 Executor -> AM (all POST, JSON bodies):
 
@@ -13,7 +16,8 @@ Executor -> AM (all POST, JSON bodies):
 
 ``/api/v1/executors/heartbeat``
     ``{"id", "incarnation", "state": "registered" | "running",
-    "cluster_version": int, "wait": bool}``.
+    "cluster_version": int, "wait": bool, "ready": bool}``
+    (``ready``, optional: the trainer passed its readiness probe).
     ``wait`` is true while the executor waits for its start command: the AM
     then holds the request open (long poll, at most one heartbeat interval)
     so the start reaches it the moment the start barrier opens.
@@ -26,7 +30,8 @@ Executor -> AM (all POST, JSON bodies):
     take now), ``"held": [task_id]`` (tasks it has and is not done with),
     ``"progress": {task_id: {"records": n, "bytes": b}}`` (records and bytes of the
     task delivered to the trainer so far: a retry resumes after ``records``),
-    ``"done": [task_id]``, ``"failed": {task_id: error}`` and, under exactly-once,
+    ``"done": [task_id]``, ``"failed": {task_id: error}``, ``"reading": task_id`` (the task the
+    trainer was reading last: when it dies, only that task can be charged; see data/dispatcher.py) and, under exactly-once,
     ``"commit": {"checkpoint", "records"}`` (the trainer's latest commit; positions and
     done tasks then count only what it committed). The reply may then
     also carry ``"tasks": [TASK]`` (new assignments, or ones the executor does not

@@ -214,9 +214,9 @@ def test_scaling_a_consuming_role_down_hands_its_tasks_to_the_others(client, dir
     assert status["job"]["state"] == "succeeded", status["job"]
     assert set(all_lines(out)) == set(expected)
     status = client.local.final_status(app)  # every event, not only the API's latest 50
-    dropped = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "killed")
+    dropped = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "stopped")
     assert "scaled down" in dropped["reason"]
-    assert any(e["to_state"] == "requeued" and "worker-1 killed" in e["reason"] for e in status["events"])
+    assert any(e["to_state"] == "requeued" and "worker-1 stopped" in e["reason"] for e in status["events"])
 
 
 @pytest.mark.parametrize("stop", ["kill", "crash"])

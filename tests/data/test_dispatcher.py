@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from primus_runtime.data.dispatcher import Dispatcher, Ending, Task
+from primus_runtime.models import DataReport
 from primus_runtime.spec import InputSpec
 
 
@@ -18,6 +19,11 @@ class Events:
 
     def data_failed(self, reason: str) -> None:
         self.failed.append(reason)
+
+
+def report(fields: dict[str, Any]) -> DataReport:
+    """An executor's data report, as the AM hands it over once validated."""
+    return DataReport.model_validate(fields)
 
 
 def make(**settings: Any) -> tuple[Dispatcher, Events]:
@@ -39,19 +45,19 @@ def ids(reply: dict[str, Any]) -> list[str]:
 def test_pull_gives_at_most_the_limit_in_order():
     d, _ = make(max_tasks_per_executor=1, prefetch=1)
     d.add_partition("2026-12-01", tasks("2026-12-01", 3))
-    assert ids(d.heartbeat("a", {"need_tasks": 5})) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
-    assert ids(d.heartbeat("b", {"need_tasks": 1})) == ["c/2026-12-01/f2:0"]
-    assert d.heartbeat("b", {"need_tasks": 1}) == {}
+    assert ids(d.heartbeat("a", report({"need_tasks": 5}))) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
+    assert ids(d.heartbeat("b", report({"need_tasks": 1}))) == ["c/2026-12-01/f2:0"]
+    assert d.heartbeat("b", report({"need_tasks": 1})) == {}
 
 
 def test_tasks_of_an_ended_executor_go_back_to_the_front_at_their_position():
     d, events = make(max_tasks_per_executor=2, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 3))
-    d.heartbeat("a", {"need_tasks": 2})
-    d.heartbeat("a", {"held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"],
-                      "progress": {"c/2026-12-01/f0:0": {"records": 7, "bytes": 70}}})
+    d.heartbeat("a", report({"need_tasks": 2}))
+    d.heartbeat("a", report({"held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"],
+                      "progress": {"c/2026-12-01/f0:0": {"records": 7, "bytes": 70}}}))
     d.release("a", Ending.CRASHED, "worker-0 failed: trainer exited 137", slot="worker-0")
-    reply = d.heartbeat("b", {"need_tasks": 2})
+    reply = d.heartbeat("b", report({"need_tasks": 2}))
     assert ids(reply) == ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]
     assert reply["tasks"][0]["skip"] == 7 and reply["tasks"][1]["skip"] == 0
     # A crashed trainer is not bad data: neither task is charged.
@@ -62,7 +68,7 @@ def test_tasks_of_an_ended_executor_go_back_to_the_front_at_their_position():
 def test_a_killed_executor_is_not_charged():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
-    d.heartbeat("a", {"need_tasks": 1})
+    d.heartbeat("a", report({"need_tasks": 1}))
     d.release("a", Ending.STOPPED, "scaled down", slot="worker-0")
     assert d.tasks["c/2026-12-01/f0:0"].attempts == 0 and d.queue[0] == "c/2026-12-01/f0:0"
 
@@ -71,8 +77,8 @@ def test_bad_data_fail_policy_fails_naming_the_task_and_file():
     d, events = make(max_task_attempts=2)
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
     for _ in range(2):
-        d.heartbeat("a", {"need_tasks": 1})
-        d.heartbeat("a", {"failed": {"c/2026-12-01/f0:0": "corrupt record at byte 5"}})
+        d.heartbeat("a", report({"need_tasks": 1}))
+        d.heartbeat("a", report({"failed": {"c/2026-12-01/f0:0": "corrupt record at byte 5"}}))
     assert len(events.failed) == 1
     assert "c/2026-12-01/f0:0 (/d/2026-12-01/f0)" in events.failed[0] and "corrupt record" in events.failed[0]
     assert d.status()["state"] == "failed"
@@ -82,8 +88,8 @@ def test_quarantine_goes_on_and_lists_the_task():
     d, events = make(max_task_attempts=1, on_bad_data="quarantine")
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.scan_finished()
-    d.heartbeat("a", {"need_tasks": 2})
-    reply = d.heartbeat("a", {"failed": {"c/2026-12-01/f0:0": "bad"}, "done": ["c/2026-12-01/f1:0"]})
+    d.heartbeat("a", report({"need_tasks": 2}))
+    reply = d.heartbeat("a", report({"failed": {"c/2026-12-01/f0:0": "bad"}, "done": ["c/2026-12-01/f1:0"]}))
     assert reply.get("data_exhausted") is True and not events.failed
     status = d.status()
     assert status["quarantined"] == ["c/2026-12-01/f0:0"] and status["state"] == "exhausted"
@@ -94,10 +100,10 @@ def test_watermark_waits_for_every_earlier_partition():
     d, _ = make(max_tasks_per_executor=4, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.add_partition("2026-12-02", tasks("2026-12-02", 1))
-    d.heartbeat("a", {"need_tasks": 3})
-    d.heartbeat("a", {"done": ["c/2026-12-02/f0:0", "c/2026-12-01/f0:0"]})
+    d.heartbeat("a", report({"need_tasks": 3}))
+    d.heartbeat("a", report({"done": ["c/2026-12-02/f0:0", "c/2026-12-01/f0:0"]}))
     assert d.status()["watermark"] is None
-    d.heartbeat("a", {"done": ["c/2026-12-01/f1:0"]})
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f1:0"]}))
     assert d.status()["watermark"] == "2026-12-02"
 
 
@@ -105,17 +111,17 @@ def test_suspend_stops_handing_out_tasks():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.suspend()
-    assert d.heartbeat("a", {"need_tasks": 1}) == {} and d.status()["state"] == "suspended"
+    assert d.heartbeat("a", report({"need_tasks": 1})) == {} and d.status()["state"] == "suspended"
     d.resume()
-    assert ids(d.heartbeat("a", {"need_tasks": 1})) == ["c/2026-12-01/f0:0"]
+    assert ids(d.heartbeat("a", report({"need_tasks": 1}))) == ["c/2026-12-01/f0:0"]
 
 
 def test_an_assignment_lost_on_the_way_is_sent_again():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
-    d.heartbeat("a", {"need_tasks": 1, "held": []})
-    assert ids(d.heartbeat("a", {"need_tasks": 1, "held": []})) == ["c/2026-12-01/f0:0"]
-    assert d.heartbeat("a", {"need_tasks": 0, "held": ["c/2026-12-01/f0:0"]}) == {}
+    d.heartbeat("a", report({"need_tasks": 1, "held": []}))
+    assert ids(d.heartbeat("a", report({"need_tasks": 1, "held": []}))) == ["c/2026-12-01/f0:0"]
+    assert d.heartbeat("a", report({"need_tasks": 0, "held": ["c/2026-12-01/f0:0"]})) == {}
 
 
 def test_success_percent_stops_reading_the_rest():
@@ -123,8 +129,8 @@ def test_success_percent_stops_reading_the_rest():
     d.add_partition("2026-12-01", tasks("2026-12-01", 4))
     d.scan_finished()
     for _ in range(2):
-        task_id = ids(d.heartbeat("a", {"need_tasks": 1}))[0]
-        reply = d.heartbeat("a", {"done": [task_id]})
+        task_id = ids(d.heartbeat("a", report({"need_tasks": 1})))[0]
+        reply = d.heartbeat("a", report({"done": [task_id]}))
     assert reply.get("data_exhausted") is True and ids(reply) == []
     assert d.status()["tasks"]["queued"] == 2
 
@@ -133,8 +139,8 @@ def test_progress_rate_and_eta():
     d, _ = make(max_tasks_per_executor=2, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.scan_finished()
-    d.heartbeat("a", {"need_tasks": 2})
-    d.heartbeat("a", {"done": ["c/2026-12-01/f0:0"], "progress": {"c/2026-12-01/f1:0": {"records": 1, "bytes": 10}}})
+    d.heartbeat("a", report({"need_tasks": 2}))
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"], "progress": {"c/2026-12-01/f1:0": {"records": 1, "bytes": 10}}}))
     status = d.status()
     assert status["progress"] == 0.55 and status["bytes"] == {"done": 110, "total": 200}
     assert status["tasks"]["running"] == 1 and status["records_done"] == 1
@@ -147,17 +153,17 @@ def test_final_data_state_follows_the_job():
         d.add_partition("2026-12-01", tasks("2026-12-01", 1))
         d.scan_finished()
         if read:
-            d.heartbeat("a", {"need_tasks": 1})
-            d.heartbeat("a", {"done": ["c/2026-12-01/f0:0"]})
+            d.heartbeat("a", report({"need_tasks": 1}))
+            d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
         d.finish(job_state)
         assert d.status()["state"] == expected, (job_state, read)
 
 
 def _crash_reading(d: Dispatcher, holder: str, slot: str, task_id: str, records: int) -> None:
     """``holder`` takes ``task_id``, reports it reads it at ``records``, and its trainer dies."""
-    assert ids(d.heartbeat(holder, {"need_tasks": 1})) == [task_id]
-    d.heartbeat(holder, {"held": [task_id], "reading": task_id,
-                         "progress": {task_id: {"records": records, "bytes": records}}})
+    assert ids(d.heartbeat(holder, report({"need_tasks": 1}))) == [task_id]
+    d.heartbeat(holder, report({"held": [task_id], "reading": task_id,
+                         "progress": {task_id: {"records": records, "bytes": records}}}))
     d.release(holder, Ending.CRASHED, f"{slot} failed: trainer exited 137", slot=slot)
 
 
@@ -190,8 +196,8 @@ def test_only_the_task_being_read_is_interrupted_and_the_backstop_ends_it():
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     first, second = "c/2026-12-01/f0:0", "c/2026-12-01/f1:0"
     for i in range(3):
-        d.heartbeat(f"i{i}", {"need_tasks": 2})
-        d.heartbeat(f"i{i}", {"held": [first, second], "reading": first})
+        d.heartbeat(f"i{i}", report({"need_tasks": 2}))
+        d.heartbeat(f"i{i}", report({"held": [first, second], "reading": first}))
         d.release(f"i{i}", Ending.LOST, f"worker-{i} lost", slot=f"worker-{i}")
     assert d.tasks[second].interruptions == 0 and d.tasks[second].state.value == "queued"
     assert d.tasks[first].state.value == "quarantined"
@@ -201,18 +207,18 @@ def test_only_the_task_being_read_is_interrupted_and_the_backstop_ends_it():
 def test_the_limit_counts_every_task_held_also_those_written_out():
     d, _ = make(max_tasks_per_executor=1, prefetch=1)
     d.add_partition("2026-12-01", tasks("2026-12-01", 5))
-    assert len(ids(d.heartbeat("a", {"need_tasks": 2}))) == 2
+    assert len(ids(d.heartbeat("a", report({"need_tasks": 2})))) == 2
     # The executor asks again although it holds 2 (their records sit in the pipe): nothing more.
-    assert d.heartbeat("a", {"need_tasks": 2, "held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]}) == {}
-    reply = d.heartbeat("a", {"need_tasks": 2, "held": ["c/2026-12-01/f1:0"], "done": ["c/2026-12-01/f0:0"]})
+    assert d.heartbeat("a", report({"need_tasks": 2, "held": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]})) == {}
+    reply = d.heartbeat("a", report({"need_tasks": 2, "held": ["c/2026-12-01/f1:0"], "done": ["c/2026-12-01/f0:0"]}))
     assert ids(reply) == ["c/2026-12-01/f2:0"]
 
 
 def test_progress_is_unknown_while_partitions_are_awaited_and_never_counts_unread_tasks():
     d, _ = make(max_tasks_per_executor=1, prefetch=0, success_percent=50)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
-    d.heartbeat("a", {"need_tasks": 1})
-    d.heartbeat("a", {"done": ["c/2026-12-01/f0:0"]})
+    d.heartbeat("a", report({"need_tasks": 1}))
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
     status = d.status()
     assert status["progress"] is None and status["progress_of_discovered"] == 0.5
     d.scan_finished()  # success_percent 50 met: the second task is not read

@@ -51,7 +51,7 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     got = run_airflow("dags", "test", "primus_quickstart", env=env, timeout=180)
     output = got.stdout + got.stderr
     assert got.returncode == 0, output[-5000:]
-    assert "succeeded: ps x2: 2 killed | worker x2: 2 succeeded" in output  # role progress in the log
+    assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in output  # role progress in the log
 
     db = sqlite3.connect(migrated_airflow_home / "airflow.db")
     (run_id, state), = db.execute("SELECT run_id, state FROM dag_run WHERE dag_id = 'primus_quickstart' "

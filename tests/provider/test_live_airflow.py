@@ -197,6 +197,6 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         assert client.status(job["app_id"])["job"]["state"] == "succeeded"
         assert live.xcom(dag_id, run_id, "train", "app_id") == job["app_id"]
         log = live.task_log(dag_id, run_id, "train", 1)
-        assert "succeeded: ps x2: 2 killed | worker x2: 2 succeeded" in log  # role progress in the task log
+        assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
 

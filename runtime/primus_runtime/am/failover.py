@@ -37,7 +37,7 @@ class FailoverEngine:
         """Decide for an executor that reached a terminal state."""
         policy = self.spec.role(ex.role).failover
         assert policy is not None  # filled in by Role's validator
-        if ex.state is ExecutorState.KILLED:
+        if ex.state is ExecutorState.STOPPED:
             return Decision(Action.NOTHING, False, ex.reason)
         if ex.state is ExecutorState.SUCCEEDED:
             if policy.restart == "always":

@@ -72,7 +72,7 @@ async def run_yarn() -> int:
     mirror.cancel()
     # Put the outcome into YARN's report too (`yarn application -status`, the RM UI). skein's
     # master then stops this process: everything is saved by now.
-    final = {"succeeded": "SUCCEEDED", "killed": "KILLED"}.get(am.record.state.value, "FAILED")
+    final = {JobState.SUCCEEDED: "SUCCEEDED", JobState.KILLED: "KILLED"}.get(am.record.state, "FAILED")
     try:
         await asyncio.to_thread(app.shutdown, final, f"{am.record.state.value}: {am.record.reason}"[:4000])
     except Exception:  # noqa: BLE001 - skein's master may already be going down
@@ -145,7 +145,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
         await runner.cleanup()
     state = am.record.state
     log.info("job %s finished: %s (%s)", am.record.app_id, state.value, am.record.reason)
-    return 0 if state.value == "succeeded" else 1
+    return 0 if state is JobState.SUCCEEDED else 1
 
 
 def _on_signal(am: ApplicationMaster, sig: int) -> None:

@@ -27,6 +27,7 @@ from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, La
 from ..data.dispatcher import Ending
 from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
+from ..models import HeartbeatRequest, RegisterRequest, UnregisterRequest
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
 from .scheduler import RoleScheduler, Verdict
@@ -198,15 +199,15 @@ class ApplicationMaster(BackendEvents):
 
     # --- executor protocol --------------------------------------------------------
 
-    def register(self, body: dict[str, Any]) -> dict[str, Any]:
-        ex = self._current(body)
+    def register(self, report: RegisterRequest) -> dict[str, Any]:
+        ex = self._current(report.incarnation)
         if ex is None or ex.stop_reason is not None or ex.state not in (ExecutorState.STARTING, ExecutorState.NEW):
             reason = ex.stop_reason if ex is not None and ex.stop_reason else "unknown or stale incarnation"
             return {"ok": False, "command": protocol.CMD_KILL, "reason": reason}
-        ex.host = str(body["host"])
-        ex.ports = [int(p) for p in body.get("ports", [])]
-        ex.pid = body.get("pid")
-        ex.gpus = [int(g) for g in body.get("gpus", [])]  # what the backend gave it, as it saw them
+        ex.host = report.host
+        ex.ports = list(report.ports)
+        ex.pid = report.pid
+        ex.gpus = list(report.gpus)  # what the backend gave it, as it saw them
         ex.last_seen = time.monotonic()
         if ex.state is ExecutorState.NEW:  # registered before the backend's launch callback ran
             self._set(ex, ExecutorState.STARTING, "launched")
@@ -216,46 +217,46 @@ class ApplicationMaster(BackendEvents):
         self._reconcile()
         return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
 
-    async def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
-        ex = self._current(body)
+    async def heartbeat(self, report: HeartbeatRequest) -> dict[str, Any]:
+        ex = self._current(report.incarnation)
         if ex is None:
             return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
         ex.last_seen = time.monotonic()
         if ex.stop_reason is not None:
             if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
-                self.data.heartbeat(ex.incarnation, {**body, "need_tasks": 0}, slot=ex.id)  # its last positions
+                self.data.heartbeat(ex.incarnation, report.model_copy(update={"need_tasks": 0}), slot=ex.id)  # its last positions
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
-        if body.get("state") == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED:
+        if report.state == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED:
             self._set(ex, ExecutorState.RUNNING, "trainer started")
             self._reconcile()
         reply = self._commands.pop(ex.incarnation, None)
-        if reply is None and body.get("wait") and ex.state is ExecutorState.REGISTERED:
+        if reply is None and report.wait and ex.state is ExecutorState.REGISTERED:
             if ex.incarnation in self._start_sent:
                 reply = self._start_command(ex)  # still waiting: the earlier reply was lost
             else:
                 reply = await self._wait_for_command(ex)
         if reply is None and ex.state is ExecutorState.RUNNING \
-                and body.get("cluster_version", 0) < self.record.cluster_version:
+                and report.cluster_version < self.record.cluster_version:
             reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
         if self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
                 and ex.stop_reason is None and (reply is None or reply["command"] != protocol.CMD_KILL):
-            data = self.data.heartbeat(ex.incarnation, body, slot=ex.id)
+            data = self.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
         return NONE_REPLY if reply is None else reply
 
-    def unregister(self, body: dict[str, Any]) -> dict[str, Any]:
-        ex = self._current(body)
+    def unregister(self, report: UnregisterRequest) -> dict[str, Any]:
+        ex = self._current(report.incarnation)
         if ex is not None:
-            code = int(body.get("exit_code", -1))
-            message = str(body.get("message", ""))[:500]
+            code = report.exit_code
+            message = report.message[:500]
             state = ExecutorState.SUCCEEDED if code == 0 else ExecutorState.FAILED
             self._ended(ex, state, message or f"trainer exited {code}", code)
         return {"ok": True}
 
-    def _current(self, body: dict[str, Any]) -> Executor | None:
+    def _current(self, incarnation: str) -> Executor | None:
         """The live executor a report is from; None for zombies (ended or unknown incarnations)."""
-        return self._live.get(str(body.get("incarnation")))
+        return self._live.get(incarnation)
 
     async def _wait_for_command(self, ex: Executor) -> dict[str, Any] | None:
         wake = self._wakeups.setdefault(ex.incarnation, asyncio.Event())
@@ -298,7 +299,7 @@ class ApplicationMaster(BackendEvents):
     def _ended(self, ex: Executor, state: ExecutorState, reason: str, exit_code: int | None,
                preempted: bool = False) -> None:
         if ex.stop_reason is not None:
-            state, reason = ExecutorState.KILLED, ex.stop_reason
+            state, reason = ExecutorState.STOPPED, ex.stop_reason
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
         if self.data is not None and ex.role in self._fed_roles:
@@ -433,7 +434,7 @@ class ApplicationMaster(BackendEvents):
             return
         ex.stop_reason = reason
         if ex.incarnation in self._to_launch:  # never launched: nothing to stop
-            self._ended(ex, ExecutorState.KILLED, reason, None)
+            self._ended(ex, ExecutorState.STOPPED, reason, None)
             return
         ex.stop_deadline = time.monotonic() + self._grace + 2 * self._interval
         self._send(ex, {"command": protocol.CMD_KILL, "reason": reason})
@@ -465,7 +466,7 @@ class ApplicationMaster(BackendEvents):
         for ex in list(self._live.values()):
             if ex.stop_deadline is not None and now > ex.stop_deadline:
                 self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
-                self._ended(ex, ExecutorState.KILLED, f"{ex.stop_reason}; force-killed after the grace period",
+                self._ended(ex, ExecutorState.STOPPED, f"{ex.stop_reason}; force-killed after the grace period",
                             None)
             elif ex.state in (ExecutorState.REGISTERED, ExecutorState.RUNNING) \
                     and ex.stop_reason is None and now - ex.last_seen > self._timeout:

@@ -1,93 +1,117 @@
-"""OpenAPI 3.1 description of the AM API, served at /api/v1/openapi.json.
+"""OpenAPI 3.1 description of the AM API, served at /api/v1/openapi.json, generated from the
+models the server validates with (models.py): it cannot describe a field the AM does not read.
 
 A test checks that it lists exactly the routes the server has.
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from .. import __version__, models, protocol
+
+_REF = "#/components/schemas/{model}"
 
 
-def _op(summary: str, *, body: dict[str, Any] | None = None, params: list[dict[str, Any]] | None = None,
-        ok: str = "200") -> dict[str, Any]:
-    op: dict[str, Any] = {
-        "summary": summary,
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    summary: str
+    reply: type[BaseModel] | None  # None: any JSON object
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    ok: int = 200
+
+
+_V1 = protocol.API_PREFIX
+OPERATIONS = (
+    Operation("get", f"{_V1}/status", "Job summary, roles, executors and the latest events", models.StatusDocument,
+              query=models.StatusQuery),
+    Operation("get", f"{_V1}/job", "Job summary: state, reason, times, attempt, tags", models.JobSummary),
+    Operation("get", f"{_V1}/roles", "Each role's replicas, executor counts by state, failures, restarts",
+              models.RolesReply),
+    Operation("get", f"{_V1}/executors", "Executors with state, host, ports, restarts, exit code and log paths",
+              models.ExecutorsReply, query=models.ExecutorsQuery),
+    Operation("get", f"{_V1}/events", "State transitions in order", models.EventsReply, query=models.EventsQuery),
+    Operation("get", f"{_V1}/openapi.json", "This document", None),
+    Operation("post", f"{_V1}/job/kill", "Stop every executor (SIGTERM, then SIGKILL after the grace period); "
+              "the job ends killed", models.Accepted, body=models.EndRequest, ok=202),
+    Operation("post", f"{_V1}/job/succeed", "Stop every executor; the job ends succeeded", models.Accepted,
+              body=models.EndRequest, ok=202),
+    Operation("post", f"{_V1}/roles/{{role}}/scale", "Change a role's replicas while the job runs; running "
+              "executors are told the new membership", models.ScaleReply, body=models.ScaleRequest),
+    Operation("get", f"{_V1}/data", "Input progress: state, tasks and bytes done/total, records, rate, ETA, "
+              "watermark, quarantined tasks (404 when the job has no input)", models.DataStatus),
+    Operation("post", f"{_V1}/data/suspend", "Stop handing out input tasks (executors finish what they hold); "
+              "the data status", models.DataStatus, body=models.EmptyRequest),
+    Operation("post", f"{_V1}/data/resume", "Hand out input tasks again; the data status", models.DataStatus,
+              body=models.EmptyRequest),
+    Operation("post", f"{_V1}/data/savepoint", "Write every input task's position to a directory; a job with "
+              "input.restore_from there resumes from it", models.SavepointReply, body=models.SavepointRequest),
+    Operation("post", protocol.REGISTER_PATH, "Executor protocol: register an incarnation", models.RegisterReply,
+              body=models.RegisterRequest),
+    Operation("post", protocol.HEARTBEAT_PATH, "Executor protocol: heartbeat (with the data report of a "
+              "consuming role); the reply carries a command", models.HeartbeatReply, body=models.HeartbeatRequest),
+    Operation("post", protocol.UNREGISTER_PATH, "Executor protocol: report the trainer's exit",
+              models.UnregisterReply, body=models.UnregisterRequest),
+)
+
+
+def _parameters(op: Operation) -> list[dict[str, Any]]:
+    params = []
+    if "{role}" in op.path:
+        params.append({"name": "role", "in": "path", "required": True, "schema": {"type": "string"}})
+    if op.query is not None:
+        for name, schema in op.query.model_json_schema()["properties"].items():
+            params.append({"name": name, "in": "query", "required": False,
+                           "description": schema.get("description", ""), "schema": schema})
+    return params
+
+
+def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    def content(ref: dict[str, Any]) -> dict[str, Any]:
+        return {"application/json": {"schema": ref}}
+
+    error = content({"$ref": _REF.format(model="ErrorReply")})
+    out: dict[str, Any] = {
+        "summary": op.summary,
         "responses": {
-            ok: {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
-            "401": {"description": "Missing or wrong job token"},
+            str(op.ok): {"description": "OK", "content": content(
+                {"type": "object"} if op.reply is None else refs[(op.reply, "serialization")])},
+            "400": {"description": "Invalid body or query parameter: the error names the field and the value",
+                    "content": error},
+            "401": {"description": "Missing or wrong job token", "content": error},
         },
     }
-    if body is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    if op.body is not None:
+        out["requestBody"] = {"required": bool(op.body.model_json_schema().get("required")),
+                              "content": content(refs[(op.body, "validation")])}
+    params = _parameters(op)
     if params:
-        op["parameters"] = params
-    return op
+        out["parameters"] = params
+    return out
 
 
-def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "description": description, "schema": {"type": type_}}
-
-
-_IDS = {"id": {"type": "string"}, "incarnation": {"type": "string"}}
-
-
+@functools.cache
 def openapi_document() -> dict[str, Any]:
-    v1 = "/api/v1"
+    wanted: set[tuple[type[BaseModel], JsonSchemaMode]] = {
+        (op.reply, "serialization") for op in OPERATIONS if op.reply is not None} | {
+        (op.body, "validation") for op in OPERATIONS if op.body is not None} | {(models.ErrorReply, "serialization")}
+    refs, defs = models_json_schema(sorted(wanted, key=lambda pair: (pair[0].__name__, pair[1])), ref_template=_REF)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = _operation(op, refs)
     return {
         "openapi": "3.1.0",
         "info": {"title": "Primus Application Master API", "version": __version__},
-        "components": {"securitySchemes": {"jobToken": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": defs.get("$defs", {}),
+                       "securitySchemes": {"jobToken": {"type": "http", "scheme": "bearer"}}},
         "security": [{"jobToken": []}],
-        "paths": {
-            f"{v1}/status": {"get": _op("Job summary, roles, executors and the latest events",
-                                        params=[_query("events", "How many recent events", "integer")])},
-            f"{v1}/job": {"get": _op("Job summary: state, reason, times, attempt, tags")},
-            f"{v1}/roles": {"get": _op("Each role's replicas, executor counts by state, failures, restarts")},
-            f"{v1}/executors": {"get": _op(
-                "Executors with state, host, ports, restarts, exit code and log paths",
-                params=[_query("role", "Only this role"), _query("history", "Include earlier incarnations")])},
-            f"{v1}/events": {"get": _op("State transitions in order",
-                                        params=[_query("since", "Skip the first N events", "integer")])},
-            f"{v1}/openapi.json": {"get": _op("This document")},
-            f"{v1}/job/kill": {"post": _op("Stop every executor (SIGTERM, then SIGKILL after the grace period); "
-                                           "the job ends killed", body={"type": "object", "properties": {
-                                               "reason": {"type": "string"}}}, ok="202")},
-            f"{v1}/job/succeed": {"post": _op("Stop every executor; the job ends succeeded",
-                                              body={"type": "object", "properties": {
-                                                  "reason": {"type": "string"}}}, ok="202")},
-            f"{v1}/roles/{{role}}/scale": {"post": {
-                **_op("Change a role's replicas while the job runs; running executors are told the new "
-                      "membership", body={"type": "object", "required": ["replicas"],
-                                          "properties": {"replicas": {"type": "integer", "minimum": 0}}}),
-                "parameters": [{"name": "role", "in": "path", "required": True, "schema": {"type": "string"}}],
-            }},
-            f"{v1}/data": {"get": _op("Input progress: state, tasks and bytes done/total, records, rate, ETA, "
-                                      "watermark, quarantined tasks (404 when the job has no input)")},
-            f"{v1}/data/suspend": {"post": _op("Stop handing out input tasks (executors finish what they hold); "
-                                               "the data status", body={"type": "object"})},
-            f"{v1}/data/resume": {"post": _op("Hand out input tasks again; the data status", body={"type": "object"})},
-            f"{v1}/data/savepoint": {"post": _op(
-                "Write every input task's position to a directory; a job with input.restore_from there resumes "
-                "from it", body={"type": "object", "required": ["dir"], "properties": {"dir": {"type": "string"}}})},
-            f"{v1}/executors/register": {"post": _op("Executor protocol: register an incarnation", body={
-                "type": "object", "required": ["id", "incarnation", "host"],
-                "properties": {**_IDS, "host": {"type": "string"}, "ports": {"type": "array"},
-                               "pid": {"type": "integer"}}})},
-            f"{v1}/executors/heartbeat": {"post": _op("Executor protocol: heartbeat; the reply carries a command",
-                                                      body={"type": "object", "required": ["incarnation"],
-                                                            "properties": {**_IDS, "state": {"type": "string"},
-                                                                           "wait": {"type": "boolean"},
-                                                                           "need_tasks": {"type": "integer"},
-                                                                           "held": {"type": "array"},
-                                                                           "progress": {"type": "object"},
-                                                                           "done": {"type": "array"},
-                                                                           "failed": {"type": "object"},
-                                                                           "cluster_version": {
-                                                                               "type": "integer"}}})},
-            f"{v1}/executors/unregister": {"post": _op("Executor protocol: report the trainer's exit", body={
-                "type": "object", "required": ["incarnation", "exit_code"],
-                "properties": {**_IDS, "exit_code": {"type": "integer"}, "message": {"type": "string"}}})},
-        },
+        "paths": paths,
     }

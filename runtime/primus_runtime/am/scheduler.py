@@ -124,7 +124,7 @@ class RoleScheduler:
         present = record.count(role)
         if present < record.roles[role].replicas:
             return None  # some indices are being created or replaced
-        ended_badly = record.count(role, ExecutorState.FAILED, ExecutorState.LOST, ExecutorState.KILLED)
+        ended_badly = record.count(role, ExecutorState.FAILED, ExecutorState.LOST, ExecutorState.STOPPED)
         if present - ended_badly >= self._required(role):
             return None
         ended = [f"{ex.id} {ex.state.value}" + (f" (exit {ex.exit_code})" if ex.exit_code is not None else "")

@@ -12,11 +12,25 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
+from pydantic import BaseModel, ValidationError
 
 from .. import protocol
+from ..models import (
+    EmptyRequest,
+    EndRequest,
+    EventsQuery,
+    ExecutorsQuery,
+    HeartbeatRequest,
+    RegisterRequest,
+    SavepointRequest,
+    ScaleRequest,
+    StatusQuery,
+    UnregisterRequest,
+    describe,
+)
 from .master import NONE_REPLY, ApplicationMaster, RequestError
 from .openapi import openapi_document
 from .status_page import render as render_status_page
@@ -25,6 +39,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _NONE_BYTES = json.dumps(NONE_REPLY).encode()
 _JSON = "application/json"
+M = TypeVar("M", bound=BaseModel)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -34,6 +49,26 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 def _error(status: int, message: str) -> web.Response:
     return _json({"error": message}, status)
+
+
+def parse(model: type[M], raw: bytes, what: str) -> M:
+    """A request body (an empty body is ``{}``) as ``model``; a 400 naming each bad field and its value."""
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            why = first["msg"].removeprefix("Invalid JSON: ")
+            raise RequestError(400, f"{what}: request body is not valid JSON ({why})") from None
+        raise RequestError(400, describe(exc, f"{what} body")) from None
+
+
+def query(model: type[M], request: web.Request) -> M:
+    """The query parameters as ``model``; a 400 naming each bad parameter and its value."""
+    try:
+        return model.model_validate({name: request.query[name] for name in request.query})
+    except ValidationError as exc:
+        raise RequestError(400, describe(exc, "query parameter")) from None
 
 
 def build_app(am: ApplicationMaster, token: str) -> web.Application:
@@ -51,40 +86,23 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
 
         return check
 
-    async def body_of(request: web.Request) -> dict[str, Any]:
-        try:
-            data = json.loads(await request.read() or b"{}")
-        except ValueError:
-            raise RequestError(400, "request body is not valid JSON") from None
-        if not isinstance(data, dict):
-            raise RequestError(400, "request body must be a JSON object")
-        return data
-
     # --- executor protocol ---
 
-    def malformed(exc: Exception) -> RequestError:
-        return RequestError(400, f"malformed executor report: {type(exc).__name__}: {exc}")
-
     async def register(request: web.Request) -> web.Response:
-        try:
-            return _json(am.register(await body_of(request)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise malformed(exc) from None
+        return _json(am.register(parse(RegisterRequest, await request.read(), "register")))
 
     async def heartbeat(request: web.Request) -> web.Response:
-        return _json(await am.heartbeat(await body_of(request)))
+        return _json(await am.heartbeat(parse(HeartbeatRequest, await request.read(), "heartbeat")))
 
     async def unregister(request: web.Request) -> web.Response:
-        try:
-            return _json(am.unregister(await body_of(request)))
-        except (TypeError, ValueError) as exc:
-            raise malformed(exc) from None
+        return _json(am.unregister(parse(UnregisterRequest, await request.read(), "unregister")))
 
     # --- status ---
 
     async def status(request: web.Request) -> web.Response:
+        wanted = query(StatusQuery, request).events
         data = am.record.to_dict()
-        data["events"] = data["events"][-int(request.query.get("events", 50)):]
+        data["events"] = data["events"][max(0, len(data["events"]) - wanted):]
         data.pop("history")
         return _json(data)
 
@@ -95,17 +113,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         return _json({"roles": am.record.roles_view()})
 
     async def executors(request: web.Request) -> web.Response:
-        role = request.query.get("role")
+        asked = query(ExecutorsQuery, request)
+        role = asked.role
         data: dict[str, Any] = {"executors": am.record.executors_view(role)}
-        if request.query.get("history") in ("1", "true"):
+        if asked.history:
             data["history"] = [ex.to_dict() for ex in am.record.history if role is None or ex.role == role]
         return _json(data)
 
     async def events(request: web.Request) -> web.Response:
-        try:
-            since = int(request.query.get("since", 0))
-        except ValueError:
-            raise RequestError(400, f"since must be an integer, got {request.query['since']!r}") from None
+        since = query(EventsQuery, request).since
         return _json({"events": [e.__dict__ for e in am.record.events[since:]]})
 
     async def openapi(request: web.Request) -> web.Response:
@@ -114,18 +130,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     # --- control ---
 
     async def kill(request: web.Request) -> web.Response:
-        am.request_kill(str((await body_of(request)).get("reason", "")))
+        am.request_kill(parse(EndRequest, await request.read(), "kill").reason)
         return _json({"accepted": True, "state": "killing"}, 202)
 
     async def succeed(request: web.Request) -> web.Response:
-        am.request_succeed(str((await body_of(request)).get("reason", "")))
+        am.request_succeed(parse(EndRequest, await request.read(), "succeed").reason)
         return _json({"accepted": True, "state": "succeeding"}, 202)
 
     async def scale(request: web.Request) -> web.Response:
-        body = await body_of(request)
-        replicas = body.get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool):
-            raise RequestError(400, f"replicas must be an integer, got {replicas!r}")
+        replicas = parse(ScaleRequest, await request.read(), "scale").replicas
         return _json(am.request_scale(request.match_info["role"], replicas))
 
     async def status_page(request: web.Request) -> web.Response:
@@ -136,15 +149,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         return _json(am.request_data("status"))
 
     async def data_suspend(request: web.Request) -> web.Response:
+        parse(EmptyRequest, await request.read(), "suspend")
         return _json(am.request_data("suspend"))
 
     async def data_resume(request: web.Request) -> web.Response:
+        parse(EmptyRequest, await request.read(), "resume")
         return _json(am.request_data("resume"))
 
     async def data_savepoint(request: web.Request) -> web.Response:
-        directory = (await body_of(request)).get("dir")
-        if not isinstance(directory, str) or not directory:
-            raise RequestError(400, f"dir must be a directory path, got {directory!r}")
+        directory = parse(SavepointRequest, await request.read(), "savepoint").dir
         return _json(await am.request_savepoint(directory))
 
     app = web.Application(client_max_size=1 << 20)

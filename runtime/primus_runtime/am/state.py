@@ -8,7 +8,6 @@ table and records an ``Event``. ``to_dict()`` gives a JSON-ready snapshot
 
 from __future__ import annotations
 
-import enum
 import json
 import time
 from collections import Counter
@@ -16,43 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-class JobState(str, enum.Enum):
-    PENDING = "pending"
-    STARTING = "starting"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    KILLED = "killed"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
-
-
-class ExecutorState(str, enum.Enum):
-    NEW = "new"  # wanted, not launched yet (start order, resources)
-    STARTING = "starting"  # launched by the backend, not registered yet
-    REGISTERED = "registered"  # registered, waiting for its start command
-    RUNNING = "running"  # trainer launched
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    LOST = "lost"  # heartbeats stopped
-    KILLED = "killed"  # stopped by the AM (job end, scale down, user)
-
-    @property
-    def terminal(self) -> bool:
-        return self in _EXECUTOR_TERMINAL
-
-    @property
-    def alive(self) -> bool:
-        return self in (ExecutorState.STARTING, ExecutorState.REGISTERED, ExecutorState.RUNNING)
-
-
-_EXECUTOR_TERMINAL = frozenset(
-    {ExecutorState.SUCCEEDED, ExecutorState.FAILED, ExecutorState.LOST, ExecutorState.KILLED}
-)
-_ENDINGS = frozenset(_EXECUTOR_TERMINAL)
+from ..states import EXECUTOR_TERMINAL, ExecutorState, JobState
 
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.PENDING: frozenset({JobState.STARTING, JobState.FAILED, JobState.KILLED}),
@@ -61,10 +24,10 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 
 EXECUTOR_TRANSITIONS: dict[ExecutorState, frozenset[ExecutorState]] = {
-    ExecutorState.NEW: frozenset({ExecutorState.STARTING, ExecutorState.FAILED, ExecutorState.KILLED}),
-    ExecutorState.STARTING: frozenset({ExecutorState.REGISTERED} | _ENDINGS),
-    ExecutorState.REGISTERED: frozenset({ExecutorState.RUNNING} | _ENDINGS),
-    ExecutorState.RUNNING: _ENDINGS,
+    ExecutorState.NEW: frozenset({ExecutorState.STARTING, ExecutorState.FAILED, ExecutorState.STOPPED}),
+    ExecutorState.STARTING: frozenset({ExecutorState.REGISTERED} | EXECUTOR_TERMINAL),
+    ExecutorState.REGISTERED: frozenset({ExecutorState.RUNNING} | EXECUTOR_TERMINAL),
+    ExecutorState.RUNNING: EXECUTOR_TERMINAL,
 }
 
 
@@ -106,7 +69,7 @@ class Executor:
     registered_at: float | None = None
     running_at: float | None = None
     finished_at: float | None = None
-    # Set when the AM asked it to stop: its ending is then KILLED, never a failure.
+    # Set when the AM asked it to stop: its ending is then STOPPED, never a failure.
     stop_reason: str | None = None
     stop_deadline: float | None = None  # monotonic time after which it is force-killed
     last_seen: float = 0.0  # monotonic time of the last report (not part of snapshots)

@@ -17,7 +17,7 @@ EVENTS_SHOWN = 30
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
-th{background:#f3f3f3}.succeeded{color:#17803d}.failed,.lost{color:#b42318}.killed{color:#888}
+th{background:#f3f3f3}.succeeded{color:#17803d}.failed,.lost{color:#b42318}.killed,.stopped{color:#888}
 .running{color:#1d4ed8}"""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from .. import protocol
 from ..bundle import build_bundle
 from ..spec import JobSpec, LocalBackend, Resources, SpecError
+from ..states import JOB_OUTCOMES, JobState
 from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest
 
 LOCAL_HOST = "127.0.0.1"
@@ -396,7 +397,7 @@ class LocalClusterClient(ClusterClient):
     def final_status(self, app_id: str) -> dict[str, Any] | None:
         job = self.job(app_id)
         status = job.read_json(job.status)
-        if status and status["job"]["state"] in ("succeeded", "failed", "killed"):
+        if status and status["job"]["state"] in JOB_OUTCOMES:
             return status
         return None
 
@@ -417,8 +418,8 @@ class LocalClusterClient(ClusterClient):
                 continue
             status = job.read_json(job.status) or {}
             state = status.get("job", {}).get("state", "pending")
-            if state not in ("succeeded", "failed", "killed") and self.am_pid(job.app_id) is None:
-                state = "lost"  # the AM died without recording an outcome
+            if state not in JOB_OUTCOMES and self.am_pid(job.app_id) is None:
+                state = JobState.LOST.value  # the AM died without recording an outcome
             out.append({"app_id": job.app_id, "name": spec["name"], "state": state,
                         "tags": spec.get("tags", {}),
                         "created_at": job.spec.stat().st_mtime})  # spec.json is written once, at submit
@@ -433,9 +434,9 @@ class LocalClusterClient(ClusterClient):
             except OSError:
                 pass
         status = job.read_json(job.status)
-        if status is None or status["job"]["state"] not in ("succeeded", "failed", "killed"):
+        if status is None or status["job"]["state"] not in JOB_OUTCOMES:
             status = status or {"job": {"app_id": app_id}, "roles": [], "executors": [], "events": []}
-            status["job"].update(state="killed", reason="force-killed: the AM did not stop the job in time",
+            status["job"].update(state=JobState.KILLED.value, reason="force-killed: the AM did not stop the job in time",
                                  finished_at=time.time())
             job.status.write_text(json.dumps(status, indent=1))
         return len(pids)

@@ -42,6 +42,7 @@ from .. import protocol
 from ..bundle import build_bundle
 from ..hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
 from ..spec import JobSpec, Resources, SpecError, YarnBackend
+from ..states import JOB_OUTCOMES, JobState
 from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
 from .local import default_home
 
@@ -63,7 +64,6 @@ MAX_TAGS, MAX_TAG_LENGTH = 10, 100
 #: ResourceManager application states in which the AM may still run.
 YARN_ACTIVE = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 YARN_DONE = ("FINISHED", "FAILED", "KILLED")
-FINAL_STATES = ("succeeded", "failed", "killed")
 
 
 # --- the ResourceManager's REST API --------------------------------------------------------
@@ -400,7 +400,7 @@ class YarnClusterClient(ClusterClient):
 
     def final_status(self, app_id: str) -> dict[str, Any] | None:
         status = self.last_status(app_id)
-        if status and status["job"]["state"] in FINAL_STATES:
+        if status and status["job"]["state"] in JOB_OUTCOMES:
             return status
         report = self._report(app_id)
         if report["state"] not in YARN_DONE:
@@ -409,7 +409,8 @@ class YarnClusterClient(ClusterClient):
         status = status or {"job": {"app_id": app_id, "name": report.get("name")}, "roles": [],
                             "executors": [], "events": []}
         final = report.get("finalStatus")
-        state = "killed" if "KILLED" in (report["state"], final) else "succeeded" if final == "SUCCEEDED" else "failed"
+        state = (JobState.KILLED if "KILLED" in (report["state"], final)
+                 else JobState.SUCCEEDED if final == "SUCCEEDED" else JobState.FAILED).value
         status["job"].update(state=state, reason=f"YARN application {report['state'].lower()}: "
                                                  f"{(report.get('diagnostics') or '').strip()[:500]}",
                              finished_at=(report.get("finishedTime") or 0) / 1000 or time.time())
@@ -427,8 +428,8 @@ class YarnClusterClient(ClusterClient):
                 continue  # same tag lowercased, different case: not this job
             status = self.last_status(app_id) or {}
             state = status.get("job", {}).get("state", "pending")
-            if report["state"] in YARN_DONE and state not in FINAL_STATES:
-                state = "killed" if report["state"] == "KILLED" else "lost"
+            if report["state"] in YARN_DONE and state not in JOB_OUTCOMES:
+                state = JobState.KILLED.value if report["state"] == "KILLED" else JobState.LOST.value
             out.append({"app_id": app_id, "name": spec.get("name", report.get("name")), "state": state,
                         "tags": spec.get("tags", {}), "created_at": report.get("startedTime", 0) / 1000})
         return sorted(out, key=lambda j: j["created_at"], reverse=True)

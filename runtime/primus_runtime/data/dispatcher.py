@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from ..models import DataReport
 from ..spec import InputSpec
 
 # How far back the transfer rate looks.
@@ -196,38 +197,41 @@ class Dispatcher:
 
     # --- from executors ---
 
-    def heartbeat(self, holder: str, report: dict[str, Any], slot: str | None = None) -> dict[str, Any]:
+    def heartbeat(self, holder: str, report: DataReport, slot: str | None = None) -> dict[str, Any]:
         """Apply an executor's data report; the data part of the reply. ``slot``: the executor id
         (role-index) whose replacement is told the last committed checkpoint (exactly-once)."""
         held = self.held.setdefault(holder, {})
-        if report.get("reading") is not None:
-            self.reading[holder] = str(report["reading"])
-        commit = report.get("commit")
-        if slot is not None and isinstance(commit, dict) and commit.get("checkpoint") is not None:
-            self.checkpoints[slot] = str(commit["checkpoint"])
+        if report.reading is not None:
+            self.reading[holder] = report.reading
+        commit = report.commit
+        if slot is not None and commit is not None and commit.checkpoint is not None:
+            self.checkpoints[slot] = commit.checkpoint
             if self.store is not None:
                 self.store.checkpoint(slot, self.checkpoints[slot])
-        for task_id, position in (report.get("progress") or {}).items():
+        for task_id, position in report.progress.items():
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder:
-                self._progress(task, int(position.get("records", 0)), int(position.get("bytes", 0)))
-        for task_id in report.get("done") or ():
+                self._progress(task, position.records, position.bytes)
+        for task_id in report.done:
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
                 held.pop(task_id, None)
                 self._resolve(task, TaskState.DONE, "read to the end")
-        for task_id, error in (report.get("failed") or {}).items():
+        for task_id, error in report.failed.items():
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
                 held.pop(task_id, None)
-                self._attempt_failed(task, str(error)[:500])
+                self._attempt_failed(task, error[:500])
         reply: dict[str, Any] = {}
         # Assignments the executor does not know of were lost on the way: send them again.
-        known = set(report.get("held") or ()) | set(report.get("done") or ()) | set(report.get("failed") or ())
-        resend = [self.tasks[t].assignment() for t in held if t not in known] if "held" in report else []
-        # Every task held counts against the limit, also one whose records all sit in the trainer's
-        # pipe: a dead trainer returns all of them, so the limit bounds what one crash disturbs.
-        need = min(int(report.get("need_tasks") or 0), self.limit - len(held))
+        known = set(report.held or ()) | set(report.done) | set(report.failed)
+        resend = [self.tasks[t].assignment() for t in held if t not in known] if report.held is not None else []
+        # At-least-once, every task held counts against the limit, also one whose records all sit in
+        # the trainer's pipe: a dead trainer returns all of them, so the limit bounds what one crash
+        # disturbs. Exactly-once, a task stays held until the trainer commits, which it may do only
+        # after reading more: there the executor counts only the tasks it still feeds.
+        room = self.limit if self.exactly_once else self.limit - len(held)
+        need = min(report.need_tasks, room)
         new = []
         while need > 0 and self.queue and not self.suspended and not self.enough and self.failure is None:
             task = self.tasks[self.queue.popleft()]

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from .. import hadoop
+from ..models import DataReport
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher, Ending
 from .journal import UPLOAD_SECONDS, HdfsSnapshots, TaskJournal, read_checkpoints, recover, write_snapshot
@@ -78,7 +79,7 @@ class DataPlane:
             return
         self._tasks = [asyncio.ensure_future(self.scanner.run()), asyncio.ensure_future(self._flush_forever())]
 
-    def heartbeat(self, holder: str, report: dict[str, Any], slot: str | None = None) -> dict[str, Any]:
+    def heartbeat(self, holder: str, report: DataReport, slot: str | None = None) -> dict[str, Any]:
         reply = self.dispatcher.heartbeat(holder, report, slot)
         for assignment in reply.get("tasks") or ():
             assignment["url"] = self._reader_url(assignment["url"])

@@ -1,0 +1,352 @@
+"""The AM's API as typed models: executor messages, control requests, query parameters and the
+status document. The server validates every request body with them, the OpenAPI document is
+generated from them, and clients read replies as they describe.
+
+The executor does not import this module (it stays standard library only): ``protocol.py`` is its
+plain description of the same messages, and tests/test_contract.py checks the two agree.
+
+Executor messages are strict (a string is not an integer, a float is not an integer) and ignore
+unknown fields, so an executor one version ahead can still talk to this AM.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import protocol
+from .states import ExecutorState, JobState
+
+# Bounds that keep junk out of the AM's state and status file (no real value comes near them).
+_MAX_ID = 256
+_MAX_TEXT = 10_000
+_MAX_COUNT = 2**53  # integers a JSON reader in any language still reads exactly
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+GpuId = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- executor -> AM ---------------------------------------------------------------------------------
+
+
+class RegisterRequest(_Message):
+    """An executor announces itself once its backend started it."""
+
+    incarnation: str = Field(max_length=_MAX_ID, description="This (re)start of the executor index; "
+                                                                  "reports of older incarnations are fenced off")
+    host: str = Field(max_length=_MAX_ID, description="Address other executors reach this one at")
+    id: str | None = Field(None, max_length=_MAX_ID, description="`<role>-<index>`")
+    role: str | None = Field(None, max_length=_MAX_ID)
+    index: int | None = Field(None, ge=0, le=_MAX_COUNT)
+    ports: list[Port] = Field([], max_length=1024, description="Ports reserved for the trainer; the first is "
+                                                                   "its address in the cluster")
+    pid: int | None = Field(None, ge=0, le=2**31, description="The executor's process id")
+    gpus: list[GpuId] = Field([], max_length=1024, description="GPU ids the backend assigned, as it saw them")
+
+
+class TaskPosition(_Message):
+    records: int = Field(0, ge=0, le=_MAX_COUNT, description="Records delivered to the trainer so far: a "
+                                                              "retry resumes after them")
+    bytes: int = Field(0, ge=0, le=_MAX_COUNT, description="Bytes of the task delivered so far")
+
+
+class Commit(_Message):
+    checkpoint: str | None = Field(None, max_length=_MAX_TEXT, description="The trainer's latest committed "
+                                                                             "checkpoint (exactly-once)")
+    records: int = Field(0, ge=0, le=_MAX_COUNT, description="Records of the stream that checkpoint covers")
+
+
+class DataReport(_Message):
+    """The data part of a consuming executor's heartbeat (roles with ``consumes_input``)."""
+
+    need_tasks: int = Field(0, ge=0, le=_MAX_COUNT, description="Tasks it can take now")
+    held: list[str] | None = Field(None, description="Tasks it has and is not done with; absent: not "
+                                                     "reported (assignments are then not resent)")
+    progress: dict[str, TaskPosition] = Field({}, description="task id -> position delivered so far")
+    done: list[str] = Field([], description="Tasks read to the end")
+    failed: dict[str, str] = Field({}, description="task id -> why its reader failed")
+    commit: Commit | None = Field(None, description="Exactly-once: the trainer's latest commit; positions "
+                                                    "and done tasks then count only what it committed")
+    reading: str | None = Field(None, max_length=_MAX_ID,
+                                description="The task the trainer was reading last (the only one its death "
+                                            "can be charged to)")
+
+
+class HeartbeatRequest(DataReport):
+    """Sent every heartbeat interval; the reply carries the AM's command."""
+
+    incarnation: str = Field(max_length=_MAX_ID)
+    id: str | None = Field(None, max_length=_MAX_ID)
+    state: Literal["registered", "running"] | None = Field(
+        None, description="`registered` while waiting for the start command, `running` once the trainer runs")
+    cluster_version: int = Field(0, ge=0, le=_MAX_COUNT, description="The membership version it knows; a "
+                                                                     "newer one comes back as a cluster command")
+    wait: bool = Field(False, description="Waiting for its start command: the AM holds the request open "
+                                          "(long poll, at most one heartbeat interval)")
+    ready: bool | None = Field(None, description="The trainer passed its readiness probe")
+
+
+class UnregisterRequest(_Message):
+    """The trainer exited (or never started): the executor's last report."""
+
+    incarnation: str = Field(max_length=_MAX_ID)
+    exit_code: int = Field(ge=-(2**31), le=2**31, description="The trainer's exit code (negative: a signal)")
+    id: str | None = Field(None, max_length=_MAX_ID)
+    message: str = Field("", max_length=_MAX_TEXT, description="Why it ended (kept to 500 characters)")
+
+
+# --- AM -> executor ---------------------------------------------------------------------------------
+
+
+class Command(str, enum.Enum):
+    NONE = protocol.CMD_NONE
+    START = protocol.CMD_START
+    KILL = protocol.CMD_KILL
+    CLUSTER = protocol.CMD_CLUSTER
+
+
+class Cluster(_Reply):
+    version: int = Field(description="Membership version; bumped on every change")
+    roles: dict[str, list[str | None]] = Field(description="role -> `host:first_port` by index (null: not "
+                                                           "registered)")
+
+
+class Feed(_Reply):
+    max_tasks: int = Field(description="Ask for more tasks while feeding fewer than this")
+    readers: int = Field(description="Tasks read at once")
+    exit_grace: float | None = Field(description="Seconds a trainer may run after its stdin closed")
+    delivery: Literal["at_least_once", "exactly_once"]
+    restore_checkpoint: str | None = Field(description="Exactly-once: the checkpoint a replacement restores")
+
+
+class StartPayload(_Reply):
+    command: list[str] = Field(description="The trainer's argv")
+    env: dict[str, str] = Field(description="The trainer's environment (besides the executor's own)")
+    cluster: Cluster
+    feed: Feed | None = Field(None, description="Roles with consumes_input: stdin is fed input tasks")
+
+
+class TaskAssignment(_Reply):
+    task_id: str
+    url: str
+    format: str
+    compression: str
+    start: int = Field(description="First byte (row group for parquet) whose records belong to the task")
+    end: int
+    skip: int = Field(description="Records already delivered by an earlier attempt")
+
+
+class RegisterReply(_Reply):
+    ok: bool = Field(description="False: an unknown or stale incarnation, which must exit")
+    heartbeat_interval: float | None = None
+    heartbeat_timeout: float | None = None
+    command: Command | None = None
+    reason: str | None = None
+
+
+class HeartbeatReply(_Reply):
+    command: Command
+    reason: str | None = Field(None, description="kill: why")
+    start: StartPayload | None = None
+    cluster: Cluster | None = Field(None, description="cluster: the new membership")
+    tasks: list[TaskAssignment] | None = Field(None, description="New input tasks, or ones the executor "
+                                                                  "did not list in `held`")
+    data_exhausted: bool | None = Field(None, description="No input task is left anywhere")
+
+
+class UnregisterReply(_Reply):
+    ok: bool
+
+
+# --- users -> AM ------------------------------------------------------------------------------------
+
+
+class EndRequest(_Message):
+    """Body of /job/kill and /job/succeed (optional)."""
+
+    reason: str = Field("", max_length=_MAX_TEXT, description="Recorded as the job's reason")
+
+
+class ScaleRequest(_Message):
+    replicas: int = Field(ge=0, le=100_000, description="The role's new number of executors")
+
+
+class SavepointRequest(_Message):
+    dir: str = Field(min_length=1, max_length=_MAX_TEXT, description="An absolute path, or a file://, "
+                                                                     "hdfs:// or webhdfs://host:port URL")
+
+
+class EmptyRequest(_Message):
+    """A body without fields (an empty body is fine too)."""
+
+
+class StatusQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    events: int = Field(50, ge=0, le=_MAX_COUNT, description="How many recent events")
+
+
+class EventsQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    since: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip the first N events")
+
+
+class ExecutorsQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: str | None = Field(None, description="Only this role")
+    history: bool = Field(False, description="Include earlier incarnations (1/true)")
+
+
+# --- AM -> users: the status document ---------------------------------------------------------------
+
+
+class JobSummary(_Reply):
+    app_id: str
+    name: str
+    state: JobState
+    reason: str = Field(description="Why the job reached its final state")
+    attempt: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    cluster_version: int
+    tags: dict[str, str]
+
+
+class RoleView(_Reply):
+    name: str
+    replicas: int
+    released: bool = Field(description="Its trainers may start (the start barrier opened)")
+    ignored: bool = Field(description="Failure budget exhausted with on_exhausted=ignore_role")
+    failures: int
+    restarts: int
+    states: dict[ExecutorState, int] = Field(description="Current executors by state")
+
+
+class ExecutorView(_Reply):
+    id: str
+    role: str
+    index: int
+    incarnation: str
+    attempt: int
+    state: ExecutorState
+    host: str | None
+    ports: list[int]
+    pid: int | None
+    gpus: list[int]
+    exit_code: int | None
+    reason: str
+    logs: dict[str, str]
+    created_at: float
+    registered_at: float | None
+    running_at: float | None
+    finished_at: float | None
+    stop_reason: str | None = Field(description="Set once the AM asked it to stop")
+    restarts: int | None = Field(None, description="Current executors only: replacements so far")
+
+
+class EventView(_Reply):
+    seq: int
+    time: float
+    subject: str = Field(description='"job", "data", "role/<name>" or an executor id')
+    from_state: str | None
+    to_state: str
+    reason: str
+    exit_code: int | None
+    incarnation: str | None
+
+
+class DataStatus(BaseModel):
+    """Input progress (more fields may be added)."""
+
+    model_config = ConfigDict(extra="allow")
+    state: Literal["scanning", "running", "suspended", "exhausted", "succeeded", "incomplete", "failed"] = Field(
+        description="incomplete: the job succeeded with tasks left unread (input.early_exit: accept)")
+    tasks: dict[str, int]
+    bytes: dict[str, int]
+    records_done: int
+    progress: float | None = Field(description="0..1, bytes done over the bytes of the whole input; null while "
+                                               "partitions are still awaited (the total is not known)")
+    progress_of_discovered: float = Field(description="0..1, bytes done over the bytes of the tasks listed so far")
+    partitions_listed: int = Field(description="Partitions listed so far")
+    rate_bytes_per_s: float
+    eta_seconds: float | None
+    watermark: str | None = Field(description="Latest partition consumed completely, with all before it")
+    scan_complete: bool
+    waiting_for: str | None
+    quarantined: list[str]
+    failure: str | None
+
+
+class StatusDocument(_Reply):
+    """GET /status, and the status file an AM leaves behind (which also has ``history``)."""
+
+    job: JobSummary
+    roles: list[RoleView]
+    executors: list[ExecutorView]
+    history: list[ExecutorView] | None = Field(None, description="Earlier incarnations (status file only)")
+    events: list[EventView]
+    data: DataStatus | None
+
+
+class RolesReply(_Reply):
+    roles: list[RoleView]
+
+
+class ExecutorsReply(_Reply):
+    executors: list[ExecutorView]
+    history: list[ExecutorView] | None = None
+
+
+class EventsReply(_Reply):
+    events: list[EventView]
+
+
+class Accepted(_Reply):
+    accepted: bool
+    state: Literal["killing", "succeeding"]
+
+
+class ScaleReply(_Reply):
+    role: str
+    replicas: int
+
+
+class SavepointReply(_Reply):
+    dir: str
+    tasks: int
+    done: int
+    records: int
+
+
+class ErrorReply(_Reply):
+    error: str = Field(description="What was wrong, naming the field and the value given")
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+
+def describe(exc: ValidationError, what: str) -> str:
+    """``what: field.path: should be a valid integer, got 'many'; ...`` for a user to read."""
+    problems = []
+    for error in exc.errors(include_url=False)[:5]:
+        path = ".".join(str(part) for part in error["loc"])
+        text = error["msg"].removeprefix("Input ").lower()
+        given = "" if error["type"] == "missing" else f", got {_short(error['input'])}"
+        problems.append(f"{path + ': ' if path else ''}{text}{given}")
+    more = exc.error_count() - len(problems)
+    return f"{what}: " + "; ".join(problems) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
