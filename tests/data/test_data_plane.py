@@ -62,7 +62,7 @@ def data_spec(out: Path, data: Path, replicas: int = 2, env: dict[str, str] | No
               **input_section: Any) -> dict[str, Any]:
     section: dict[str, Any] = {"sources": [{"name": "clicks", "path": str(data) + DAILY}],
                                "time_range": {"start": "2026-12-01", "end": "2026-12-03"},
-                               "task_size": 2000, "poll_interval": 0.2}
+                               "task_size": "2000B", "poll_interval": 0.2}
     section.update(input_section)
     return make_spec([{"name": "worker", "replicas": replicas, "consumes_input": True,
                        "command": [sys.executable, CONSUMER], "env": {"OUT_DIR": str(out), **(env or {})}}],
