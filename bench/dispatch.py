@@ -91,7 +91,7 @@ async def serve(token: str, data_dir: str) -> None:
         "roles": [{"name": "worker", "replicas": EXECUTORS, "command": ["true"], "consumes_input": True}],
         "am": {"heartbeat_interval": 1.0, "heartbeat_timeout": 60.0},
         "input": {"sources": [{"name": "in", "path": data_dir, "success_marker": None}],
-                  "task_size": TASK_BYTES, "max_tasks_per_executor": 1, "prefetch": 1},
+                  "task_size": f"{TASK_BYTES}B", "max_tasks_per_executor": 1, "prefetch": 1},
     })
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

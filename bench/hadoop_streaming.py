@@ -197,7 +197,7 @@ def primus_spec(data: Path, size: int) -> dict[str, Any]:
         "input": {"sources": [{"name": "bench", "path": str(data.parent), "pattern": data.name,
                                "success_marker": None, "format": "text"}],
                   # MAPS tasks, as the streaming job gets MAPS splits.
-                  "task_size": math.ceil(size / MAPS)},
+                  "task_size": f"{math.ceil(size / MAPS)}B"},
     }
 
 

@@ -48,7 +48,7 @@ TRAIN_JOB = {
     "input": {
         "sources": [{"name": "samples", "path": "{{ params.data_root }}/{{YYYY}}{{MM}}{{DD}}",
                      "pattern": "*.jsonl", "format": "jsonl"}],
-        "time_range": {"start": "{{ ds }}", "end": "{{ ds }}", "granularity": "day"},
+        "time_range": {"start": "{{ ds }}", "end": "{{ ds }}"},
         "task_size": "64Ki",
     },
     "am": FAST_AM,

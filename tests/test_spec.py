@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -25,6 +26,13 @@ BAD_SPECS = [
      "roles[0].min_replicas: must be <= replicas (2), got 3"),
     (spec_with(roles=[{**WORKER, "colour": "red"}]), "roles[0].colour: unknown field, got 'red'"),
     (spec_with(roles=[{**WORKER, "resources": {"memory": "2Zi"}}]), "roles[0].resources.memory: must be a size"),
+    (spec_with(roles=[{**WORKER, "resources": {"memory": 4096}}]),
+     "roles[0].resources.memory: give a unit, e.g. '512Mi'"),
+    (spec_with(roles=[{**WORKER, "resources": {"memory": "4096"}}]),
+     "roles[0].resources.memory: give a unit, e.g. '512Mi', '4Gi', '64Mi', '1G' or '100k' (a bare number is "
+     "refused: MiB or bytes?), got '4096'"),
+    (spec_with(backend={"type": "yarn", "am_memory": 2048}), "backend.am_memory: give a unit"),
+    (spec_with(backend={"type": "local", "memory": 1.5}), "backend.memory: give a unit"),
     (spec_with(roles=[{**WORKER, "resources": {"cpu": 0}}]), "roles[0].resources.cpu: must be > 0, got 0"),
     (spec_with(roles=[{**WORKER, "failover": {"restart": "sometimes"}}]),
      "roles[0].failover.restart: must be one of 'never', 'on_failure' or 'always', got 'sometimes'"),
@@ -121,9 +129,18 @@ def test_json_schema_describes_the_fields():
 
 
 @pytest.mark.parametrize("text,expected", [("2Gi", 2 * 2**30), ("512Mi", 512 * 2**20), ("1G", 10**9),
-                                           ("1.5GiB", int(1.5 * 2**30)), (256, 256 * 2**20)])
+                                           ("1.5GiB", int(1.5 * 2**30)), ("100k", 100_000), ("100B", 100)])
 def test_memory_units(text, expected):
     assert parse_memory(text) == expected
+
+
+def test_the_schema_says_every_size_needs_a_unit():
+    schema = JobSpec.json_schema()["$defs"]
+    sizes = [schema["Resources"]["properties"]["memory"], schema["InputSpec"]["properties"]["task_size"],
+             schema["YarnBackend"]["properties"]["am_memory"]]
+    for size in sizes:
+        assert size["type"] == "string" and "A bare number is refused" in size["description"]
+        assert not re.match(size["pattern"], "4096") and re.match(size["pattern"], size["default"])
 
 
 @pytest.mark.parametrize("text,expected", [(5, 5.0), ("500ms", 0.5), ("30s", 30.0), ("2m", 120.0), ("1h", 3600.0)])

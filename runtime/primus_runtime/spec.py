@@ -33,6 +33,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -70,7 +71,6 @@ class SpecError(ValueError):
 # --- value types -------------------------------------------------------------
 
 _MEMORY_UNITS = {
-    "": 1,
     "b": 1,
     "k": 10**3, "kb": 10**3, "ki": 2**10, "kib": 2**10,
     "m": 10**6, "mb": 10**6, "mi": 2**20, "mib": 2**20,
@@ -78,19 +78,24 @@ _MEMORY_UNITS = {
     "t": 10**12, "tb": 10**12, "ti": 2**40, "tib": 2**40,
 }  # fmt: skip
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT][iI]?[bB]?|[bB])\s*$"  # what _MEMORY_UNITS accepts
+SIZE_HINT = "give a unit, e.g. '512Mi', '4Gi', '64Mi', '1G' or '100k' (a bare number is refused: MiB or bytes?)"
+SIZE_RULE = ("A size needs a unit: B; k, M, G, T (powers of 1000); Ki, Mi, Gi, Ti (powers of 1024), "
+             "e.g. '512Mi'. A bare number is refused.")
 
 
 def parse_memory(value: Any) -> int:
-    """Bytes from ``"2Gi"``, ``"512MiB"``, ``"1.5G"``; a bare integer means MiB (as on YARN)."""
-    if isinstance(value, bool):
-        raise ValueError("must be a size such as '2Gi' or '512Mi'")
-    if isinstance(value, int):
-        return value * 2**20
+    """Bytes from ``"2Gi"``, ``"512MiB"``, ``"1.5G"``, ``"100B"``. Every size needs a unit: a bare number
+    was read as MiB for memory and as bytes for task_size, and either reading is wrong for someone."""
     if isinstance(value, str):
         match = _MEMORY_RE.match(value)
         if match and match.group(2).lower() in _MEMORY_UNITS:
             return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
-    raise ValueError("must be a size such as '2Gi', '512Mi' or '1G' (a bare number means MiB)")
+        if match and not match.group(2):
+            raise ValueError(SIZE_HINT)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(SIZE_HINT)
+    raise ValueError("must be a size such as '2Gi', '512Mi' or '1G'")
 
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -126,7 +131,9 @@ def format_memory(value: int) -> str:
     return f"{value}B"
 
 
-MemoryBytes = Annotated[int, BeforeValidator(parse_memory), Field(gt=0), PlainSerializer(format_memory)]
+# Every size of the spec: given as a string with a unit, kept as bytes, dumped in the shortest exact spelling.
+ByteSize = Annotated[int, BeforeValidator(parse_memory), Field(gt=0), PlainSerializer(format_memory),
+                     WithJsonSchema({"type": "string", "pattern": _SIZE_PATTERN})]
 Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
@@ -144,8 +151,8 @@ class Resources(_Strict):
     """What one executor of the role gets."""
 
     cpu: float = Field(1.0, gt=0, description="Virtual cores per executor.")
-    memory: MemoryBytes = Field(
-        "1Gi", validate_default=True, description="Memory per executor: '2Gi', '512Mi', '1G'; a bare number is MiB."
+    memory: ByteSize = Field(
+        "1Gi", validate_default=True, description="Memory per executor, e.g. '2Gi', '512Mi'. " + SIZE_RULE
     )
     gpu: int = Field(0, ge=0, description="GPUs per executor; shown to the trainer as CUDA_VISIBLE_DEVICES.")
 
@@ -335,7 +342,8 @@ class LocalBackend(_Strict):
         None, gt=0, description="CPU capacity of the resource ledger; default 4x this machine's cores "
         "(local runs may oversubscribe)."
     )
-    memory: MemoryBytes | None = Field(None, description="Memory capacity; default this machine's RAM.")
+    memory: ByteSize | None = Field(None, description="Memory capacity, e.g. '16Gi'; default this machine's "
+                                      "RAM. " + SIZE_RULE)
     gpus: list[int] | None = Field(
         None, description="GPU ids to hand out; default the ones in CUDA_VISIBLE_DEVICES, else none."
     )
@@ -359,7 +367,8 @@ class YarnBackend(_Strict):
     python: str | None = Field(
         None, description="Interpreter on the nodes for the AM and executors; default the path of the "
         "submitting interpreter (right when nodes share its installation, as on the minicluster).")
-    am_memory: MemoryBytes = Field(1 << 30, description="Memory of the AM container.")
+    am_memory: ByteSize = Field("1Gi", validate_default=True,
+                                description="Memory of the AM container, e.g. '2Gi'. " + SIZE_RULE)
     am_vcores: int = Field(1, ge=1, description="Virtual cores of the AM container.")
 
 
@@ -386,13 +395,6 @@ TEMPLATE_TOKENS = ("YYYY", "MM", "DD", "HH")
 _TEMPLATE_RE = re.compile(r"\{\{([^{}]*)\}\}")
 _DAY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _HOUR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})(?::00(?::00)?)?$")
-
-
-def parse_size(value: Any) -> int:
-    """Bytes from ``"64Mi"``, ``"1G"``, ``"512KiB"``; a bare integer is bytes."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return parse_memory(value)
 
 
 def local_path(value: str) -> str:
@@ -430,8 +432,9 @@ class FileSource(_Strict):
     """Files under a path (template) read as records of one format.
 
     ``path`` may hold the templates ``{{YYYY}}``, ``{{MM}}``, ``{{DD}}`` and ``{{HH}}``,
-    filled in from the job's ``time_range`` one partition (day or hour) at a time, e.g.
-    ``/data/clicks/{{YYYY}}{{MM}}{{DD}}/``. A partition is read once its
+    filled in from the job's ``time_range`` one partition at a time: a day for a daily
+    source (``/data/clicks/{{YYYY}}{{MM}}{{DD}}/``), an hour for an hourly one
+    (``/data/views/{{YYYY}}{{MM}}{{DD}}/{{HH}}/``). A partition is read once its
     ``success_marker`` file exists. Files named ``_SUCCESS``, ``_temporary`` or starting
     with ``.`` or ``_`` are never read.
     """
@@ -443,6 +446,10 @@ class FileSource(_Strict):
     pattern: str = Field("*", min_length=1, description="Glob the file names must match (default every file).")
     success_marker: str | None = Field(
         "_SUCCESS", description="File that must exist in a partition before it is read; null = read at once."
+    )
+    granularity: Literal["day", "hour"] | None = Field(
+        None, description="One partition per day or per hour of the time_range; default from the path: hour "
+        "when it holds {{HH}}, else day. A job may mix daily and hourly sources."
     )
     format: Literal["text", "jsonl", "raw", "tfrecord", "length_delimited", "parquet"] = Field(
         "text", description="Record format: text/jsonl lines; raw bytes; tfrecord / length_delimited framed "
@@ -464,6 +471,24 @@ class FileSource(_Strict):
         if "{" in _TEMPLATE_RE.sub("", value) or "}" in _TEMPLATE_RE.sub("", value):
             raise ValueError(f"unbalanced braces in {value!r} (templates are written {{{{YYYY}}}})")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _granularity_from_path(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("granularity") is None and isinstance(data.get("path"), str):
+            return {**data, "granularity": "hour" if "{{HH}}" in data["path"] else "day"}
+        return data
+
+    @model_validator(mode="after")
+    def _path_fits_granularity(self) -> FileSource:
+        hourly_path = "HH" in self.templates
+        if self.granularity == "day" and hourly_path:
+            raise ValueError(f"path: a daily source (granularity: day) cannot fill in {{{{HH}}}}; make it hourly "
+                             f"(granularity: hour) or drop {{{{HH}}}}, got {self.path!r}")
+        if self.granularity == "hour" and not hourly_path:
+            raise ValueError(f"path: an hourly source (granularity: hour) needs {{{{HH}}}} in its path (else "
+                             f"every hour reads the same directory), got {self.path!r}")
+        return self
 
     @field_validator("success_marker")
     @classmethod
@@ -494,14 +519,18 @@ PartitionTime = Annotated[str, BeforeValidator(_partition_value)]
 class TimeRange(_Strict):
     """Which partitions to read, inclusive at both ends, oldest first.
 
-    ``start`` and ``end`` are ``YYYY-MM-DD`` (day) or ``YYYY-MM-DDTHH`` (hour).
-    ``end: null`` leaves the range open: the job keeps waiting for new partitions
-    until it is stopped.
+    ``start`` and ``end`` are ``YYYY-MM-DD`` (day) or ``YYYY-MM-DDTHH`` (hour). A daily
+    source reads the days from ``start``'s to ``end``'s; an hourly source the hours from
+    ``start`` (a date: its hour 00) to ``end`` (a date: its hour 23). ``end: null`` leaves
+    the range open: the job keeps waiting for new partitions until it is stopped.
     """
 
     start: PartitionTime = Field(description="First partition, e.g. 2026-12-01 or 2026-12-01T05.")
     end: PartitionTime | None = Field(None, description="Last partition (inclusive); null = open-ended.")
-    granularity: Literal["day", "hour"] = Field("day", description="One partition per day or per hour.")
+    granularity: Literal["day", "hour"] | None = Field(
+        None, description="Deprecated: each source has its own granularity (sources[].granularity, by default "
+        "from its path). If given, every source must have this one."
+    )
 
     @field_validator("start", "end")
     @classmethod
@@ -522,39 +551,33 @@ class TimeRange(_Strict):
             raise ValueError(f"must be a date YYYY-MM-DD or an hour YYYY-MM-DDTHH, got {value!r}") from None
         return value
 
-    def bounds(self) -> tuple[Any, Any]:
-        """(start, end or None) as datetimes truncated to the granularity."""
-        return _to_time(self.start, self.granularity), (
-            None if self.end is None else _to_time(self.end, self.granularity))
+    def hours(self) -> tuple[Any, Any]:
+        """(first hour, last hour or None) as datetimes: a date starts at its hour 00 and ends at its hour 23."""
+        return _to_hour(self.start, last=False), None if self.end is None else _to_hour(self.end, last=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> TimeRange:
-        start, end = self.bounds()
+        start, end = self.hours()
         if end is not None and end < start:
             raise ValueError(f"end: must not be before start ({self.start}), got {self.end!r}")
         return self
 
 
-def _to_time(value: str, granularity: str) -> Any:
+def _to_hour(value: str, last: bool) -> Any:
     import datetime as _dt
 
     day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
     if hour:
-        t = _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]))
-    else:
-        assert day is not None
-        t = _dt.datetime(int(day[1]), int(day[2]), int(day[3]))
-    return t.replace(hour=0) if granularity == "day" else t
-
-
-TaskBytes = Annotated[int, BeforeValidator(parse_size), Field(gt=0), PlainSerializer(format_memory)]
+        return _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]))
+    assert day is not None
+    return _dt.datetime(int(day[1]), int(day[2]), int(day[3]), 23 if last else 0)
 
 
 class InputSpec(_Strict):
     """The data the AM hands out, as tasks, to the roles with ``consumes_input: true``.
 
-    The AM scans the sources partition by partition (oldest first, in the background
-    while training runs), splits files into tasks of about ``task_size`` bytes, and
+    The AM scans the sources partition by partition (in time order across daily and hourly
+    sources, a day before its first hour; in the background while training runs), splits files into tasks of about ``task_size`` bytes, and
     hands them out on heartbeats: each consuming executor holds at most
     ``max_tasks_per_executor + prefetch`` tasks and pulls more as it finishes. The
     trainer reads the records on its stdin (text lines, or 4-byte big-endian
@@ -565,8 +588,8 @@ class InputSpec(_Strict):
     time_range: TimeRange | None = Field(
         None, description="Partitions to read; required when a path holds templates, refused when none does."
     )
-    task_size: TaskBytes = Field("64Mi", validate_default=True,
-                                 description="Target bytes per task ('64Mi'; a bare number is bytes).")
+    task_size: ByteSize = Field("64Mi", validate_default=True,
+                                description="Target size of a task, e.g. '64Mi'. " + SIZE_RULE)
     max_tasks_per_executor: int = Field(1, ge=1, description="Tasks an executor reads at the same time.")
     prefetch: int = Field(1, ge=0, description="Extra tasks held per executor so that its trainer never waits.")
     max_task_attempts: int = Field(
@@ -651,10 +674,14 @@ class InputSpec(_Strict):
                 raise ValueError(f"sources[{i}].path: a time_range needs {{{{YYYY}}}}{{{{MM}}}}{{{{DD}}}} "
                                  f"templates in the path, got {source.path!r}")
             if self.time_range is not None:
-                needed = {"YYYY", "MM", "DD"} | ({"HH"} if self.time_range.granularity == "hour" else set())
+                needed = {"YYYY", "MM", "DD"} | ({"HH"} if source.granularity == "hour" else set())
                 if not needed <= used:
-                    raise ValueError(f"sources[{i}].path: {self.time_range.granularity} partitions need the "
+                    raise ValueError(f"sources[{i}].path: {source.granularity} partitions need the "
                                      f"templates {sorted(needed)}, got {source.path!r}")
+                deprecated = self.time_range.granularity
+                if deprecated is not None and source.granularity != deprecated:
+                    raise ValueError(f"time_range.granularity: deprecated, each source has its own; remove it "
+                                     f"(sources[{i}] is by {source.granularity}: {source.path!r}), got {deprecated!r}")
         framings = {_FRAMING[s.format] for s in self.sources}
         if len(framings) > 1:
             raise ValueError("sources: every source of a job must be fed the same way (text, jsonl and parquet "

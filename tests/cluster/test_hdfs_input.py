@@ -82,7 +82,7 @@ def all_lines(out: Path) -> list[str]:
 
 def hdfs_spec(out: Path, path: str, replicas: int = 2, env: dict[str, str] | None = None,
               **input_section: Any) -> dict[str, Any]:
-    section: dict[str, Any] = {"sources": [{"name": "clicks", "path": path}], "task_size": 2000,
+    section: dict[str, Any] = {"sources": [{"name": "clicks", "path": path}], "task_size": "2000B",
                                "poll_interval": 0.2}
     section.update(input_section)
     return make_spec([{"name": "worker", "replicas": replicas, "consumes_input": True,
@@ -95,7 +95,7 @@ def test_hourly_partitions_landing_during_the_run_are_read_once_in_time_order(cl
     second = write_partition(fs, f"{root}/20261201/23", "h23")
     third = write_partition(fs, f"{root}/20261202/00", "h24", marker=False)  # files there, no marker yet
     spec = hdfs_spec(out, "hdfs://" + root + HOURLY,
-                     time_range={"start": "2026-12-01T22", "end": "2026-12-02T01", "granularity": "hour"})
+                     time_range={"start": "2026-12-01T22", "end": "2026-12-02T01"})
     app = client.submit(spec)
     info = wait_for(lambda: (d := client.data(app)) and d["watermark"] == "2026-12-01T23" and d, 60,
                     "the first two hours consumed")

@@ -84,7 +84,7 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
           "command": [sys.executable, CONSUMER],
           "env": {"OUT_DIR": str(out), "SLEEP_EVERY": "100", "SLEEP": "0.2"}}],  # ~20 s of reading each
         input={"sources": [{"name": "rows", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/"}],
-               "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": 20_000},
+               "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": "20k"},
         backend=YARN)
     app_id = yarn_client.submit(spec)
     app = skein.Client(log=False).connect(app_id)

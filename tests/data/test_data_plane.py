@@ -62,7 +62,7 @@ def data_spec(out: Path, data: Path, replicas: int = 2, env: dict[str, str] | No
               **input_section: Any) -> dict[str, Any]:
     section: dict[str, Any] = {"sources": [{"name": "clicks", "path": str(data) + DAILY}],
                                "time_range": {"start": "2026-12-01", "end": "2026-12-03"},
-                               "task_size": 2000, "poll_interval": 0.2}
+                               "task_size": "2000B", "poll_interval": 0.2}
     section.update(input_section)
     return make_spec([{"name": "worker", "replicas": replicas, "consumes_input": True,
                        "command": [sys.executable, CONSUMER], "env": {"OUT_DIR": str(out), **(env or {})}}],
@@ -110,6 +110,35 @@ def test_a_partition_is_read_only_after_its_marker(client, dirs):
     assert sorted(lines) == sorted(first + second + third) and lines == sorted(lines)
     client.succeed(app, "test done")
     assert client.wait(app, timeout=30)["job"]["state"] == "succeeded"
+
+
+def write_partition(directory: Path, key: str, lines: int) -> list[str]:
+    """One part file of ``lines`` lines named ``key-00000``..., and the success marker."""
+    directory.mkdir(parents=True)
+    rows = [f"{key}-{i:05d}" for i in range(lines)]
+    (directory / "part-0.txt").write_text("\n".join(rows) + "\n")
+    (directory / "_SUCCESS").write_text("")
+    return rows
+
+
+def test_daily_and_hourly_sources_are_read_together_in_time_order(client, dirs):
+    data, out = dirs
+    expected = []
+    for day in ("20200102", "20200103", "20200104"):
+        # Keys sort in reading order: day D ("a") before its hours ("h00".."h23"), before day D+1.
+        expected += write_partition(data / "daily" / day, f"{day}-a", 200)
+        for hour in range(24):
+            expected += write_partition(data / "hourly" / day / f"{hour:02d}", f"{day}-h{hour:02d}", 20)
+    spec = data_spec(out, data, sources=[{"name": "daily", "path": str(data / "daily") + DAILY},
+                                         {"name": "hourly", "path": str(data / "hourly") + DAILY + "{{HH}}/"}],
+                     time_range={"start": "2020-01-02", "end": "2020-01-04"}, poll_interval=0.05)
+    app = client.submit(spec)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(all_lines(out)) == sorted(expected)  # every hour of every day, each line once
+    for name, lines in consumed(out).items():
+        assert lines == sorted(lines), f"{name} read out of time order"
+    assert status["data"]["watermark"] == "2020-01-04T23"
 
 
 def test_trainers_dying_mid_task_lose_nothing(client, dirs):

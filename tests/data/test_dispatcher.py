@@ -233,3 +233,29 @@ def test_a_job_that_succeeded_with_tasks_left_reports_its_input_incomplete():
     d.finish("succeeded")
     assert d.status()["state"] == "incomplete"
     assert any(e[2] == "incomplete" and "3 of 3 tasks left" in e[3] for e in events.events)
+
+
+def test_watermark_with_daily_and_hourly_sources_is_where_both_are_consumed():
+    spec = InputSpec.model_validate({"sources": [{"name": "c", "path": "/d/{{YYYY}}{{MM}}{{DD}}"},
+                                                 {"name": "h", "path": "/h/{{YYYY}}{{MM}}{{DD}}/{{HH}}"}],
+                                     "time_range": {"start": "2026-12-01", "end": "2026-12-01"},
+                                     "max_tasks_per_executor": 4, "prefetch": 0})
+    d = Dispatcher(spec, Events())
+    for label in ("2026-12-01", "2026-12-01T00", "2026-12-01T01"):
+        d.add_partition(label, tasks(label, 1))
+    d.heartbeat("a", report({"need_tasks": 3}))
+    d.heartbeat("a", report({"done": ["c/2026-12-01T00/f0:0", "c/2026-12-01T01/f0:0"]}))
+    assert d.status()["watermark"] is None  # the daily partition, covering those hours too, is not consumed
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
+    assert d.status()["watermark"] == "2026-12-01T01"  # the day is consumed, but hours 02-23 are not yet
+
+
+def test_watermark_waits_for_a_source_that_has_no_consumed_partition_yet():
+    spec = InputSpec.model_validate({"sources": [{"name": "c", "path": "/d/{{YYYY}}{{MM}}{{DD}}"},
+                                                 {"name": "h", "path": "/h/{{YYYY}}{{MM}}{{DD}}/{{HH}}"}],
+                                     "time_range": {"start": "2026-12-01", "end": None}})
+    d = Dispatcher(spec, Events())
+    d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+    d.heartbeat("a", report({"need_tasks": 1}))
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
+    assert d.status()["watermark"] is None

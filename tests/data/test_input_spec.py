@@ -8,6 +8,7 @@ from primus_runtime.spec import JobSpec, SpecError
 
 WORKER = {"name": "worker", "command": "python train.py", "consumes_input": True}
 DAILY = {"name": "clicks", "path": "/data/clicks/{{YYYY}}{{MM}}{{DD}}/"}
+HOURLY = {"name": "views", "path": "/data/views/{{YYYY}}{{MM}}{{DD}}/{{HH}}/"}
 
 
 def spec_with(**input_section):
@@ -45,7 +46,23 @@ BAD_INPUTS = [
     (spec_with(sources=[{**DAILY, "path": "/data/clicks/"}], time_range=DAYS),
      "input.sources[0].path: a time_range needs {{YYYY}}{{MM}}{{DD}} templates"),
     (spec_with(sources=[DAILY], time_range={**DAYS, "granularity": "hour"}),
-     "hour partitions need the templates ['DD', 'HH', 'MM', 'YYYY']"),
+     "input.time_range.granularity: deprecated, each source has its own; remove it (sources[0] is by day: "
+     "'/data/clicks/{{YYYY}}{{MM}}{{DD}}/'), got 'hour'"),
+    (spec_with(sources=[DAILY, HOURLY], time_range={**DAYS, "granularity": "day"}),
+     "input.time_range.granularity: deprecated, each source has its own; remove it (sources[1] is by hour"),
+    (spec_with(sources=[DAILY, {**HOURLY, "granularity": "day"}], time_range=DAYS),
+     "input.sources[1].path: a daily source (granularity: day) cannot fill in {{HH}}; make it hourly "
+     "(granularity: hour) or drop {{HH}}, got '/data/views/{{YYYY}}{{MM}}{{DD}}/{{HH}}/'"),
+    (spec_with(sources=[{**DAILY, "granularity": "hour"}], time_range=DAYS),
+     "input.sources[0].path: an hourly source (granularity: hour) needs {{HH}} in its path (else every hour "
+     "reads the same directory), got '/data/clicks/{{YYYY}}{{MM}}{{DD}}/'"),
+    (spec_with(sources=[{**HOURLY, "path": "/data/views/{{YYYY}}{{MM}}/{{HH}}"}], time_range=DAYS),
+     "input.sources[0].path: hour partitions need the templates ['DD', 'HH', 'MM', 'YYYY']"),
+    (spec_with(sources=[{**DAILY, "granularity": "week"}], time_range=DAYS),
+     "input.sources[0].granularity: must be one of 'day' or 'hour', got 'week'"),
+    (spec_with(sources=[DAILY], time_range=DAYS, task_size=4096),
+     "input.task_size: give a unit, e.g. '512Mi', '4Gi', '64Mi', '1G' or '100k' (a bare number is refused: MiB "
+     "or bytes?), got 4096"),
     (spec_with(sources=[DAILY, DAILY], time_range=DAYS), "input.sources: duplicate source names ['clicks']"),
     (spec_with(sources=[]), "input.sources: must have at least 1 item"),
     (spec_with(sources=[DAILY], time_range=DAYS, task_size="lots"), "input.task_size: must be a size"),
@@ -96,15 +113,32 @@ def test_hdfs_and_webhdfs_urls_are_accepted_for_sources_and_progress_dirs():
     assert spec.input.work_preserve_dir == "hdfs://nn:8020/jobs/x/progress"
 
 
-def test_yaml_dates_and_bare_sizes_are_accepted():
+def test_yaml_dates_are_accepted():
     import datetime
 
     spec = JobSpec.from_dict(spec_with(sources=[{**DAILY, "path": "file:///d/{{YYYY}}{{MM}}{{DD}}/{{HH}}"}],
-                                       time_range={"start": datetime.date(2026, 12, 1), "end": "2026-12-01T05",
-                                                   "granularity": "hour"},
-                                       task_size=4096))
+                                       time_range={"start": datetime.date(2026, 12, 1), "end": "2026-12-01T05"},
+                                       task_size="4Ki"))
     assert spec.input is not None and spec.input.time_range is not None
     assert spec.input.time_range.start == "2026-12-01" and spec.input.task_size == 4096
+
+
+def test_daily_and_hourly_sources_mix_each_with_the_granularity_of_its_path():
+    spec = JobSpec.from_dict(spec_with(sources=[DAILY, HOURLY], time_range=DAYS))
+    assert spec.input is not None
+    assert [s.granularity for s in spec.input.sources] == ["day", "hour"]
+    assert JobSpec.model_validate_json(spec.to_json()) == spec
+
+
+def test_a_deprecated_time_range_granularity_that_agrees_with_the_sources_is_accepted():
+    spec = JobSpec.from_dict(spec_with(sources=[HOURLY], time_range={**DAYS, "granularity": "hour"}))
+    assert spec.input is not None and spec.input.sources[0].granularity == "hour"
+
+
+def test_an_hour_start_before_a_date_end_on_the_same_day_is_a_valid_range():
+    spec = JobSpec.from_dict(spec_with(sources=[HOURLY], time_range={"start": "2026-12-01T05", "end": "2026-12-01"}))
+    assert spec.input is not None and spec.input.time_range is not None
+    assert [h.hour for h in spec.input.time_range.hours()] == [5, 23]
 
 
 def test_spec_formats_match_the_readers():

@@ -20,6 +20,7 @@ backstop for a task that takes down every executor reading it), ``on_bad_data`` 
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -42,6 +43,21 @@ class Ending(str, Enum):
     PREEMPTED = "preempted"
     LOST = "lost"  # no heartbeat, or its node went away
     STOPPED = "stopped"  # the AM stopped it (job end, scale-down, user)
+
+
+DAY_LABEL, HOUR_LABEL = "%Y-%m-%d", "%Y-%m-%dT%H"  # how partitions are labelled
+
+
+def label_granularity(label: str) -> str:
+    """``hour`` for a ``YYYY-MM-DDTHH`` partition label, ``day`` for ``YYYY-MM-DD``."""
+    return "hour" if "T" in label else "day"
+
+
+def _label_end(label: str) -> dt.datetime:
+    """The end of a partition's period: the next day or the next hour."""
+    if label_granularity(label) == "hour":
+        return dt.datetime.strptime(label, HOUR_LABEL) + dt.timedelta(hours=1)
+    return dt.datetime.strptime(label, DAY_LABEL) + dt.timedelta(days=1)
 
 
 class TaskState(str, Enum):
@@ -127,9 +143,12 @@ class Dispatcher:
         self.bytes_total = 0
         self.bytes_done = 0
         self.records_done = 0
-        self.partitions: list[str] = []
         self.unresolved: dict[str, int] = {}  # partition -> tasks not done yet
-        self._watermark_at = 0  # partitions[:_watermark_at] are fully consumed
+        # Per granularity of the sources (day, hour): its partitions in time order, and how many of the
+        # first ones are fully consumed.
+        granularities = {s.granularity for s in spec.sources} if spec.time_range is not None else set()
+        self.partitions: dict[str, list[str]] = {g: [] for g in granularities if g is not None}
+        self._consumed = dict.fromkeys(self.partitions, 0)
         self._rate: deque[tuple[float, int]] = deque()
         self.limit = spec.max_tasks_per_executor + spec.prefetch
         self.failure: str | None = None
@@ -142,7 +161,8 @@ class Dispatcher:
     def add_partition(self, label: str, tasks: Iterable[Task]) -> int:
         """A fully listed partition's tasks, in reading order; returns how many were new."""
         if label not in self.unresolved:
-            self.partitions.append(label)
+            if label:
+                self.partitions[label_granularity(label)].append(label)
             self.unresolved[label] = 0
         added = 0
         for task in tasks:
@@ -350,8 +370,15 @@ class Dispatcher:
 
     @property
     def watermark(self) -> str | None:
-        label = self.partitions[self._watermark_at - 1] if self._watermark_at else None
-        return label or None
+        """The latest time up to which every partition of every source is consumed, spelled as the last
+        hour (``YYYY-MM-DDTHH``) when a source is hourly, else as the last day (``YYYY-MM-DD``). None
+        until every granularity has a fully consumed first partition."""
+        if not self.partitions or not all(self._consumed.values()):
+            return None
+        consumed_until = min(_label_end(labels[self._consumed[g] - 1]) for g, labels in self.partitions.items())
+        if "hour" in self.partitions:
+            return (consumed_until - dt.timedelta(hours=1)).strftime(HOUR_LABEL)
+        return (consumed_until - dt.timedelta(days=1)).strftime(DAY_LABEL)
 
     def status(self) -> dict[str, Any]:
         """``progress`` is the share of bytes done, known only once every partition is listed (null
@@ -462,9 +489,11 @@ class Dispatcher:
             self.state = state
 
     def _advance_watermark(self) -> None:
-        while self._watermark_at < len(self.partitions) and \
-                self.unresolved[self.partitions[self._watermark_at]] == 0:
-            self._watermark_at += 1
+        for granularity, labels in self.partitions.items():
+            done = self._consumed[granularity]
+            while done < len(labels) and self.unresolved[labels[done]] == 0:
+                done += 1
+            self._consumed[granularity] = done
 
     def _check_complete(self) -> None:
         if not self.scan_complete or self.failure is not None or self.state == "exhausted" or not self.tasks:

@@ -1,11 +1,14 @@
 """Input sources: partitions of a time range, path templates, and the background scan.
 
-A source's path template is filled in once per partition (a day or an hour of the
-job's ``time_range``), oldest first. The scanner waits for each partition's success
-marker, lists the files matching the source's pattern (never ``_SUCCESS``,
-``_temporary``, or names starting with ``.`` or ``_``), splits them into tasks with
-``formats.plan_splits`` and hands the partition to the dispatcher, sources in spec
-order and files by path. An open-ended range keeps waiting for the next partition.
+A source's path template is filled in once per partition of the job's ``time_range``: a
+day for a daily source, an hour for an hourly one. A job may mix both; partitions are read
+in time order by their start, a day before its first hour (day D, D T00 .. D T23, day D+1,
+...), so a day's daily data is handed out before the hours that start with it and no later
+partition, of any source, is read before an earlier one's marker is there. The scanner
+waits for each partition's success marker, lists the files matching the source's pattern
+(never ``_SUCCESS``, ``_temporary``, or names starting with ``.`` or ``_``), splits them
+into tasks with ``formats.plan_splits`` and hands the partition to the dispatcher, sources
+in spec order and files by path. An open-ended range keeps waiting for the next partition.
 
 Every filesystem call goes through fsspec (local paths and ``file://``; ``hdfs://`` and
 ``webhdfs://`` through WebHDFS, ``hadoop.hdfs_filesystem``, whose requests time out) and runs
@@ -22,7 +25,7 @@ import fnmatch
 import functools
 import logging
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +33,7 @@ from urllib.parse import urlsplit
 from .. import hadoop
 from ..spec import FileSource, InputSpec, TimeRange
 from . import formats
-from .dispatcher import Dispatcher, Task
+from .dispatcher import DAY_LABEL, HOUR_LABEL, Dispatcher, Task, label_granularity
 
 log = logging.getLogger("primus.data")
 
@@ -44,6 +47,10 @@ class Partition:
     label: str
     time: dt.datetime | None
 
+    @property
+    def granularity(self) -> str | None:
+        return None if self.time is None else label_granularity(self.label)
+
     def render(self, template: str) -> str:
         if self.time is None:
             return template
@@ -54,18 +61,23 @@ class Partition:
         return template
 
 
-def partitions(time_range: TimeRange | None) -> Iterator[Partition]:
-    """The partitions to read, oldest first; endless for an open range, one for no range."""
+def partitions(time_range: TimeRange | None, granularities: Collection[str | None] = ("day",)
+               ) -> Iterator[Partition]:
+    """The partitions to read by start time, each day before its first hour; endless for an open range,
+    one for no range. ``granularities``: which of day and hour partitions the sources need."""
     if time_range is None:
         yield Partition("", None)
         return
-    start, end = time_range.bounds()
-    hourly = time_range.granularity == "hour"
-    step = dt.timedelta(hours=1) if hourly else dt.timedelta(days=1)
-    t = start
-    while end is None or t <= end:
-        yield Partition(t.strftime("%Y-%m-%dT%H") if hourly else t.strftime("%Y-%m-%d"), t)
-        t += step
+    first, last = time_range.hours()
+    day = first.replace(hour=0)
+    while last is None or day <= last:
+        if "day" in granularities:
+            yield Partition(day.strftime(DAY_LABEL), day)
+        if "hour" in granularities:
+            for hour in (day + dt.timedelta(hours=h) for h in range(24)):
+                if first <= hour and (last is None or hour <= last):
+                    yield Partition(hour.strftime(HOUR_LABEL), hour)
+        day += dt.timedelta(days=1)
 
 
 def readable(name: str) -> bool:
@@ -82,10 +94,12 @@ class Scanner:
 
     async def run(self) -> None:
         try:
-            for partition in partitions(self.spec.time_range):
+            sources = self.spec.sources
+            for partition in partitions(self.spec.time_range, {s.granularity for s in sources}):
                 tasks: list[Task] = []
-                for source in self.spec.sources:
-                    tasks += await self._scan(source, partition)
+                for source in sources:
+                    if partition.time is None or source.granularity == partition.granularity:
+                        tasks += await self._scan(source, partition)
                 added = self.dispatcher.add_partition(partition.label, tasks)
                 log.info("partition %s: %d task(s), %d new", partition.label or "(all)", len(tasks), added)
             self.dispatcher.scan_finished()
