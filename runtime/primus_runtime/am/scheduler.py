@@ -68,8 +68,10 @@ class RoleScheduler:
         """Why the job cannot go on: a trainer started longer ago than its readiness timeout is
         still not ready (while it runs, or while an ordered start waits for its role)."""
         for ex in self.record.executors.values():
+            if ex.ready or ex.running_at is None:
+                continue
             timeout = self.spec.readiness_timeout(ex.role)
-            if ex.ready or ex.running_at is None or now - ex.running_at <= timeout:
+            if now - ex.running_at <= timeout:
                 continue
             if ex.state is ExecutorState.RUNNING or self._awaited(ex.role):
                 ended = "" if ex.state is ExecutorState.RUNNING else f" (it has ended: {ex.state.value})"
