@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conftest import make_spec
+from conftest import make_spec, wait_for
 
 # One script for both roles. Each trainer notes when it started; a ps sleeps, then listens
 # on PRIMUS_PORT (ports readiness) or calls trainer_api.ready() (file readiness) and notes when.
@@ -84,3 +84,16 @@ def test_a_ps_that_never_listens_fails_the_job_naming_it_and_its_port(client, tm
     port = status["executors"][0]["ports"][0]
     assert status["job"]["reason"] == f"ps-0 not ready after 2s: port {port} never accepted a connection"
     assert "worker-0" not in _times(tmp_path / "out", "started")
+
+
+def test_a_gang_job_runs_only_once_every_trainer_is_ready(client, tmp_path):
+    job = _job(tmp_path, {"replicas": 1, "env": {"DELAY": "1"}, "readiness": {"probe": "ports"}}, workers=1)
+    job["scheduling"] = {"policy": "gang"}
+    job["roles"][1]["command"] = "sleep 60"
+    app = client.submit(job)
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    status = client.status(app)
+    running = next(e["time"] for e in status["events"] if e["subject"] == "job" and e["to_state"] == "running")
+    ps = next(e for e in status["executors"] if e["id"] == "ps-0")
+    assert running >= ps["ready_at"] >= _times(tmp_path / "out", "ready")["ps-0"]
+    client.kill(app)
