@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from conftest import make_spec, read_log
+from primus_runtime.backends.base import LaunchRequest
+from primus_runtime.backends.local import JobDir, LocalExecutorBackend
+from primus_runtime.spec import LocalBackend, Resources
 
 
 def test_gpus_are_handed_out_exclusively_and_wait_when_taken(client):
@@ -64,3 +67,17 @@ def test_stderr_and_executor_logs_are_kept_per_attempt(client):
     first = client.local.jobs / app / "executors" / "worker-0" / "attempt-0"
     assert (first / "stderr.log").read_text().strip() == "attempt 0"
     assert "registered as worker-0" in (first / "executor.log").read_text()
+
+
+def test_an_executor_waiting_for_resources_says_what_is_short_or_whom_it_waits_behind(tmp_path):
+    backend = LocalExecutorBackend(JobDir(tmp_path), LocalBackend(cpus=4, memory="8Gi", gpus=[]), tmp_path / "b.zip")
+    assert backend.ledger.take("running", Resources(cpu=3, memory="1Gi")) is not None
+    big = LaunchRequest("ps", 0, "big", 0, Resources(cpu=2, memory="1Gi"), {})
+    small = LaunchRequest("worker", 0, "small", 0, Resources(cpu=1, memory="1Gi"), {})
+    backend._waiting = [big, small]
+    assert backend.pending_reason("big") == "waits for cpu: needs 2, 1 free of 4"
+    assert backend.pending_reason("small") == \
+        "waits behind ps-0 in the local launch queue (first come, first served; 1 ahead of it)"
+    assert backend.pending_reason("running") is None
+    gpu = Resources(gpu=1)
+    assert backend.ledger.shortage(gpu) == "gpu: needs 1, 0 free of 0"

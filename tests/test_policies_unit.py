@@ -37,15 +37,82 @@ S = ExecutorState
 PS_WORKER = [{"name": "ps", "replicas": 1, "command": "x"}, {"name": "worker", "replicas": 2, "command": "x"}]
 
 
-def test_ordered_launches_the_next_role_only_when_the_previous_runs():
+def test_ordered_launches_the_next_role_only_when_the_previous_is_ready():
     spec, record, sched = build(PS_WORKER, "ordered")
     assert sched.roles_to_launch() == ["ps"]
     record.roles["ps"].launched = True
     assert sched.roles_to_launch() == []
-    advance(record, "ps-0", S.STARTING, S.REGISTERED)
-    assert sched.roles_to_launch() == []
-    advance(record, "ps-0", S.RUNNING)
+    advance(record, "ps-0", S.STARTING, S.REGISTERED, S.RUNNING)
+    assert sched.roles_to_launch() == [], "a running ps is not a ready one"
+    record.mark_ready(record.executors["ps-0"], "ready")
     assert sched.roles_to_launch() == ["worker"]
+
+
+def test_a_replaced_executor_is_no_longer_ready():
+    spec, record, sched = build(PS_WORKER, "ordered")
+    record.roles["ps"].launched = True
+    advance(record, "ps-0", S.STARTING, S.REGISTERED, S.RUNNING)
+    record.mark_ready(record.executors["ps-0"], None)
+    record.set_executor_state(record.executors["ps-0"], S.FAILED, "boom", 1)
+    record.put_executor(Executor("ps", 0, "ps0-again", 1))
+    assert record.count_ready("ps") == 0 and sched.roles_to_launch() == []
+
+
+def test_the_job_runs_once_every_trainer_is_ready():
+    spec, record, sched = build(PS_WORKER, "gang")
+    for ex_id in record.executors:
+        advance(record, ex_id, S.STARTING, S.REGISTERED, S.RUNNING)
+    for ex_id in ("worker-0", "worker-1"):
+        record.mark_ready(record.executors[ex_id], None)
+    assert not sched.job_running()
+    record.mark_ready(record.executors["ps-0"], "ready: port 9 accepts connections")
+    assert sched.job_running()
+    assert [(e.subject, e.to_state, e.reason) for e in record.events[-1:]] == \
+        [("ps-0", "running", "ready: port 9 accepts connections")]
+
+
+@pytest.mark.parametrize("readiness,ports,unmet", [
+    ({}, [4000], "port 4000 never accepted a connection"),
+    ({}, [4000, 4001], "ports 4000, 4001 did not all accept connections"),
+    ({"probe": "file"}, [4000], "the trainer never created its ready file ($PRIMUS_READY_FILE, "
+                                "trainer_api.ready())"),
+])
+def test_a_trainer_not_ready_in_time_fails_the_job_naming_what_it_waited_for(readiness, ports, unmet):
+    roles = [{**PS_WORKER[0], "readiness": {"timeout": 60, **readiness}}, PS_WORKER[1]]
+    spec, record, sched = build(roles, "ordered", start_timeout=300)
+    ps = record.executors["ps-0"]
+    advance(record, "ps-0", S.STARTING, S.REGISTERED, S.RUNNING)
+    ps.ports = ports
+    assert sched.not_ready(ps.running_at + 59) is None
+    assert sched.not_ready(ps.running_at + 61) == f"ps-0 not ready after 60s: {unmet}"
+    record.mark_ready(ps, None)
+    assert sched.not_ready(ps.running_at + 61) is None
+
+
+def test_readiness_timeout_defaults_to_the_start_timeout_and_covers_a_trainer_that_ended_unready():
+    spec, record, sched = build(PS_WORKER, "ordered", start_timeout=30)
+    ps = record.executors["ps-0"]
+    ps.ports = [4000]
+    advance(record, "ps-0", S.STARTING, S.REGISTERED, S.RUNNING, S.SUCCEEDED)
+    assert sched.not_ready(ps.running_at + 31) == \
+        "ps-0 not ready after 30s: port 4000 never accepted a connection (it has ended: succeeded)"
+    record.roles["worker"].launched = True  # nobody waits for the ps any more
+    assert sched.not_ready(ps.running_at + 31) is None
+
+
+def test_a_start_timeout_names_the_short_role_and_why_its_executors_wait():
+    spec, record, sched = build(PS_WORKER, "gang")
+    for role in record.roles.values():
+        role.launched, role.launched_at = True, 0.0
+    advance(record, "ps-0", S.STARTING, S.REGISTERED)
+    advance(record, "worker-0", S.STARTING)
+    record.executors["worker-0"].host = "node-7"
+    pending = {"worker1": "waits for memory: needs 8192Mi, 2048Mi free of 16384Mi"}
+    assert sched.waiting_too_long(100.0, 60, pending.get) == (
+        "start barrier of role worker timed out after 60s (gang scheduling): 0 of 2 executors registered; "
+        "worker-0 was launched on node-7 but never registered (see its executor log); "
+        "worker-1 waits for memory: needs 8192Mi, 2048Mi free of 16384Mi")
+    assert sched.waiting_too_long(59.0, 60, pending.get) is None
 
 
 def test_gang_releases_nobody_until_everyone_registered():

@@ -46,6 +46,9 @@ BAD_SPECS = [
     (spec_with(roles=[{"name": "ps", "command": "x"}]), "at least one role needs success_percent > 0"),
     (spec_with(scheduling={"policy": "ordered", "order": ["worker", "ghost"]}), "scheduling.order: must list every role"),
     (spec_with(scheduling={"policy": "whenever"}), "scheduling.policy: must be one of"),
+    (spec_with(roles=[{**WORKER, "ports": 0, "readiness": {"probe": "ports"}}]),
+     "roles[0].readiness.probe: 'ports' needs the role to reserve ports, got ports: 0"),
+    (spec_with(roles=[{**WORKER, "readiness": {"probe": "listening"}}]), "roles[0].readiness.probe: must be one of"),
     (spec_with(am={"heartbeat_interval": "5s", "heartbeat_timeout": "6s"}),
      "am.heartbeat_timeout: must be at least twice heartbeat_interval (5s), got 6s"),
     (spec_with(am={"heartbeat_timeout": "soon"}), "am.heartbeat_timeout: must be a duration"),
@@ -146,3 +149,16 @@ def test_the_schema_says_every_size_needs_a_unit():
 @pytest.mark.parametrize("text,expected", [(5, 5.0), ("500ms", 0.5), ("30s", 30.0), ("2m", 120.0), ("1h", 3600.0)])
 def test_durations(text, expected):
     assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("policy,ps,expected", [
+    ("ordered", {}, {"ps": "ports", "chief": "ports", "worker": "spawned"}),  # roles before the last are waited on
+    ("ordered", {"ports": 0}, {"ps": "spawned", "chief": "ports", "worker": "spawned"}),  # nothing to probe
+    ("ordered", {"readiness": {"probe": "file"}}, {"ps": "file", "chief": "ports", "worker": "spawned"}),
+    ("gang", {}, {"ps": "spawned", "chief": "spawned", "worker": "spawned"}),  # nobody waits on a role
+])
+def test_auto_readiness_probes_the_ports_of_roles_an_ordered_start_waits_on(policy, ps, expected):
+    roles = [{"name": "ps", "command": "x", **ps}, {"name": "chief", "command": "x"}, WORKER]
+    spec = JobSpec.from_dict(spec_with(roles=roles, scheduling={"policy": policy, "start_timeout": "2m"}))
+    assert {role.name: spec.readiness_probe(role.name) for role in spec.roles} == expected
+    assert spec.readiness_timeout("ps") == 120.0

@@ -8,8 +8,9 @@ LONG = "sleep 60"
 
 
 def test_ordered_start_launches_workers_after_every_ps_runs(client):
+    # Readiness `spawned`: a ps counts as ready once its trainer runs (it never listens here).
     spec = make_spec([
-        {"name": "ps", "replicas": 2, "command": LONG},
+        {"name": "ps", "replicas": 2, "command": LONG, "readiness": {"probe": "spawned"}},
         {"name": "worker", "replicas": 2, "command": "sleep 0.5"},
     ], scheduling={"policy": "ordered"})
     app = client.submit(spec)
@@ -27,7 +28,7 @@ def test_ordered_start_launches_workers_after_every_ps_runs(client):
 def test_ordered_start_follows_the_order_given(client):
     spec = make_spec([
         {"name": "worker", "replicas": 1, "command": "sleep 0.5"},
-        {"name": "chief", "replicas": 1, "command": LONG, "success_percent": 0},
+        {"name": "chief", "replicas": 1, "ports": 0, "command": LONG, "success_percent": 0},  # ready: spawned
     ], scheduling={"policy": "ordered", "order": ["chief", "worker"]})
     app = client.submit(spec)
     assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
@@ -86,3 +87,20 @@ def test_dynamic_start_times_out_when_min_replicas_never_fit(client):
     status = client.wait(client.submit(spec), timeout=60)
     assert status["job"]["state"] == "failed"
     assert "start barrier of role worker timed out after 3s (dynamic scheduling): 2 of 3" in status["job"]["reason"]
+
+
+def test_a_start_timeout_names_the_short_resource_and_the_job_ends_within_the_grace(client):
+    # Memory for 2 of 3 workers: the gang never completes. The one left waiting was never
+    # started, so nothing needs the shutdown grace: the job ends soon after the verdict.
+    grace = 5.0
+    spec = make_spec([{"name": "worker", "replicas": 3, "command": "sleep 0.2", "resources": {"memory": "2Gi"}}],
+                     scheduling={"policy": "gang", "start_timeout": "2s"}, am={"shutdown_grace": grace},
+                     backend={"type": "local", "memory": "4Gi"})
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "failed"
+    assert status["job"]["reason"] == ("start barrier of role worker timed out after 2s (gang scheduling): "
+                                       "2 of 3 executors registered; "
+                                       "worker-2 waits for memory: needs 2048Mi, 0Mi free of 4096Mi")
+    job_events = {e["to_state"]: e for e in status["events"] if e["subject"] == "job"}
+    assert job_events["stopping"]["reason"] == "failed: " + status["job"]["reason"]
+    assert job_events["failed"]["time"] - job_events["stopping"]["time"] < grace

@@ -3,9 +3,14 @@ NodeManager log framing, application tags, container sizes, the Hadoop client co
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 
+from primus_runtime.backends.base import LaunchRequest
 from primus_runtime.backends.yarn import (
+    YarnExecutorBackend,
     application_tags,
     container_resources,
     exited_from,
@@ -130,3 +135,22 @@ def test_a_prelaunched_executor_polls_for_the_address_its_am_publishes(tmp_path)
             wait_for_am_address(url, patience=0.3)
     finally:
         server.shutdown()
+
+
+def test_an_executor_waiting_for_its_container_says_so_until_it_runs():
+    class App:
+        def add_container(self, service, env):
+            return SimpleNamespace(id=f"{service}_7")
+
+    class Events:
+        on_launched = on_exited = staticmethod(lambda event: None)
+
+    backend = YarnExecutorBackend(App())
+    backend._events = Events()
+    request = LaunchRequest("worker", 3, "inc-3", 0, Resources(cpu=1.5, memory="2Gi", gpu=1), {})
+    asyncio.run(backend.launch(request))
+    assert backend.pending_reason("inc-3") == \
+        "waits for YARN container worker_7 (2 vcores, 2048Mi, 1 GPUs): requested, not running yet"
+    backend._update([SimpleNamespace(id="worker_7", state="RUNNING", yarn_node_http_address="node-1:8042",
+                                     yarn_container_id="container_7", exit_message="")])
+    assert backend.pending_reason("inc-3") is None and backend.pending_reason("unknown") is None

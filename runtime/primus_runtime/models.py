@@ -230,6 +230,7 @@ class RoleView(_Reply):
     failures: int
     restarts: int
     states: dict[ExecutorState, int] = Field(description="Current executors by state")
+    ready: int = Field(description="Current executors whose trainer passed the role's readiness probe")
 
 
 class ExecutorView(_Reply):
@@ -250,6 +251,8 @@ class ExecutorView(_Reply):
     registered_at: float | None
     running_at: float | None
     finished_at: float | None
+    ready: bool = Field(description="Its trainer passed the role's readiness probe")
+    ready_at: float | None
     stop_reason: str | None = Field(description="Set once the AM asked it to stop")
     restarts: int | None = Field(None, description="Current executors only: replacements so far")
 

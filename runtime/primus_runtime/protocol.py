@@ -16,8 +16,9 @@ Executor -> AM (all POST, JSON bodies):
 
 ``/api/v1/executors/heartbeat``
     ``{"id", "incarnation", "state": "registered" | "running",
-    "cluster_version": int, "wait": bool, "ready": bool}``
-    (``ready``, optional: the trainer passed its readiness probe).
+    "cluster_version": int, "wait": bool, "ready": bool}``.
+    ``ready`` is true once the trainer passed its readiness probe (START's ``readiness``);
+    the executor sends that heartbeat at once, not an interval later.
     ``wait`` is true while the executor waits for its start command: the AM
     then holds the request open (long poll, at most one heartbeat interval)
     so the start reaches it the moment the start barrier opens.
@@ -41,7 +42,9 @@ Executor -> AM (all POST, JSON bodies):
 ``/api/v1/executors/unregister``
     ``{"id", "incarnation", "exit_code": int, "message": str}`` -> ``{"ok": true}``
 
-``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER}``.
+``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER,
+"readiness": "spawned" | "ports" | "file"}``: when the trainer counts as ready (the role's
+``readiness.probe`` with ``auto`` resolved; see ``executor/readiness.py``).
 ``START`` of a consuming role also has ``"feed": {"max_tasks": n, "readers": r,
 "exit_grace": s or null, "delivery", "restore_checkpoint"}``: the trainer's stdin is then a pipe the executor feeds, it
 reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n``; a
@@ -131,3 +134,6 @@ TRAINER_ENV_RESTORE_CHECKPOINT = "PRIMUS_RESTORE_CHECKPOINT"
 FRAMING_LINES = "lines"
 FRAMING_LENGTH_PREFIXED = "length_prefixed"
 TRAINER_ENV_CLUSTER_FILE = "PRIMUS_CLUSTER_FILE"
+#   PRIMUS_READY_FILE    readiness probe file: the trainer creates this file once it is ready
+#                        (primus_runtime.trainer_api.ready())
+TRAINER_ENV_READY_FILE = "PRIMUS_READY_FILE"

@@ -7,6 +7,7 @@ One module of small, strictly validated pydantic types, read top to bottom:
         resources: Resources   cpu, memory, gpu per executor
         failover: Failover     what to do when one of its executors ends badly
         placement: Placement   anti-affinity to other roles
+        readiness: Readiness   when a started trainer counts as ready (ordered start waits for it)
       scheduling: Scheduling   when trainers may start (gang / ordered / dynamic)
       am: AMSettings           heartbeats, shutdown grace, AM attempts
       backend: Local | Yarn | Kubernetes
@@ -47,6 +48,7 @@ __all__ = [
     "KubernetesBackend",
     "LocalBackend",
     "Placement",
+    "Readiness",
     "Resources",
     "Role",
     "Scheduling",
@@ -198,6 +200,24 @@ class Placement(_Strict):
     )
 
 
+class Readiness(_Strict):
+    """When a started trainer counts as ready: what an ordered start waits for before it
+    launches the next role, and what a job waits for before it is ``running``."""
+
+    probe: Literal["auto", "spawned", "ports", "file"] = Field(
+        "auto",
+        description="spawned: once the trainer process started; ports: once every port of "
+        "PRIMUS_PORTS accepts TCP connections; file: once the trainer created the file named by "
+        "PRIMUS_READY_FILE (primus_runtime.trainer_api.ready() does it). auto: ports for a role with "
+        "ports that another role waits on in an ordered start (every role but the last of "
+        "scheduling.order), spawned otherwise.",
+    )
+    timeout: Seconds | None = Field(
+        None, description="A trainer not ready this long after it started fails the job. "
+        "Default: scheduling.start_timeout."
+    )
+
+
 class Role(_Strict):
     """One kind of executor: ``replicas`` copies of the same trainer command."""
 
@@ -229,6 +249,7 @@ class Role(_Strict):
     )
     failover: Failover | None = Field(None, description="Default depends on the role name (see Failover).")
     placement: Placement = Field(default_factory=Placement)
+    readiness: Readiness = Field(default_factory=Readiness)
     framework: Literal["plain", "tensorflow", "pytorch"] = Field(
         "plain",
         description="tensorflow: TF_CONFIG is set; pytorch: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/"
@@ -268,6 +289,8 @@ class Role(_Strict):
             )
         if self.framework == "pytorch" and self.ports < 1:
             raise ValueError("ports: pytorch roles need at least 1 port (MASTER_PORT), got 0")
+        if self.readiness.probe == "ports" and self.ports < 1:
+            raise ValueError("readiness.probe: 'ports' needs the role to reserve ports, got ports: 0")
         return self
 
     @property
@@ -287,7 +310,7 @@ class Scheduling(_Strict):
 
     gang: no trainer starts until every executor of every role has registered.
     ordered: the roles of ``order`` are launched one after another, each once
-    every executor of the one before is running. dynamic: each role starts once
+    every trainer of the one before is ready (see ``Readiness``). dynamic: each role starts once
     its ``min_replicas`` have registered. A role whose barrier has not opened
     ``start_timeout`` after its executors were requested fails the job.
     """
@@ -748,6 +771,17 @@ class JobSpec(_Strict):
 
     def start_order(self) -> list[str]:
         return list(self.scheduling.order or [r.name for r in self.roles])
+
+    def readiness_probe(self, name: str) -> Literal["spawned", "ports", "file"]:
+        """The role's probe with ``auto`` resolved (see ``Readiness.probe``)."""
+        role = self.role(name)
+        if role.readiness.probe != "auto":
+            return role.readiness.probe
+        waited_on = self.scheduling.policy == "ordered" and name in self.start_order()[:-1]
+        return "ports" if waited_on and role.ports > 0 else "spawned"
+
+    def readiness_timeout(self, name: str) -> float:
+        return self.role(name).readiness.timeout or self.scheduling.start_timeout
 
     # --- (de)serialisation ---
 

@@ -114,6 +114,8 @@ class ApplicationMaster(BackendEvents):
             return
         log.info("job %s: %s", state.value, reason)
         self.record.finishing = state
+        # The verdict, when it is reached: the final state follows once every executor has stopped.
+        self.record.add_event("job", self.record.state.value, "stopping", f"{state.value}: {reason}")
         self._finish_reason = reason
         for ex in list(self._live.values()):
             self._stop(ex, f"job {state.value}")
@@ -226,8 +228,13 @@ class ApplicationMaster(BackendEvents):
             if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
                 self.data.heartbeat(ex.incarnation, report.model_copy(update={"need_tasks": 0}), slot=ex.id)  # its last positions
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
-        if report.state == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED:
+        changed = report.state == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED
+        if changed:
             self._set(ex, ExecutorState.RUNNING, "trainer started")
+        if report.ready and ex.state is ExecutorState.RUNNING and not ex.ready:
+            self.record.mark_ready(ex, self.scheduler.ready_reason(ex))
+            changed = True
+        if changed:
             self._reconcile()
         reply = self._commands.pop(ex.incarnation, None)
         if reply is None and report.wait and ex.state is ExecutorState.REGISTERED:
@@ -381,9 +388,8 @@ class ApplicationMaster(BackendEvents):
                 self._awaiting_start.discard(incarnation)
                 self._start_sent.add(incarnation)
                 self._send(ex, self._start_command(ex))
-        if record.state is JobState.STARTING and \
-                sum(record.count(role, ExecutorState.RUNNING) for role in record.roles) == len(record.executors):
-            self._set_job(JobState.RUNNING, "every executor is running")
+        if record.state is JobState.STARTING and self.scheduler.job_running():
+            self._set_job(JobState.RUNNING, "every executor is running and ready")
         verdict = self._verdict()
         if verdict is not None:
             self.finish(verdict.state, verdict.reason)
@@ -393,6 +399,7 @@ class ApplicationMaster(BackendEvents):
             "command": self.spec.role(ex.role).argv(),
             "env": trainer_env(self.spec, self.record, ex, self.address),
             "cluster": cluster_payload(self.record),
+            "readiness": self.spec.readiness_probe(ex.role),
         }
         if self.data is not None and ex.role in self._fed_roles:
             start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor,
@@ -474,7 +481,9 @@ class ApplicationMaster(BackendEvents):
                 self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
                 self._ended(ex, ExecutorState.LOST, f"no heartbeat for {silent:.1f}s "
                                                     f"(timeout {self._timeout:g}s)", None)
-        stuck = self.scheduler.waiting_too_long(time.time(), self.spec.scheduling.start_timeout)
+        stuck = self.scheduler.waiting_too_long(time.time(), self.spec.scheduling.start_timeout,
+                                                self.backend.pending_reason) \
+            or self.scheduler.not_ready(time.time())
         if stuck:
             self.finish(JobState.FAILED, stuck)
         written_at, events = self._snapshot

@@ -8,6 +8,7 @@ executor, so each start and success policy is testable alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..spec import JobSpec
@@ -22,6 +23,12 @@ class Verdict:
     reason: str
 
 
+def _not_up(ex: Executor) -> str:
+    if ex.state is ExecutorState.STARTING:
+        return f"was launched on {ex.host} but never registered (see its executor log)"
+    return "was not launched yet"
+
+
 class RoleScheduler:
     def __init__(self, spec: JobSpec, record: JobRecord):
         self.spec = spec
@@ -34,21 +41,69 @@ class RoleScheduler:
         """Roles whose executors should be requested from the backend now.
 
         gang and dynamic launch everything at once; ordered launches a role
-        once every executor of the role before it is running.
+        once every trainer of the role before it is ready.
         """
         roles = self.record.roles
         pending = [name for name in self.spec.start_order() if not roles[name].launched]
         if self.policy != "ordered":
             return pending
         for name in self.spec.start_order():
-            if roles[name].launched and not self._all_running(name):
+            if roles[name].launched and not self._all_ready(name):
                 return []  # the role before is still starting
             if not roles[name].launched:
                 return [name]
         return []
 
-    def _all_running(self, role: str) -> bool:
-        return self.record.count(role, ExecutorState.RUNNING) == self.record.count(role)
+    def _all_ready(self, role: str) -> bool:
+        return self.record.count_ready(role) == self.record.count(role)
+
+    def job_running(self) -> bool:
+        """Every executor runs its trainer and the trainer passed its readiness probe."""
+        return all(self.record.count(name, ExecutorState.RUNNING) == self.record.count(name) and self._all_ready(name)
+                   for name in self.record.roles)
+
+    # --- readiness ---
+
+    def not_ready(self, now: float) -> str | None:
+        """Why the job cannot go on: a trainer started longer ago than its readiness timeout is
+        still not ready (while it runs, or while an ordered start waits for its role)."""
+        for ex in self.record.executors.values():
+            if ex.ready or ex.running_at is None:
+                continue
+            timeout = self.spec.readiness_timeout(ex.role)
+            if now - ex.running_at <= timeout:
+                continue
+            if ex.state is ExecutorState.RUNNING or self._awaited(ex.role):
+                ended = "" if ex.state is ExecutorState.RUNNING else f" (it has ended: {ex.state.value})"
+                return f"{ex.id} not ready after {timeout:g}s: {self._unmet_probe(ex)}{ended}"
+        return None
+
+    def _awaited(self, role: str) -> bool:
+        """Whether an ordered start waits for this role before launching the next one."""
+        order = self.spec.start_order()
+        position = order.index(role)
+        return self.policy == "ordered" and position + 1 < len(order) \
+            and not self.record.roles[order[position + 1]].launched
+
+    def _unmet_probe(self, ex: Executor) -> str:
+        probe = self.spec.readiness_probe(ex.role)
+        if probe == "ports":
+            if len(ex.ports) == 1:
+                return f"port {ex.ports[0]} never accepted a connection"
+            return f"ports {', '.join(map(str, ex.ports))} did not all accept connections"
+        if probe == "file":
+            return "the trainer never created its ready file ($PRIMUS_READY_FILE, trainer_api.ready())"
+        return "its executor never reported the trainer started"
+
+    def ready_reason(self, ex: Executor) -> str | None:
+        """The event recording that ``ex`` became ready; None when that is when its trainer
+        started (probe spawned), which is an event already."""
+        probe = self.spec.readiness_probe(ex.role)
+        if probe == "ports":
+            return f"ready: port{'s' * (len(ex.ports) > 1)} {', '.join(map(str, ex.ports))} accept connections"
+        if probe == "file":
+            return "ready: the trainer created its ready file"
+        return None
 
     # --- start barrier ---
 
@@ -71,16 +126,23 @@ class RoleScheduler:
     def _up_count(self, role: str) -> int:
         return self.record.count(role, *_UP)
 
-    def waiting_too_long(self, now: float, timeout: float) -> str | None:
-        """Why the job cannot start: a role requested ``timeout`` ago is still not released."""
-        for name, role in self.record.roles.items():
-            if role.launched and not role.released and role.launched_at is not None \
-                    and now - role.launched_at > timeout:
-                up = self._up_count(name)
-                needed = self._needed(name)
-                return (f"start barrier of role {name} timed out after {timeout:g}s ({self.policy} scheduling): "
-                        f"{up} of {needed} executors registered; check resources and the executor logs")
-        return None
+    def waiting_too_long(self, now: float, timeout: float,
+                         pending_reason: Callable[[str], str | None] = lambda incarnation: None) -> str | None:
+        """Why the job cannot start: a role requested ``timeout`` ago is still not released.
+        ``pending_reason`` says why the backend has not started an executor yet (by incarnation)."""
+        late = [name for name, role in self.record.roles.items()
+                if role.launched and not role.released and role.launched_at is not None
+                and now - role.launched_at > timeout]
+        short = [name for name in late if self._up_count(name) < self._needed(name)]
+        if not late:
+            return None
+        name = (short or late)[0]  # gang: the role that is short, not one waiting for the others
+        waiting = [f"{ex.id} {pending_reason(ex.incarnation) or _not_up(ex)}"
+                   for ex in self.record.role_executors(name) if not ex.state.terminal and ex.state not in _UP]
+        shown = "; ".join(waiting[:3]) + (f"; and {len(waiting) - 3} more" if len(waiting) > 3 else "")
+        return (f"start barrier of role {name} timed out after {timeout:g}s ({self.policy} scheduling): "
+                f"{self._up_count(name)} of {self._needed(name)} executors registered"
+                + (f"; {shown}" if shown else ""))
 
     def _needed(self, name: str) -> int:
         role = self.record.roles[name]

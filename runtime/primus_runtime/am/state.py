@@ -68,6 +68,9 @@ class Executor:
     created_at: float = field(default_factory=time.time)
     registered_at: float | None = None
     running_at: float | None = None
+    # Its trainer passed the role's readiness probe (stays true once it ended).
+    ready: bool = False
+    ready_at: float | None = None
     finished_at: float | None = None
     # Set when the AM asked it to stop: its ending is then STOPPED, never a failure.
     stop_reason: str | None = None
@@ -131,6 +134,7 @@ class JobRecord:
     # Derived from `executors`, kept up to date so that each scheduling pass costs
     # O(roles), not O(executors): role -> state -> current executors in it.
     counts: dict[str, Counter] = field(default_factory=dict, repr=False)
+    ready_counts: Counter = field(default_factory=Counter, repr=False)  # role -> current executors ready
     _cluster_cache: tuple[int, dict, str] | None = field(default=None, repr=False)
     # The data plane's status (``data`` in every snapshot); None when the job has no input.
     data_view: Callable[[], dict[str, Any]] | None = field(default=None, repr=False)
@@ -142,13 +146,16 @@ class JobRecord:
         old = self.executors.get(ex.id)
         if old is not None:
             self.counts[old.role][old.state] -= 1
+            self.ready_counts[old.role] -= old.ready
         self.executors[ex.id] = ex
         self.counts.setdefault(ex.role, Counter())[ex.state] += 1
+        self.ready_counts[ex.role] += ex.ready
 
     def drop_executor(self, executor_id: str) -> Executor:
         """Remove an index from the job (scale down); returns its current incarnation."""
         ex = self.executors.pop(executor_id)
         self.counts[ex.role][ex.state] -= 1
+        self.ready_counts[ex.role] -= ex.ready
         return ex
 
     def count(self, role: str, *states: ExecutorState) -> int:
@@ -157,6 +164,10 @@ class JobRecord:
         if not counts:
             return 0
         return sum(counts[s] for s in states) if states else sum(counts.values())
+
+    def count_ready(self, role: str) -> int:
+        """Current executors of ``role`` whose trainer was ready (even if it has ended since)."""
+        return self.ready_counts[role]
 
     # --- transitions ---
 
@@ -195,6 +206,17 @@ class JobRecord:
             ex.exit_code = exit_code
             ex.reason = reason
         return self.add_event(ex.id, old.value, new.value, reason, exit_code, ex.incarnation)
+
+    def mark_ready(self, ex: Executor, reason: str | None) -> None:
+        """Its trainer passed the readiness probe: an event of its (unchanged) state with ``reason``,
+        none when ``reason`` is None (ready the moment it started: that event is there already)."""
+        if ex.ready:
+            return
+        ex.ready, ex.ready_at = True, time.time()
+        if self.executors.get(ex.id) is ex:
+            self.ready_counts[ex.role] += 1
+        if reason is not None:
+            self.add_event(ex.id, ex.state.value, ex.state.value, reason, incarnation=ex.incarnation)
 
     # --- queries ---
 
@@ -241,6 +263,7 @@ class JobRecord:
                 "name": role.name,
                 "replicas": role.replicas,
                 "released": role.released,
+                "ready": self.count_ready(role.name),
                 "ignored": role.ignored,
                 "failures": role.failures,
                 "restarts": role.restarts,

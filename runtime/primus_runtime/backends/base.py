@@ -90,6 +90,11 @@ class ExecutorBackend(abc.ABC):
         could ask (YARN starts the first containers with the application), else None."""
         return None
 
+    def pending_reason(self, incarnation: str) -> str | None:
+        """Why an executor asked for is not running yet (e.g. "waits for memory: needs 8Gi, 2Gi free
+        of 16Gi"), for a start barrier that times out; None when the backend cannot tell."""
+        return None
+
     @abc.abstractmethod
     async def launch(self, request: LaunchRequest) -> None:
         """Ask for the executor; ``on_launched`` follows once it runs (maybe after

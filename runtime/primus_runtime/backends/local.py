@@ -100,6 +100,17 @@ class ResourceLedger:
     def release(self, key: str) -> None:
         self._held.pop(key, None)
 
+    def shortage(self, res: Resources) -> str | None:
+        """What is missing for one more executor with ``res`` now, e.g. "memory: needs 8Gi, 2Gi free of 16Gi"."""
+        free_gpus = len(self.gpus) - sum(len(h.gpus) for h in self._held.values())
+        for what, need, free, have in (
+                ("cpu", res.cpu, self.cpus - sum(h.cpu for h in self._held.values()), self.cpus),
+                ("memory", res.memory, self.memory - sum(h.memory for h in self._held.values()), self.memory),
+                ("gpu", res.gpu, free_gpus, len(self.gpus))):
+            if need > free + (1e-9 if what == "cpu" else 0):
+                return f"{what}: needs {_show(what, need)}, {_show(what, max(free, 0))} free of {_show(what, have)}"
+        return None
+
 
 def _show(what: str, value: float) -> str:
     return f"{value / 2**20:.0f}Mi" if what == "memory" else f"{value:g}"
@@ -195,6 +206,17 @@ class LocalExecutorBackend(ExecutorBackend):
     def check_fits(self, role: str, resources: Resources) -> str | None:
         return self.ledger.never_fits(role, resources)
 
+    def pending_reason(self, incarnation: str) -> str | None:
+        for position, request in enumerate(self._waiting):
+            if request.incarnation == incarnation:
+                short = self.ledger.shortage(request.resources)
+                if short is not None:
+                    return f"waits for {short}"
+                first = self._waiting[0]
+                return (f"waits behind {protocol.executor_id(first.role, first.index)} in the local launch queue "
+                        f"(first come, first served; {position} ahead of it)")
+        return None
+
     async def launch(self, request: LaunchRequest) -> None:
         if self._server is None or self._server.returncode is not None:
             await self._start_server()
@@ -278,7 +300,11 @@ class LocalExecutorBackend(ExecutorBackend):
         self._events.on_exited(Exited(role, index, incarnation, code, reason))
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
-        self._waiting = [r for r in self._waiting if r.incarnation != incarnation]
+        if any(r.incarnation == incarnation for r in self._waiting):
+            # Never started, so nothing else will report its end: withdraw it and say so now.
+            self._waiting = [r for r in self._waiting if r.incarnation != incarnation]
+            self._exited(role, index, incarnation, None, "withdrawn while waiting for resources")
+            return
         if incarnation not in self._running:
             return
         pid = self._running[incarnation][1]

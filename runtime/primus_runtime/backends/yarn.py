@@ -541,6 +541,15 @@ class YarnExecutorBackend(ExecutorBackend):
         self._unclaimed.discard((role, index))
         return f"{role}_{index}"  # skein's id of the container, which the executor takes as its name
 
+    def pending_reason(self, incarnation: str) -> str | None:
+        container_id = self._by_incarnation.get(incarnation)
+        if container_id is None or container_id in self._running:
+            return None
+        ask = container_resources(self._containers[container_id].resources)
+        gpus = f", {ask['gpus']} GPUs" if ask["gpus"] else ""
+        return (f"waits for YARN container {container_id} ({ask['vcores']} vcores, {ask['memory']}Mi{gpus}): "
+                f"requested, not running yet")
+
     async def launch(self, request: LaunchRequest) -> None:
         if request.incarnation == f"{request.role}_{request.index}":  # started with the application
             self._containers[request.incarnation] = request

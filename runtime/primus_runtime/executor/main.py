@@ -32,6 +32,7 @@ from typing import Any
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
 from .feed import Feeder, create_position_file
+from .readiness import PROBE_PERIOD, ReadinessProbe
 from .trainer import Trainer
 
 log = logging.getLogger("primus.executor")
@@ -103,6 +104,7 @@ class Executor:
         self.stop_reason: str | None = None
         self.last_contact = time.monotonic()
         self.feeder: Feeder | None = None
+        self.readiness: ReadinessProbe | None = None
 
     # --- the run ---
 
@@ -158,6 +160,7 @@ class Executor:
             env[protocol.TRAINER_ENV_COMMIT_FILE] = commit_file
             if feed.get("restore_checkpoint"):
                 env[protocol.TRAINER_ENV_RESTORE_CHECKPOINT] = str(feed["restore_checkpoint"])
+        self.readiness = self._readiness_probe(start.get("readiness", "spawned"), ports, env)
         try:
             self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
                                           fed=feed is not None)
@@ -171,7 +174,7 @@ class Executor:
         while True:
             if self.stop_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None
-                reply = self._heartbeat(protocol.REPORT_RUNNING, data=report)
+                reply = self._heartbeat(protocol.REPORT_RUNNING, data=report, ready=self.readiness.check())
                 if reply is None:
                     self.trainer.stop(self.config.kill_grace)
                     return protocol.EXIT_AM_UNREACHABLE
@@ -186,7 +189,7 @@ class Executor:
                 code = self.trainer.stop(self.config.kill_grace)
                 self._final_report(code)
                 return self._finish(code, self.stop_reason)
-            exited = self._wait_trainer(self.interval)  # returns as soon as the trainer exits
+            exited = self._wait_trainer_or_ready(self.interval)  # returns as soon as the trainer exits
             if exited is not None:
                 self._final_report(exited)
                 log.info("trainer exited with %d", exited)
@@ -214,6 +217,25 @@ class Executor:
         if grace is not None and closed_at is not None and time.monotonic() - closed_at > float(grace):
             self.request_stop(f"the trainer did not exit within {float(grace):g}s of the end of its input "
                               f"(input.exit_grace)")
+
+    def _readiness_probe(self, kind: str, ports: list[int], env: dict[str, str]) -> ReadinessProbe:
+        ready_file = os.path.join(self.config.log_dir, "ready")
+        if kind == "file":
+            if os.path.exists(ready_file):
+                os.unlink(ready_file)  # left by an earlier trainer in the same directory
+            env[protocol.TRAINER_ENV_READY_FILE] = ready_file
+        return ReadinessProbe(kind, ports, self.config.host, ready_file)
+
+    def _wait_trainer_or_ready(self, timeout: float) -> int | None:
+        """``_wait_trainer``, but while the trainer is not ready it is probed every PROBE_PERIOD and
+        this returns as soon as it is, so that the AM hears of it at once, not an interval later."""
+        if self.readiness is None or self.readiness.ready or self.trainer is None:
+            return self._wait_trainer(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            exited = self.trainer.wait(min(PROBE_PERIOD, max(0.0, deadline - time.monotonic())))
+            if exited is not None or self.readiness.check() or time.monotonic() >= deadline:
+                return exited
 
     def _wait_trainer(self, timeout: float) -> int | None:
         """The trainer's exit code, or None after ``timeout``; sooner (but not before a fifth of it)
@@ -243,10 +265,11 @@ class Executor:
 
     # --- talking to the AM ---
 
-    def _heartbeat(self, state: str, wait: bool = False, data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    def _heartbeat(self, state: str, wait: bool = False, data: dict[str, Any] | None = None,
+                   ready: bool = False) -> dict[str, Any] | None:
         body = {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": state,
-            "cluster_version": self.cluster_version, "wait": wait,
+            "cluster_version": self.cluster_version, "wait": wait, "ready": ready,
         }
         if data is not None:
             body.update(data)
