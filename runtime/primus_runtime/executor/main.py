@@ -32,7 +32,10 @@ from typing import Any
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
 from .feed import Feeder
-from .trainer import Trainer
+from .trainer import Trainer, last_line, launch_error
+
+# Shell convention: 126 the command cannot be executed, 127 it was not found.
+CANNOT_RUN_EXIT_CODES = (126, 127)
 
 log = logging.getLogger("primus.executor")
 
@@ -158,7 +161,9 @@ class Executor:
             self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
                                           fed=feed is not None)
         except OSError as exc:
-            return self._finish(protocol.EXIT_LAUNCH_FAILED, f"cannot launch {start['command'][0]!r}: {exc}")
+            message = launch_error(start["command"], exc)
+            log.error("%s", message)
+            return self._finish(protocol.EXIT_LAUNCH_FAILED, message)
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
         if feed is not None and self.trainer.proc.stdin is not None:
             self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
@@ -185,7 +190,7 @@ class Executor:
             if exited is not None:
                 self._last_commits(exited)
                 log.info("trainer exited with %d", exited)
-                return self._finish(exited, f"trainer exited {exited}")
+                return self._finish(exited, self._exit_message(exited))
 
     def _last_commits(self, code: int) -> None:
         """Exactly-once: the trainer's last commits reach the AM before the exit does (a task must
@@ -223,6 +228,15 @@ class Executor:
             if self.feeder.wake.is_set() and time.monotonic() - start >= timeout / 5:
                 self.feeder.wake.clear()
                 return None
+
+    def _exit_message(self, code: int) -> str:
+        """What the AM records as the reason; for the shell's "cannot run the command" codes, with
+        the shell's own words (the job's reason then says which command was missing)."""
+        if code in CANNOT_RUN_EXIT_CODES:
+            said = last_line(os.path.join(self.config.log_dir, "stderr.log"))
+            if said:
+                return f"trainer exited {code}: {said[:300]}"
+        return f"trainer exited {code}"
 
     def _finish(self, code: int, message: str) -> int:
         self._call(protocol.UNREGISTER_PATH, {

@@ -21,6 +21,21 @@ def _die_with_parent() -> None:
             pass  # best effort: the backend still kills the executor's whole session
 
 
+def launch_error(argv: list[str], exc: OSError) -> str:
+    return f"cannot launch {argv[0]!r}: {exc}"
+
+
+def last_line(path: str, limit: int = 4096) -> str:
+    """The last non-empty line of the file ``path`` (its last ``limit`` bytes), "" if none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
 class Trainer:
     def __init__(self, proc: subprocess.Popen):
         self.proc = proc
@@ -32,8 +47,13 @@ class Trainer:
         os.makedirs(cwd, exist_ok=True)
         with open(os.path.join(log_dir, "stdout.log"), "ab") as out, \
                 open(os.path.join(log_dir, "stderr.log"), "ab") as err:
-            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE if fed else subprocess.DEVNULL, stdout=out, stderr=err,
-                                    preexec_fn=_die_with_parent, close_fds=True)
+            try:
+                proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE if fed else subprocess.DEVNULL, stdout=out, stderr=err,
+                                        preexec_fn=_die_with_parent, close_fds=True)
+            except OSError as exc:
+                # Where the user looks first: the trainer's stderr, as a shell would have said it.
+                err.write(f"primus: {launch_error(argv, exc)}\n".encode())
+                raise
         return cls(proc)
 
     def wait(self, timeout: float) -> int | None:
