@@ -14,7 +14,10 @@ Standard library only (Python 3.9+), so it runs on any node or image. It
 6. reports the trainer's exit code and exits with it.
 
 If the AM stays unreachable past the heartbeat timeout it kills the trainer
-and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind.
+and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind. Whenever
+the trainer ends, so does every process it started, even those that left its
+process group or session: the executor is their subreaper, and the trainer runs
+in the backend's cgroup when there is one (``proctree.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
 from .feed import Feeder
+from .proctree import Cgroup, become_subreaper
 from .trainer import Trainer, last_line, launch_error
 
 # Shell convention: 126 the command cannot be executed, 127 it was not found.
@@ -65,6 +69,8 @@ class Config:
         self.kill_grace = float(env.get(protocol.ENV_KILL_GRACE, "10"))
         self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
         self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
+        cgroup = env.get(protocol.ENV_CGROUP)
+        self.cgroup = Cgroup(cgroup) if cgroup and os.path.isdir(cgroup) else None
         self.id = protocol.executor_id(self.role, self.index)
 
 
@@ -159,7 +165,7 @@ class Executor:
                 env[protocol.TRAINER_ENV_RESTORE_CHECKPOINT] = str(feed["restore_checkpoint"])
         try:
             self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
-                                          fed=feed is not None)
+                                          fed=feed is not None, cgroup=self.config.cgroup)
         except OSError as exc:
             message = launch_error(start["command"], exc)
             log.error("%s", message)
@@ -190,6 +196,7 @@ class Executor:
             if exited is not None:
                 self._last_commits(exited)
                 log.info("trainer exited with %d", exited)
+                self.trainer.stop(self.config.kill_grace)  # what it started and left behind
                 return self._finish(exited, self._exit_message(exited))
 
     def _last_commits(self, code: int) -> None:
@@ -304,6 +311,9 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s executor: %(message)s")
     config = Config(dict(os.environ))
+    if not become_subreaper():
+        log.warning("cannot become a child subreaper: processes the trainer starts in a new session "
+                    "may outlive it unless they are in the executor's cgroup")
     with open(config.token_file) as f:
         token = f.read().strip()
     executor = Executor(config, AMClient(config.am_address, token))
@@ -321,7 +331,19 @@ def main() -> int:
     finally:
         if executor.trainer is not None:
             executor.trainer.stop(0)  # never leave the trainer behind
+    if config.cgroup is not None and code == protocol.EXIT_AM_UNREACHABLE:
+        remove_orphaned_cgroup(config.cgroup)
     return code if 0 <= code < 256 else 1
+
+
+def remove_orphaned_cgroup(cgroup: Cgroup) -> None:
+    """With the AM gone, nobody else removes the cgroup it made for this executor, nor the job's
+    one above it (which only the last executor to leave finds empty)."""
+    cgroup.remove()
+    try:
+        os.rmdir(os.path.dirname(cgroup.path))
+    except OSError:
+        pass  # other executors are still in it, or it is gone
 
 
 if __name__ == "__main__":
