@@ -59,7 +59,13 @@ class JobDir:
     cgroup = property(lambda self: self.path / "cgroup")  # the job's cgroup directory, if it has one
 
     def executor_dir(self, role: str, index: int) -> Path:
+        """The executor's logs, one ``attempt-<n>`` directory per incarnation."""
         return self.path / "executors" / protocol.executor_id(role, index)
+
+    def work_dir(self, role: str, index: int) -> Path:
+        """The trainer's working directory: ``<home>/work/<app_id>/<role>-<index>``, outside the job
+        directory, so that nothing above or below it holds the token."""
+        return self.path.parent.parent / "work" / self.app_id / protocol.executor_id(role, index)
 
     def read_json(self, path: Path) -> dict[str, Any] | None:
         try:
@@ -254,8 +260,8 @@ class LocalExecutorBackend(ExecutorBackend):
                              f"cannot start the executor process: {exc}")
 
     def _ask_fork(self, request: LaunchRequest, gpus: list[int]) -> None:
-        base = self.job.executor_dir(request.role, request.index)
-        work, logs = base / "work", base / f"attempt-{request.attempt}"
+        work = self.job.work_dir(request.role, request.index)
+        logs = self.job.executor_dir(request.role, request.index) / f"attempt-{request.attempt}"
         work.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         _link_files(request.files, work)
@@ -365,6 +371,13 @@ class LocalExecutorBackend(ExecutorBackend):
         kill_all(processes_of_job(self.job.app_id))  # what left the cgroup's reach, or without one
 
 
+def _write_private(path: Path, text: str) -> None:
+    """A new file only its owner can read (the mode is set at creation, never wider)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 def _link_files(files: list[str], work: Path) -> None:
     for source in files:
         target = work / Path(source).name
@@ -398,11 +411,10 @@ class LocalClusterClient(ClusterClient):
             raise SpecError(problems)
         app_id = f"primus-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         job = JobDir(self.jobs / app_id)
-        job.path.mkdir(parents=True)
-        job.spec.write_text(spec.to_json())
-        fd = os.open(job.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32))
+        self.jobs.mkdir(parents=True, exist_ok=True)
+        job.path.mkdir(0o700)  # the token, and the spec with the roles' env: the owner's only
+        _write_private(job.spec, spec.to_json())
+        _write_private(job.token, secrets.token_urlsafe(32))
         bundle = build_bundle(self.home / "bundles")
         env = dict(os.environ)
         env[protocol.ENV_APP_ID] = app_id
