@@ -56,7 +56,7 @@ def _check_containment(client, app: str, containment: str) -> str | None:
         assert not cgroup_file.exists()
         return None
     job_cgroup_dir = cgroup_file.read_text()
-    assert f"/primus-{app}/" in Path(f"/proc/{pid}/cgroup").read_text()
+    assert f"/{app}/" in Path(f"/proc/{pid}/cgroup").read_text()
     return job_cgroup_dir
 
 

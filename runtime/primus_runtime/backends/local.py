@@ -8,7 +8,7 @@ forced stop kills that whole session, the trainer's process group included.
 
 Processes a trainer moves to a session of their own are still ended: where cgroup v2 is
 writable, each executor's trainer runs in a cgroup of the job's (``<mount>/<AM's
-cgroup>/primus-<app_id>/<incarnation>``), killed when the executor ends and removed with
+cgroup>/<app_id>/<incarnation>``), killed when the executor ends and removed with
 the job; everywhere, the executor is its trainer's subreaper, and when the job ends the
 AM kills every process whose environment carries the job's ``PRIMUS_APP_ID``.
 """
@@ -191,7 +191,7 @@ def job_cgroup(app_id: str) -> Cgroup | None:
     mount, own = cgroup2_mount(), own_cgroup()
     if mount is None or own is None:
         return None
-    return Cgroup.create(os.path.join(mount, own.lstrip("/")), f"primus-{app_id}")
+    return Cgroup.create(os.path.join(mount, own.lstrip("/")), app_id)  # local app ids read primus-<time>-<random>
 
 
 def pid_alive(pid: int) -> bool:
@@ -501,7 +501,9 @@ class LocalClusterClient(ClusterClient):
         pids = processes_of_job(app_id)
         kill_all(pids)
         try:
-            Cgroup(job.cgroup.read_text().strip()).remove()
+            path = job.cgroup.read_text().strip()
+            if Path(path).name == app_id:  # never some other cgroup the file may name
+                Cgroup(path).remove()
             job.cgroup.unlink()
         except OSError:
             pass  # the job has no cgroup (left), or its AM removed it
