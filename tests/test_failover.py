@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import executor, make_spec, wait_for
+import pytest
+
+from conftest import executor, make_spec, read_log, wait_for
 
 FAIL_FIRST_TRY = 'if [ "$PRIMUS_ATTEMPT" = 0 ]; then exit 1; fi; sleep 0.2'
 
@@ -41,6 +43,36 @@ def test_exhausted_budget_fails_the_job(client):
     assert status["job"]["state"] == "failed"
     assert "worker-0 failed 3 times, max_failures_per_index is 2" in status["job"]["reason"]
     assert executor(status, "worker-0")["attempt"] == 2
+
+
+@pytest.mark.parametrize("command,said", [
+    (["no_such_binary"], "cannot launch 'no_such_binary': [Errno 2] No such file or directory"),
+    ("no_such_binary --epochs 3", "no_such_binary: command not found"),  # the shell exits 127
+])
+def test_a_command_that_cannot_run_is_not_restarted(client, command, said):
+    app = client.submit(make_spec([{"name": "worker", "command": command,
+                                    "failover": {"restart": "on_failure", "max_failures_per_index": 5}}]))
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "failed"
+    reason = status["job"]["reason"]
+    assert said in reason and "exit 127 is in permanent_exit_codes" in reason, reason
+    assert executor(status, "worker-0")["attempt"] == 0
+    assert said in read_log(client, app, "worker", 0, "stderr")
+    if isinstance(command, list):
+        assert said in read_log(client, app, "worker", 0, "executor")
+
+
+def test_a_permanent_failure_of_an_ignorable_role_ignores_it_at_once(client):
+    app = client.submit(make_spec([
+        {"name": "worker", "replicas": 1, "command": "sleep 1"},
+        {"name": "evaluator", "replicas": 1, "command": "exit 3", "success_percent": 0,
+         "failover": {"max_failures_per_index": 5, "on_exhausted": "ignore_role", "retryable_exit_codes": [1]}},
+    ]))
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded"
+    assert executor(status, "evaluator-0")["attempt"] == 0
+    ignored = [e for e in status["events"] if e["subject"] == "role/evaluator" and e["to_state"] == "ignored"]
+    assert len(ignored) == 1 and "exit 3 is not in retryable_exit_codes [1]" in ignored[0]["reason"]
 
 
 def test_role_budget_caps_failures_across_indices(client):

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import stat
+import sys
+from pathlib import Path
+
 from conftest import make_spec, read_log
 from primus_runtime.backends.base import LaunchRequest
 from primus_runtime.backends.local import JobDir, LocalExecutorBackend
@@ -81,3 +86,24 @@ def test_an_executor_waiting_for_resources_says_what_is_short_or_whom_it_waits_b
     assert backend.pending_reason("running") is None
     gpu = Resources(gpu=1)
     assert backend.ledger.shortage(gpu) == "gpu: needs 1, 0 free of 0"
+
+
+# Prints where the trainer runs and what it was given.
+SHOW_CWD_AND_ENV = [sys.executable, "-c", "import json, os; print(json.dumps([os.getcwd(), dict(os.environ)]))"]
+
+
+def test_the_trainer_is_not_handed_the_token(client):
+    app = client.submit(make_spec([{"name": "worker", "command": SHOW_CWD_AND_ENV}]))
+    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    cwd, env = json.loads(read_log(client, app, "worker", 0))
+    job = client.local.jobs / app
+    token = (job / "token").read_text().strip()
+    assert not any(token in value or str(job / "token") in value for value in env.values())
+    assert "PRIMUS_TOKEN_FILE" not in env
+    for directory in (Path(cwd), *Path(cwd).parents):  # no relative path from its cwd reaches it
+        assert not (directory / "token").exists(), directory
+    assert not (Path(cwd) / "../../../token").exists()
+    # Other users cannot read the job's secrets (its own user can: see the README's threat model).
+    assert stat.S_IMODE(job.stat().st_mode) == 0o700
+    assert stat.S_IMODE((job / "token").stat().st_mode) == 0o600
+    assert stat.S_IMODE((job / "spec.json").stat().st_mode) == 0o600

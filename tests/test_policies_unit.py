@@ -194,6 +194,26 @@ def test_lost_counts_as_a_charged_failure_and_preemption_does_not():
     assert lost.action is Action.RESTART and lost.charged and role.failures == 1
 
 
+@pytest.mark.parametrize("failover,state,code,expected", [
+    ({}, S.FAILED, 127, Action.FAIL_JOB),
+    ({}, S.FAILED, 126, Action.FAIL_JOB),
+    ({"on_exhausted": "ignore_role"}, S.FAILED, 127, Action.IGNORE_ROLE),
+    ({}, S.FAILED, 1, Action.RESTART),
+    ({"permanent_exit_codes": []}, S.FAILED, 127, Action.RESTART),
+    ({"retryable_exit_codes": [1]}, S.FAILED, 1, Action.RESTART),
+    ({"retryable_exit_codes": [1]}, S.FAILED, 2, Action.FAIL_JOB),
+    ({"retryable_exit_codes": [1], "preemption_exit_codes": [143]}, S.FAILED, 143, Action.RESTART),
+    ({"retryable_exit_codes": [1]}, S.LOST, None, Action.RESTART),
+])
+def test_permanent_exit_codes_exhaust_the_budget_at_once(failover, state, code, expected):
+    spec, record, _ = build([{"name": "worker", "command": "x",
+                              "failover": {"max_failures_per_index": 5, **failover}}])
+    decision = FailoverEngine(spec).decide(record.roles["worker"], ended(record, "worker-0", state, code))
+    assert decision.action is expected
+    if expected is not Action.RESTART:
+        assert f"exit {code}" in decision.reason and "is not restarted" in decision.reason
+
+
 def test_stopped_and_succeeded_executors_are_left_alone():
     spec, record, _ = build([{"name": "worker", "command": "x"}])
     engine = FailoverEngine(spec)

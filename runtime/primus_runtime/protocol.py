@@ -96,6 +96,9 @@ ENV_HEARTBEAT_TIMEOUT = "PRIMUS_HEARTBEAT_TIMEOUT"  # seconds without the AM bef
 ENV_KILL_GRACE = "PRIMUS_KILL_GRACE"  # seconds between SIGTERM and SIGKILL of the trainer
 ENV_GPUS = "PRIMUS_GPUS"  # comma-separated GPU ids the backend assigned
 ENV_EXECUTOR_HOST = "PRIMUS_EXECUTOR_HOST"  # address other executors reach this one at
+# Optional: a cgroup v2 directory the backend made for this executor; the trainer runs in it, and
+# everything the trainer starts with it, whatever session or process group it moves to.
+ENV_CGROUP = "PRIMUS_CGROUP"
 
 # Exit code of an executor that gave up because the AM was unreachable.
 EXIT_AM_UNREACHABLE = 75

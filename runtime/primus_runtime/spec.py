@@ -60,6 +60,8 @@ __all__ = [
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
 PS_ROLE_NAMES = frozenset({"ps", "parameter_server", "parameter-server"})
+# Shell convention: 126 the command is not executable, 127 it does not exist.
+DEFAULT_PERMANENT_EXIT_CODES = (126, 127)
 
 
 class SpecError(ValueError):
@@ -188,6 +190,44 @@ class Failover(_Strict):
         description="Exit codes that mean 'preempted or evicted': restarted without being charged. "
         "Backends also flag preemptions they detect themselves.",
     )
+    permanent_exit_codes: list[int] = Field(
+        default_factory=lambda: list(DEFAULT_PERMANENT_EXIT_CODES),
+        description="Exit codes that can never succeed on a retry (126/127: the command cannot be run, "
+        "by shell convention): the index is not restarted and on_exhausted applies at once.",
+    )
+    retryable_exit_codes: list[int] | None = Field(
+        None,
+        description="Exit codes worth a restart. Unset: every non-zero code that is not permanent; "
+        "set: codes outside it (and outside preemption_exit_codes) are permanent.",
+    )
+
+    @model_validator(mode="after")
+    def _exit_code_classes_are_disjoint(self) -> Failover:
+        classes = {"preemption_exit_codes": self.preemption_exit_codes,
+                   "permanent_exit_codes": self.permanent_exit_codes,
+                   "retryable_exit_codes": self.retryable_exit_codes or []}
+        for name, codes in classes.items():
+            if 0 in codes:
+                raise ValueError(f"{name}: exit code 0 is success, never a failure, got {codes}")
+        names = list(classes)
+        for i, first in enumerate(names):
+            for second in names[i + 1:]:
+                both = sorted(set(classes[first]) & set(classes[second]))
+                if both:
+                    field, other = (second, first) if second in self.model_fields_set else (first, second)
+                    default = "" if other in self.model_fields_set else f" (default {classes[other]})"
+                    raise ValueError(f"{field}: exit codes {both} are also in {other}{default}, "
+                                     f"got {classes[field]}; a code belongs to one class")
+        return self
+
+    def is_permanent(self, exit_code: int | None) -> bool:
+        """Whether a failure with ``exit_code`` can never succeed on a restart (None: no exit code,
+        e.g. a lost executor, is always worth a retry)."""
+        if exit_code is None or exit_code in self.preemption_exit_codes:
+            return False
+        if exit_code in self.permanent_exit_codes:
+            return True
+        return self.retryable_exit_codes is not None and exit_code not in self.retryable_exit_codes
 
 
 class Placement(_Strict):

@@ -55,6 +55,11 @@ class FailoverEngine:
         used = role.failures_by_index.get(ex.index, 0) + 1
         role.failures_by_index[ex.index] = used
         role.failures += 1
+        if policy.is_permanent(ex.exit_code):
+            why = ("is in permanent_exit_codes" if ex.exit_code in policy.permanent_exit_codes
+                   else f"is not in retryable_exit_codes {policy.retryable_exit_codes}")
+            return self._exhausted(role, ex, f"{what}; exit {ex.exit_code} {why}: a restart cannot succeed, "
+                                             f"{ex.id} is not restarted")
         if used > policy.max_failures_per_index:
             return self._exhausted(role, ex, f"{what}; {ex.id} failed {used} times, "
                                              f"max_failures_per_index is {policy.max_failures_per_index}")

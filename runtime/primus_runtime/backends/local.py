@@ -5,6 +5,12 @@ detached (its own session), so the job outlives whoever submitted it, and any
 later ``status``/``kill``/``logs`` finds it by id. Executors are forked by a
 fork server (``executor/forkserver.py``), each into a session of its own; a
 forced stop kills that whole session, the trainer's process group included.
+
+Processes a trainer moves to a session of their own are still ended: where cgroup v2 is
+writable, each executor's trainer runs in a cgroup of the job's (``<mount>/<AM's
+cgroup>/<app_id>/<incarnation>``), killed when the executor ends and removed with
+the job; everywhere, the executor is its trainer's subreaper, and when the job ends the
+AM kills every process whose environment carries the job's ``PRIMUS_APP_ID``.
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ from typing import Any
 
 from .. import protocol
 from ..bundle import build_bundle
+from ..executor.proctree import Cgroup, cgroup2_mount, own_cgroup
 from ..spec import JobSpec, LocalBackend, Resources, SpecError
 from ..states import JOB_OUTCOMES, JobState
 from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest
 
 LOCAL_HOST = "127.0.0.1"
+# Set (to anything but "" or "0") in the AM's environment: no cgroups, only the subreaper and the
+# environment sweep (what runs where cgroup v2 is not writable; tests use it to run that path).
+ENV_NO_CGROUPS = "PRIMUS_NO_CGROUPS"
 
 
 def default_home(configured: str | None = None) -> Path:
@@ -47,9 +57,16 @@ class JobDir:
     am_pid = property(lambda self: self.path / "am.pid")
     status = property(lambda self: self.path / "status.json")
     am_log = property(lambda self: self.path / "am.log")
+    cgroup = property(lambda self: self.path / "cgroup")  # the job's cgroup directory, if it has one
 
     def executor_dir(self, role: str, index: int) -> Path:
+        """The executor's logs, one ``attempt-<n>`` directory per incarnation."""
         return self.path / "executors" / protocol.executor_id(role, index)
+
+    def work_dir(self, role: str, index: int) -> Path:
+        """The trainer's working directory: ``<home>/work/<app_id>/<role>-<index>``, outside the job
+        directory, so that nothing above or below it holds the token."""
+        return self.path.parent.parent / "work" / self.app_id / protocol.executor_id(role, index)
 
     def read_json(self, path: Path) -> dict[str, Any] | None:
         try:
@@ -153,18 +170,40 @@ def kill_session(sid: int, sig: int = signal.SIGKILL) -> int:
     return count
 
 
-def processes_of_job(app_id: str) -> list[int]:
-    """Pids whose environment carries PRIMUS_APP_ID=app_id (AM, executors, trainers)."""
-    needle = f"{protocol.ENV_APP_ID}={app_id}".encode()
+def processes_of_job(app_id: str, incarnation: str | None = None) -> list[int]:
+    """Pids whose environment carries PRIMUS_APP_ID=app_id (AM, executors, trainers and what they
+    started), only those of one executor's ``incarnation`` if given."""
+    needles = {f"{protocol.ENV_APP_ID}={app_id}".encode()}
+    if incarnation is not None:
+        needles.add(f"{protocol.ENV_INCARNATION}={incarnation}".encode())
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
+                if needles <= set(f.read().split(b"\0")):
                     found.append(int(pid))
         except OSError:
             pass
     return [p for p in found if p != os.getpid()]
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def job_cgroup(app_id: str) -> Cgroup | None:
+    """A cgroup v2 for the job's trainers, below the calling process's own cgroup; None where
+    cgroup v2 is not mounted or not writable (or ``PRIMUS_NO_CGROUPS`` is set)."""
+    if os.environ.get(ENV_NO_CGROUPS, "") not in ("", "0"):
+        return None
+    mount, own = cgroup2_mount(), own_cgroup()
+    if mount is None or own is None:
+        return None
+    return Cgroup.create(os.path.join(mount, own.lstrip("/")), app_id)  # local app ids read primus-<time>-<random>
 
 
 def pid_alive(pid: int) -> bool:
@@ -189,9 +228,13 @@ class LocalExecutorBackend(ExecutorBackend):
         self._forking: dict[str, Launched] = {}  # incarnation -> asked of the fork server
         self._running: dict[str, tuple[Launched, int]] = {}  # incarnation -> (launch, executor pid)
         self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
+        self.cgroup: Cgroup | None = None  # the job's, holding one cgroup per executor incarnation
 
     async def start(self, events: BackendEvents) -> None:
         self._events = events
+        self.cgroup = job_cgroup(self.job.app_id)
+        if self.cgroup is not None:
+            self.job.cgroup.write_text(self.cgroup.path)  # for a forced kill once this AM is gone
         await self._start_server()
 
     async def _start_server(self) -> None:
@@ -240,8 +283,8 @@ class LocalExecutorBackend(ExecutorBackend):
                              f"cannot start the executor process: {exc}")
 
     def _ask_fork(self, request: LaunchRequest, gpus: list[int]) -> None:
-        base = self.job.executor_dir(request.role, request.index)
-        work, logs = base / "work", base / f"attempt-{request.attempt}"
+        work = self.job.work_dir(request.role, request.index)
+        logs = self.job.executor_dir(request.role, request.index) / f"attempt-{request.attempt}"
         work.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         _link_files(request.files, work)
@@ -254,6 +297,9 @@ class LocalExecutorBackend(ExecutorBackend):
             protocol.ENV_GPUS: ",".join(map(str, gpus)),
             protocol.ENV_EXECUTOR_HOST: LOCAL_HOST,
         })
+        executor_cgroup = self._executor_cgroup(request.incarnation)
+        if executor_cgroup is not None:
+            env[protocol.ENV_CGROUP] = executor_cgroup.path
         if self._server is None or self._server.stdin is None or self._server.returncode is not None:
             raise RuntimeError("the executor fork server is not running")
         line = {"launch": request.incarnation, "env": env, "cwd": str(work), "log": str(logs / "executor.log")}
@@ -283,11 +329,23 @@ class LocalExecutorBackend(ExecutorBackend):
             self.ledger.release(incarnation)
             self._exited(launched.role, launched.index, incarnation, None, "the executor fork server exited")
 
+    def _executor_cgroup(self, incarnation: str) -> Cgroup | None:
+        return Cgroup.create(self.cgroup.path, incarnation) if self.cgroup is not None else None
+
+    def _end_trainer_processes(self, pid: int, incarnation: str, killed: bool) -> None:
+        """Whatever an executor's trainer started must not outlive the executor. An executor that
+        exited by itself has ended them; one killed by a signal could not."""
+        kill_session(pid)
+        if self.cgroup is not None:
+            Cgroup(os.path.join(self.cgroup.path, incarnation)).remove(patience=0.5)
+        elif killed:
+            kill_all(processes_of_job(self.job.app_id, incarnation))
+
     def _on_exit(self, incarnation: str, code: int) -> None:
         if incarnation not in self._running:
             return  # not one of ours (the fork server reaped something unexpected)
         launched, pid = self._running.pop(incarnation)
-        kill_session(pid)  # the trainer must not outlive its executor
+        self._end_trainer_processes(pid, incarnation, killed=code < 0)
         self.ledger.release(incarnation)
         if code < 0:
             self._exited(launched.role, launched.index, incarnation, 128 - code, f"executor killed by signal {-code}")
@@ -309,7 +367,7 @@ class LocalExecutorBackend(ExecutorBackend):
             return
         pid = self._running[incarnation][1]
         if force:
-            kill_session(pid)
+            self._end_trainer_processes(pid, incarnation, killed=True)
         else:
             try:
                 os.kill(pid, signal.SIGTERM)  # the executor forwards it to its trainer
@@ -330,6 +388,21 @@ class LocalExecutorBackend(ExecutorBackend):
                 await asyncio.wait_for(self._server.wait(), 5)
             except asyncio.TimeoutError:
                 self._server.kill()
+        self._end_job_processes()
+
+    def _end_job_processes(self) -> None:
+        """The job is over: no process of it may remain, whatever session it moved to."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.job.cgroup.unlink(missing_ok=True)
+        kill_all(processes_of_job(self.job.app_id))  # what left the cgroup's reach, or without one
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file only its owner can read (the mode is set at creation, never wider)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def _link_files(files: list[str], work: Path) -> None:
@@ -365,11 +438,10 @@ class LocalClusterClient(ClusterClient):
             raise SpecError(problems)
         app_id = f"primus-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         job = JobDir(self.jobs / app_id)
-        job.path.mkdir(parents=True)
-        job.spec.write_text(spec.to_json())
-        fd = os.open(job.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32))
+        self.jobs.mkdir(parents=True, exist_ok=True)
+        job.path.mkdir(0o700)  # the token, and the spec with the roles' env: the owner's only
+        _write_private(job.spec, spec.to_json())
+        _write_private(job.token, secrets.token_urlsafe(32))
         bundle = build_bundle(self.home / "bundles")
         env = dict(os.environ)
         env[protocol.ENV_APP_ID] = app_id
@@ -454,11 +526,14 @@ class LocalClusterClient(ClusterClient):
     def force_kill(self, app_id: str) -> int:
         job = self.job(app_id)
         pids = processes_of_job(app_id)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_all(pids)
+        try:
+            path = job.cgroup.read_text().strip()
+            if Path(path).name == app_id:  # never some other cgroup the file may name
+                Cgroup(path).remove()
+            job.cgroup.unlink()
+        except OSError:
+            pass  # the job has no cgroup (left), or its AM removed it
         status = job.read_json(job.status)
         if status is None or status["job"]["state"] not in JOB_OUTCOMES:
             status = status or {"job": {"app_id": app_id}, "roles": [], "executors": [], "events": []}

@@ -14,7 +14,10 @@ Standard library only (Python 3.9+), so it runs on any node or image. It
 6. reports the trainer's exit code and exits with it.
 
 If the AM stays unreachable past the heartbeat timeout it kills the trainer
-and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind.
+and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind. Whenever
+the trainer ends, so does every process it started, even those that left its
+process group or session: the executor is their subreaper, and the trainer runs
+in the backend's cgroup when there is one (``proctree.py``).
 """
 
 from __future__ import annotations
@@ -32,8 +35,12 @@ from typing import Any
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
 from .feed import Feeder, create_position_file
+from .proctree import Cgroup, become_subreaper
 from .readiness import PROBE_PERIOD, ReadinessProbe
-from .trainer import Trainer
+from .trainer import Trainer, last_line, launch_error
+
+# Shell convention: 126 the command cannot be executed, 127 it was not found.
+CANNOT_RUN_EXIT_CODES = (126, 127)
 
 log = logging.getLogger("primus.executor")
 
@@ -63,6 +70,8 @@ class Config:
         self.kill_grace = float(env.get(protocol.ENV_KILL_GRACE, "10"))
         self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
         self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
+        cgroup = env.get(protocol.ENV_CGROUP)
+        self.cgroup = Cgroup(cgroup) if cgroup and os.path.isdir(cgroup) else None
         self.id = protocol.executor_id(self.role, self.index)
 
 
@@ -163,9 +172,11 @@ class Executor:
         self.readiness = self._readiness_probe(start.get("readiness", "spawned"), ports, env)
         try:
             self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
-                                          fed=feed is not None)
+                                          fed=feed is not None, cgroup=self.config.cgroup)
         except OSError as exc:
-            return self._finish(protocol.EXIT_LAUNCH_FAILED, f"cannot launch {start['command'][0]!r}: {exc}")
+            message = launch_error(start["command"], exc)
+            log.error("%s", message)
+            return self._finish(protocol.EXIT_LAUNCH_FAILED, message)
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
         if feed is not None and self.trainer.proc.stdin is not None:
             self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
@@ -193,7 +204,8 @@ class Executor:
             if exited is not None:
                 self._final_report(exited)
                 log.info("trainer exited with %d", exited)
-                return self._finish(exited, f"trainer exited {exited}")
+                self.trainer.stop(self.config.kill_grace)  # what it started and left behind
+                return self._finish(exited, self._exit_message(exited))
 
     def _final_report(self, code: int) -> None:
         """The trainer is gone: its last positions reach the AM before the exit does, so its tasks go
@@ -252,6 +264,15 @@ class Executor:
             if time.monotonic() - start >= timeout / 5 and self.feeder.room():
                 self.feeder.wake.clear()
                 return None
+
+    def _exit_message(self, code: int) -> str:
+        """What the AM records as the reason; for the shell's "cannot run the command" codes, with
+        the shell's own words (the job's reason then says which command was missing)."""
+        if code in CANNOT_RUN_EXIT_CODES:
+            said = last_line(os.path.join(self.config.log_dir, "stderr.log"))
+            if said:
+                return f"trainer exited {code}: {said[:300]}"
+        return f"trainer exited {code}"
 
     def _finish(self, code: int, message: str) -> int:
         self._call(protocol.UNREGISTER_PATH, {
@@ -320,6 +341,9 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s executor: %(message)s")
     config = Config(dict(os.environ))
+    if not become_subreaper():
+        log.warning("cannot become a child subreaper: processes the trainer starts in a new session "
+                    "may outlive it unless they are in the executor's cgroup")
     with open(config.token_file) as f:
         token = f.read().strip()
     executor = Executor(config, AMClient(config.am_address, token))
@@ -337,7 +361,19 @@ def main() -> int:
     finally:
         if executor.trainer is not None:
             executor.trainer.stop(0)  # never leave the trainer behind
+    if config.cgroup is not None and code == protocol.EXIT_AM_UNREACHABLE:
+        remove_orphaned_cgroup(config.cgroup)
     return code if 0 <= code < 256 else 1
+
+
+def remove_orphaned_cgroup(cgroup: Cgroup) -> None:
+    """With the AM gone, nobody else removes the cgroup it made for this executor, nor the job's
+    one above it (which only the last executor to leave finds empty)."""
+    cgroup.remove()
+    try:
+        os.rmdir(os.path.dirname(cgroup.path))
+    except OSError:
+        pass  # other executors are still in it, or it is gone
 
 
 if __name__ == "__main__":

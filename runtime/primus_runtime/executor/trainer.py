@@ -1,16 +1,26 @@
-"""The trainer process: launched in its own process group, stopped as a group."""
+"""The trainer process: launched in its own process group (and in the executor's cgroup when
+there is one), stopped with everything it started, inside its group or not (``proctree``)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
+import time
+
+from .proctree import Cgroup, descendants, reap, signal_all
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: own process group, and SIGKILL if the executor dies."""
+def _die_with_parent(cgroup: Cgroup | None) -> None:
+    """In the child before exec: own process group, the cgroup, and SIGKILL if the executor dies."""
     os.setpgid(0, 0)
+    if cgroup is not None:
+        try:
+            cgroup.join()
+        except OSError:
+            pass  # the executor still finds the trainer's processes as its descendants
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -21,20 +31,42 @@ def _die_with_parent() -> None:
             pass  # best effort: the backend still kills the executor's whole session
 
 
+def launch_error(argv: list[str], exc: OSError) -> str:
+    return f"cannot launch {argv[0]!r}: {exc}"
+
+
+def last_line(path: str, limit: int = 4096) -> str:
+    """The last non-empty line of the file ``path`` (its last ``limit`` bytes), "" if none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
+
 class Trainer:
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen, cgroup: Cgroup | None = None):
         self.proc = proc
         self.pid = proc.pid
+        self.cgroup = cgroup
 
     @classmethod
-    def launch(cls, argv: list[str], env: dict[str, str], cwd: str, log_dir: str, fed: bool = False) -> Trainer:
+    def launch(cls, argv: list[str], env: dict[str, str], cwd: str, log_dir: str, fed: bool = False,
+               cgroup: Cgroup | None = None) -> Trainer:
         """Start it; ``fed``: its stdin is a pipe (``proc.stdin``) the executor feeds, else /dev/null."""
         os.makedirs(cwd, exist_ok=True)
         with open(os.path.join(log_dir, "stdout.log"), "ab") as out, \
                 open(os.path.join(log_dir, "stderr.log"), "ab") as err:
-            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE if fed else subprocess.DEVNULL, stdout=out, stderr=err,
-                                    preexec_fn=_die_with_parent, close_fds=True)
-        return cls(proc)
+            try:
+                proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE if fed else subprocess.DEVNULL, stdout=out, stderr=err,
+                                        preexec_fn=functools.partial(_die_with_parent, cgroup), close_fds=True)
+            except OSError as exc:
+                # Where the user looks first: the trainer's stderr, as a shell would have said it.
+                err.write(f"primus: {launch_error(argv, exc)}\n".encode())
+                raise
+        return cls(proc, cgroup)
 
     def wait(self, timeout: float) -> int | None:
         """The exit code once it exits (128+N for signal N), None if still running after ``timeout``."""
@@ -50,12 +82,34 @@ class Trainer:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def leftovers(self) -> list[int]:
+        """Live processes the trainer started (and the trainer): the executor's descendants (it is
+        their subreaper, so setsid escapes whose parent died are among them) and its cgroup's."""
+        alive, zombies = descendants(os.getpid())
+        reap([pid for pid in zombies if pid != self.pid])
+        in_cgroup = self.cgroup.pids() if self.cgroup is not None else []
+        return sorted(set(alive) | set(in_cgroup))
+
+    def _signal_everything(self, sig: int) -> None:
+        self.signal(sig)
+        if sig == signal.SIGKILL and self.cgroup is not None:
+            self.cgroup.kill()
+        signal_all(self.leftovers(), sig)
+
     def stop(self, grace: float) -> int:
-        """SIGTERM the whole process group, SIGKILL it after ``grace`` seconds; the exit code."""
-        if self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            if self.wait(grace) is None:
-                self.signal(signal.SIGKILL)
-        code = self.wait(5.0)
-        self.signal(signal.SIGKILL)  # whatever the trainer forked and left in its group
+        """End the trainer and every process it started: SIGTERM, SIGKILL after ``grace`` seconds
+        to whatever is left; the trainer's exit code (it may have exited by itself before)."""
+        if self.leftovers():
+            self._signal_everything(signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and (self.proc.poll() is None or self.leftovers()):
+                time.sleep(0.05)
+        code = None
+        for _ in range(100):  # processes may fork while they are being killed: until none is left
+            self._signal_everything(signal.SIGKILL)
+            code = self.wait(0.05) if code is None else code
+            if code is not None and not self.leftovers():
+                break
+        if code is None:
+            code = self.wait(5.0)
         return code if code is not None else 137
