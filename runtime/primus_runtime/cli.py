@@ -217,7 +217,7 @@ def cmd_data(client: PrimusClient, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
     else:
-        print(f"{args.app_id}: {data_progress(data)} ({data['state']})")
+        print(f"{args.app_id}: {data_progress(data)}")
     return EXIT_OK
 
 

@@ -39,7 +39,7 @@ def data_progress(data: dict[str, Any]) -> str:
         line = f"data {int(data['progress'] * 100)}% ({counts})"
     else:
         line = f"data {int((data.get('progress_of_discovered') or 0) * 100)}% of the tasks listed so far ({counts})"
-    if data.get("state") not in ("running", "exhausted", "succeeded"):
+    if data.get("state") != "running":
         line += f" {data.get('state')}"
     if data.get("waiting_for"):
         line += f", waiting for {data['waiting_for']}"

@@ -443,12 +443,18 @@ def test_restoring_from_an_empty_directory_fails_clearly(client, dirs, tmp_path)
     assert "restore_from: no saved task positions in" in status["job"]["reason"], status["job"]
 
 
-def test_trainers_that_exit_before_reading_their_input_fail_the_job(client, dirs):
+def test_trainers_that_exit_before_reading_their_input_fail_the_job(client, dirs, capsys):
+    from primus_runtime.cli import main as cli
+
     data, out = dirs
     write_day(data, 1, files=20, lines=50)
     spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-01"})
     spec["roles"][0]["command"] = [sys.executable, "-c", "pass"]
-    status = client.wait(client.submit(spec), timeout=60)
+    app = client.submit(spec)
+    status = client.wait(app, timeout=60)
+    capsys.readouterr()
+    assert cli(["--home", str(client.local.home), "data", "status", app]) == 0
+    assert capsys.readouterr().out.strip() == f"{app}: data 0% (0/20 tasks) failed"
     assert status["job"]["state"] == "failed", status["job"]
     assert "input not consumed: 20 of 20 tasks left" in status["job"]["reason"]
     info = status["data"]

@@ -1,0 +1,33 @@
+"""The issue-10 chaos repro, small: trainers SIGKILLed at random while they read (bench/chaos.py).
+
+Before the fix each kill charged an attempt to every task the trainer held (5-6 of them), so a few
+kills failed the job blaming a healthy file, and each kill fed ~6,000 records again (the 128 KiB
+pipe allowance plus a heartbeat of progress)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
+
+
+def test_random_trainer_kills_lose_nothing_and_feed_again_only_the_record_in_hand(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "RECORDS": "60000", "KILLS": "5", "INTERVAL": "1.5", "JSON": "1",
+                               "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    baseline, at_least_once, exactly_once = runs
+    assert baseline["state"] == "succeeded" and baseline["lost"] == 0 and baseline["duplicates"] == 0
+    for run in (at_least_once, exactly_once):
+        assert run["kills"] >= 3, run  # the trainers were really killed, while reading
+        assert run["state"] == "succeeded", run  # no healthy task blamed for a killed trainer
+        assert run["lost"] == 0, run
+    # A reader.records() trainer is done with every record before the one in hand.
+    assert at_least_once["duplicates"] <= at_least_once["kills"], at_least_once
+    assert exactly_once["duplicates"] == 0, exactly_once
+    assert proc.stdout.strip().splitlines()[-1].endswith("x")
