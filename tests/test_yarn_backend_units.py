@@ -36,6 +36,15 @@ def test_container_ends_map_to_exit_code_reason_and_preemption(state, message, e
         assert reason.startswith("container preempted by YARN")
 
 
+def test_a_failed_container_takes_its_exit_status_and_diagnostics_from_its_nodemanager():
+    skein_says = "Container failed during execution, see logs for more information."
+    node_says = (137, "Sent signal FORCEFUL_SHUTDOWN (SIGKILL) to pid 9518 Container killed on request. "
+                      "Exit code is 137 Killed by external signal")
+    assert exited_from("FAILED", skein_says, node_says) == (137, f"container failed (exit 137): {node_says[1]}", False)
+    # The NodeManager had forgotten the container: skein's word is all there is.
+    assert exited_from("FAILED", skein_says, None) == (None, f"container failed: {skein_says}", False)
+
+
 def test_log_contents_strips_the_nodemanager_framing_by_length():
     body = (b"Container: container_1_0001_01_000002 on localhost:4545\nLogAggregationType: LOCAL\n====\n"
             b"LogType:stdout.log\nLogLastModifiedTime:Wed Dec 02\nLogLength:12\nLogContents:\n"

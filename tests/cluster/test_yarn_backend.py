@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from conftest import make_spec, wait_for
 from primus_runtime.client import PrimusClient
+from primus_runtime.hadoop import hadoop_user
 
 from .conftest import REPO, Minicluster, processes_of
 
@@ -110,6 +112,35 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     read = [line for f in out.iterdir() for line in f.read_text().split()]
     assert set(read) == set(expected)  # nothing lost: the killed worker's task went on elsewhere
     assert status["data"]["records_done"] == len(expected) and status["data"]["state"] == "succeeded"
+
+
+def test_a_container_yarn_kills_from_outside_ends_with_yarns_exit_status_and_diagnostics(
+        minicluster: Minicluster, yarn_client):
+    spec = make_spec(
+        [{"name": "worker", "replicas": 1, "resources": SMALL, "command": ["sleep", "600"],
+          "failover": {"restart": "never"}}],
+        # Longer than skein takes to report the container's end (its idle heartbeat is 5 s): the
+        # end, not the executor's silence, is what the AM must see first.
+        am={"heartbeat_timeout": 30.0}, backend=YARN)
+    app_id = yarn_client.submit(spec)
+
+    def running_worker():
+        status = yarn_client.status(app_id)
+        return next((e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"), None)
+    worker = wait_for(running_worker, timeout=180, what="worker-0 running", poll=0.5)
+    container_id = worker["logs"]["stdout"].split("/containers/")[1].split("/")[0]
+    # What `yarn container -signal ID FORCEFUL_SHUTDOWN` asks: the NodeManager SIGKILLs the container.
+    request = urllib.request.Request(f"{minicluster.rm_web}/ws/v1/cluster/containers/{container_id}/signal/"
+                                     f"FORCEFUL_SHUTDOWN?user.name={hadoop_user()}", method="POST")
+    urllib.request.urlopen(request, timeout=10).close()
+
+    status = yarn_client.wait(app_id, timeout=120)
+    job, worker = status["job"], next(e for e in status["executors"] if e["id"] == "worker-0")
+    assert (job["state"], worker["state"], worker["exit_code"]) == ("failed", "failed", 137), (job, worker)
+    assert "Killed by external signal" in worker["reason"], worker
+    assert "exit 137" in job["reason"] and "Killed by external signal" in job["reason"], job
+    ended = [e for e in status["events"] if e["subject"] == "worker-0" and e["to_state"] == "failed"]
+    assert ended and ended[-1]["exit_code"] == 137, status["events"]
 
 
 def test_a_ps_failure_fails_the_application_with_the_reason_in_status_and_yarn(
