@@ -14,6 +14,7 @@ from primus_runtime.backends.yarn import (
     parse_prelaunched,
     prelaunched,
 )
+from primus_runtime.client import PrimusClient, local_paths_on_a_cluster
 from primus_runtime.hadoop import HadoopConf, HadoopConfigError
 from primus_runtime.spec import JobSpec, Resources, SpecError, YarnBackend
 
@@ -139,3 +140,34 @@ def test_a_prelaunched_executor_polls_for_the_address_its_am_publishes(tmp_path)
             wait_for_am_address(url, patience=0.3)
     finally:
         server.shutdown()
+
+
+def _yarn_job(source: dict, **input_extra: str | bool) -> dict:
+    return {"name": "t", "backend": {"type": "yarn"},
+            "roles": [{"name": "worker", "command": "cat", "consumes_input": True}],
+            "input": {"sources": [{"name": "rows", **source}], **input_extra}}
+
+
+def test_local_input_paths_are_refused_on_yarn_before_the_cluster_is_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)  # the check needs no cluster
+    client = PrimusClient(tmp_path / "home")
+    with pytest.raises(SpecError) as refused:
+        client.submit(_yarn_job({"path": "/data/rows"}, work_preserve_dir="file:///progress",
+                                restore_from="hdfs:///savepoints/1"))
+    assert refused.value.problems == [
+        "input.sources[0].path: a local path is read on every node of the yarn backend, not on this machine, "
+        "got '/data/rows'; put the data on HDFS (`primus hdfs put LOCAL_DIR hdfs:///DIR`, see the README's "
+        "\"On YARN\") and name it hdfs:///DIR/..., or set node_local: true if every node has this path",
+        "input.work_preserve_dir: a local path is on the node that runs the AM of the yarn backend, not on this "
+        "machine, got 'file:///progress'; use an hdfs:// directory, or set input.node_local_dirs: true if every "
+        "node mounts it"]
+
+
+@pytest.mark.parametrize("job", [
+    _yarn_job({"path": "/mnt/shared/rows", "node_local": True}, work_preserve_dir="/mnt/shared/progress",
+              node_local_dirs=True),
+    _yarn_job({"path": "hdfs:///data/rows"}, work_preserve_dir="webhdfs://nn:9870/progress"),
+    {**_yarn_job({"path": "/data/rows"}), "backend": {"type": "local"}},
+])
+def test_hdfs_node_local_and_local_backend_paths_pass(job):
+    assert local_paths_on_a_cluster(JobSpec.model_validate(job)) == []

@@ -3,9 +3,11 @@ and asks skein for executor containers; outcomes, failures and kills reach YARN 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,26 @@ def test_ps_worker_example_succeeds_on_yarn_from_the_cli(minicluster: Minicluste
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
 
 
+def test_the_wordcount_example_runs_on_yarn_with_its_input_put_on_hdfs_as_the_readme_says(
+        minicluster: Minicluster, yarn_client, tmp_path):
+    example = REPO / "examples" / "data_wordcount"
+    home = tmp_path / "home"
+    refused = primus(home, "submit", str(example / "job.yaml"), "--backend", "yarn")
+    assert refused.returncode == 2 and "input.sources[0].path: a local path is read on every node" in refused.stderr
+
+    put = primus(home, "hdfs", "put", str(example / "data"), "hdfs:///tmp/primus-examples/data_wordcount")
+    assert put.returncode == 0, put.stderr
+    written = put.stdout.split()
+    assert len(written) == 9 and all(p.endswith("_SUCCESS") for p in written[-3:])  # the markers last
+    proc = primus(home, "submit", str(example / "yarn.yaml"), "--wait")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    app_id = proc.stdout.strip()
+    expected = sorted(line.split()[0] for f in (example / "data").glob("*/part-*.txt")
+                      for line in f.read_text().splitlines())
+    logs = [primus(home, "logs", app_id, "--role", "worker", "--index", str(i)).stdout for i in range(2)]
+    assert sorted(i for log in logs for i in json.loads(log.strip().splitlines()[-1])["ids"]) == expected
+
+
 def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed(
         minicluster: Minicluster, yarn_client, tmp_path):
     data, out = tmp_path / "data", tmp_path / "out"
@@ -81,11 +103,14 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     expected = [f"r{i:06d}" for i in range(20_000)]
     (data / "20261201" / "part-0.txt").write_text("\n".join(expected) + "\n")
     (data / "20261201" / "_SUCCESS").write_text("")
+    hdfs_dir = f"hdfs:///primus-tests/{uuid.uuid4().hex[:12]}"
+    put = primus(tmp_path / "home", "hdfs", "put", str(data), hdfs_dir)
+    assert put.returncode == 0, put.stderr
     spec = make_spec(
         [{"name": "worker", "replicas": 2, "consumes_input": True, "resources": SMALL,
           "command": [sys.executable, CONSUMER],
           "env": {"OUT_DIR": str(out), "SLEEP_EVERY": "100", "SLEEP": "0.2"}}],  # ~20 s of reading each
-        input={"sources": [{"name": "rows", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/"}],
+        input={"sources": [{"name": "rows", "path": hdfs_dir + "/{{YYYY}}{{MM}}{{DD}}/"}],
                "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": 20_000},
         backend=YARN)
     app_id = yarn_client.submit(spec)
