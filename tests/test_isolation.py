@@ -9,15 +9,70 @@ import sys
 import zipfile
 from pathlib import Path
 
-from primus_runtime.bundle import build_bundle
+from primus_runtime.bundle import _MAIN, build_bundle
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime" / "primus_runtime"
-# Modules the executor process loads (its package and the runtime modules it imports).
-EXECUTOR_MODULES = [*sorted((RUNTIME / "executor").glob("*.py")), RUNTIME / "protocol.py",
-                    RUNTIME / "api_client.py", RUNTIME / "__init__.py", RUNTIME / "data" / "__init__.py",
-                    RUNTIME / "data" / "formats.py", RUNTIME / "data" / "reader.py"]
-# Imported inside the functions that read those formats only, never at import time.
-OPTIONAL_IMPORTS = {"formats.py": {"pyarrow", "zstandard", "compression"}, "reader.py": {"torch"}}
+# Imported inside the functions that need them only, never at import time: by the formats that
+# read them, and (fsspec) by the AM's and clients' WebHDFS filesystem, never by the executor.
+OPTIONAL_IMPORTS = {"formats.py": {"pyarrow", "zstandard", "compression"}, "reader.py": {"torch"},
+                    "hadoop.py": {"fsspec"}}
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of a primus_runtime module (``primus_runtime.data.webhdfs``), None for others."""
+    parts = name.split(".")
+    if parts[0] != "primus_runtime":
+        return None
+    base = RUNTIME.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(RUNTIME.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, tree: ast.AST) -> set[str]:
+    """Every primus_runtime module ``tree`` may import, at import time or inside a function."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import protocol`
+    return {name for name in found if _module_file(name) is not None}
+
+
+def executor_modules() -> list[Path]:
+    """What runs on a cluster node: everything the bundle's entry point (bundle._MAIN: the executor
+    and its fork server) and the trainers' data.reader import, followed transitively, with the
+    packages they live in."""
+    roots = _runtime_imports(RUNTIME / "__main__.py", ast.parse(_MAIN)) | {"primus_runtime.data.reader",
+                                                                          "primus_runtime.executor.__main__"}
+    seen: set[str] = set()
+    todo = sorted(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = _module_file(name)
+        assert path is not None, name
+        todo += sorted(_runtime_imports(path, ast.parse(path.read_text())) - seen)
+        todo += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]  # its packages
+    return sorted({p for name in seen if (p := _module_file(name)) is not None})
+
+
+EXECUTOR_MODULES = executor_modules()
 
 
 def _imports(path: Path) -> set[str]:
@@ -76,6 +131,19 @@ def test_executor_runs_from_the_bundle_without_third_party_packages(tmp_path):
     proc = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=30, env={})
     # It got as far as reading its configuration, which the backend provides.
     assert "PRIMUS_AM_ADDRESS is not set" in proc.stderr, proc.stderr
+
+
+def test_the_executor_module_list_holds_every_runtime_module_the_executor_loads():
+    # The import graph above is read from the source; what an executor process really loads must be
+    # part of it, or a module would escape the checks.
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(RUNTIME.parent)!r})\n"
+            "import primus_runtime.executor.main, primus_runtime.executor.forkserver, primus_runtime.data.reader\n"
+            "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.startswith('primus_runtime')))\n")
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30,
+                          env={}, check=True)
+    loaded = {Path(line).resolve() for line in proc.stdout.split()}
+    assert loaded and loaded <= set(EXECUTOR_MODULES), loaded - set(EXECUTOR_MODULES)
 
 
 def test_bundle_is_reused_for_the_same_content(tmp_path):

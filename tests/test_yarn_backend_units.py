@@ -19,6 +19,7 @@ from primus_runtime.backends.yarn import (
     parse_prelaunched,
     prelaunched,
 )
+from primus_runtime.client import PrimusClient, local_paths_on_a_cluster
 from primus_runtime.hadoop import HadoopConf, HadoopConfigError
 from primus_runtime.spec import JobSpec, Resources, SpecError, YarnBackend
 
@@ -39,6 +40,15 @@ def test_container_ends_map_to_exit_code_reason_and_preemption(state, message, e
         assert reason.startswith("container lost with its node")
     if "preempted" in message:
         assert reason.startswith("container preempted by YARN")
+
+
+def test_a_failed_container_takes_its_exit_status_and_diagnostics_from_its_nodemanager():
+    skein_says = "Container failed during execution, see logs for more information."
+    node_says = (137, "Sent signal FORCEFUL_SHUTDOWN (SIGKILL) to pid 9518 Container killed on request. "
+                      "Exit code is 137 Killed by external signal")
+    assert exited_from("FAILED", skein_says, node_says) == (137, f"container failed (exit 137): {node_says[1]}", False)
+    # The NodeManager had forgotten the container: skein's word is all there is.
+    assert exited_from("FAILED", skein_says, None) == (None, f"container failed: {skein_says}", False)
 
 
 def test_log_contents_strips_the_nodemanager_framing_by_length():
@@ -154,3 +164,34 @@ def test_an_executor_waiting_for_its_container_says_so_until_it_runs():
     backend._update([SimpleNamespace(id="worker_7", state="RUNNING", yarn_node_http_address="node-1:8042",
                                      yarn_container_id="container_7", exit_message="")])
     assert backend.pending_reason("inc-3") is None and backend.pending_reason("unknown") is None
+
+
+def _yarn_job(source: dict, **input_extra: str | bool) -> dict:
+    return {"name": "t", "backend": {"type": "yarn"},
+            "roles": [{"name": "worker", "command": "cat", "consumes_input": True}],
+            "input": {"sources": [{"name": "rows", **source}], **input_extra}}
+
+
+def test_local_input_paths_are_refused_on_yarn_before_the_cluster_is_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)  # the check needs no cluster
+    client = PrimusClient(tmp_path / "home")
+    with pytest.raises(SpecError) as refused:
+        client.submit(_yarn_job({"path": "/data/rows"}, work_preserve_dir="file:///progress",
+                                restore_from="hdfs:///savepoints/1"))
+    assert refused.value.problems == [
+        "input.sources[0].path: a local path is read on every node of the yarn backend, not on this machine, "
+        "got '/data/rows'; put the data on HDFS (`primus hdfs put LOCAL_DIR hdfs:///DIR`, see the README's "
+        "\"On YARN\") and name it hdfs:///DIR/..., or set node_local: true if every node has this path",
+        "input.work_preserve_dir: a local path is on the node that runs the AM of the yarn backend, not on this "
+        "machine, got 'file:///progress'; use an hdfs:// directory, or set input.node_local_dirs: true if every "
+        "node mounts it"]
+
+
+@pytest.mark.parametrize("job", [
+    _yarn_job({"path": "/mnt/shared/rows", "node_local": True}, work_preserve_dir="/mnt/shared/progress",
+              node_local_dirs=True),
+    _yarn_job({"path": "hdfs:///data/rows"}, work_preserve_dir="webhdfs://nn:9870/progress"),
+    {**_yarn_job({"path": "/data/rows"}), "backend": {"type": "local"}},
+])
+def test_hdfs_node_local_and_local_backend_paths_pass(job):
+    assert local_paths_on_a_cluster(JobSpec.model_validate(job)) == []

@@ -11,11 +11,13 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from . import hadoop
 from .api_client import AMRejected
 from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
-from .hadoop import HadoopConfigError
+from .hadoop import HadoopConfigError, is_hdfs
 from .spec import JobSpec, LocalBackend, SpecError, YarnBackend, load_spec
 from .states import JOB_OUTCOMES, JobState
 
@@ -97,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("hdfs", help="copy local input to HDFS, for jobs on YARN")
+    p.add_argument("action", choices=("put",))
+    p.add_argument("local", help="a file, or a directory whose files are copied with their layout")
+    p.add_argument("hdfs_dir", help="hdfs:///dir (the NameNode of $HADOOP_CONF_DIR) or webhdfs://host:port/dir")
+    p.set_defaults(func=cmd_hdfs)
 
     p = sub.add_parser("validate", help="check a job spec without submitting it")
     p.add_argument("spec")
@@ -234,6 +242,23 @@ def cmd_list(client: PrimusClient, args: argparse.Namespace) -> int:
         print(json.dumps(jobs, indent=2))
     for job in [] if args.json else jobs:
         print(f"{job['app_id']}  {job['state']:<10} {job['name']}")
+    return EXIT_OK
+
+
+def cmd_hdfs(client: PrimusClient, args: argparse.Namespace) -> int:
+    if not is_hdfs(args.hdfs_dir):
+        print(f"primus: hdfs put: the target must be hdfs:///dir or webhdfs://host:port/dir, got {args.hdfs_dir!r}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        written = hadoop.put(Path(args.local), args.hdfs_dir)
+    except FileNotFoundError as exc:
+        print(f"primus: hdfs put: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(path)
+    print(f"{len(written)} files copied under {args.hdfs_dir}: name it in input.sources[].path "
+          f"(e.g. {args.hdfs_dir.rstrip('/')}/{{{{YYYY}}}}{{{{MM}}}}{{{{DD}}}}/)", file=sys.stderr)
     return EXIT_OK
 
 

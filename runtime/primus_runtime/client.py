@@ -16,6 +16,7 @@ from . import protocol
 from .api_client import AMClient, AMRejected, AMUnavailable
 from .backends.base import ClusterClient
 from .backends.local import LocalClusterClient
+from .hadoop import is_hdfs
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, JobState
 
@@ -56,6 +57,27 @@ def progress_line(status: dict[str, Any]) -> str:
     if status.get("data"):
         line += " | " + data_progress(status["data"])
     return line
+
+
+def local_paths_on_a_cluster(job: JobSpec) -> list[str]:
+    """Why the local input paths of ``job`` cannot work on its cluster backend: there its executors
+    and its AM run on cluster nodes, where a path of the submitting machine means another file or
+    none. Paths marked node-local (every node has them) are the user's promise and pass."""
+    if job.backend.type == "local" or job.input is None:
+        return []
+    on = f"the {job.backend.type} backend"
+    problems = [
+        f"input.sources[{i}].path: a local path is read on every node of {on}, not on this machine, "
+        f"got {source.path!r}; put the data on HDFS (`primus hdfs put LOCAL_DIR hdfs:///DIR`, see the "
+        f"README's \"On YARN\") and name it hdfs:///DIR/..., or set node_local: true if every node has this path"
+        for i, source in enumerate(job.input.sources) if not is_hdfs(source.path) and not source.node_local]
+    if not job.input.node_local_dirs:
+        problems += [
+            f"input.{key}: a local path is on the node that runs the AM of {on}, not on this machine, got "
+            f"{value!r}; use an hdfs:// directory, or set input.node_local_dirs: true if every node mounts it"
+            for key, value in (("work_preserve_dir", job.input.work_preserve_dir),
+                               ("restore_from", job.input.restore_from)) if value and not is_hdfs(value)]
+    return problems
 
 
 class JobNotFound(LookupError):
@@ -100,6 +122,9 @@ class PrimusClient:
         if job.backend.type == "kubernetes":
             raise SpecError([f"backend.type: the {job.backend.type} backend is not available in this version "
                              f"yet, got {job.backend.type!r} (use 'local' or 'yarn')"])
+        problems = local_paths_on_a_cluster(job)
+        if problems:
+            raise SpecError(problems)
         return (self.yarn if job.backend.type == "yarn" else self.local).submit(job)
 
     # --- status ---

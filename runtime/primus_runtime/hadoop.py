@@ -139,3 +139,24 @@ def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
                            skip_instance_cache=True)
     fs.session.request = functools.partial(fs.session.request, timeout=timeout)
     return fs
+
+
+def put(local: Path, url: str, conf: HadoopConf | None = None) -> list[str]:
+    """Copy a local file, or every file under a local directory (keeping its layout), into the HDFS
+    directory ``url`` (``hdfs:///dir`` or ``webhdfs://host:port/dir``); the HDFS paths written.
+
+    Files whose name starts with ``_`` (``_SUCCESS`` markers) are copied last, so that a job waiting
+    for a partition's marker never reads the partition half copied. (For clients: needs fsspec.)"""
+    if not local.exists():
+        raise FileNotFoundError(f"{local}: no such file or directory")
+    files = [local] if local.is_file() else sorted(p for p in local.rglob("*") if p.is_file())
+    files.sort(key=lambda p: p.name.startswith("_"))  # stable: markers last, the rest in order
+    fs = hdfs_filesystem(url, conf)
+    root = hdfs_path(url).rstrip("/")
+    written = []
+    for path in files:
+        target = f"{root}/{path.name if path == local else path.relative_to(local).as_posix()}"
+        fs.makedirs(target.rsplit("/", 1)[0] or "/", exist_ok=True)
+        fs.put_file(str(path), target)
+        written.append(target)
+    return written

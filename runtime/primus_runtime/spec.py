@@ -522,6 +522,11 @@ class FileSource(_Strict):
         "auto", description="auto: by file suffix (.gz gzip, .zst zstd, else none). Compressed files are "
         "read whole (one task per file)."
     )
+    node_local: bool = Field(
+        False, description="A local path that every node of the cluster has (a shared mount, or the same files "
+        "on each node): a cluster backend's executors read it there. Without it, a local path or file:// on "
+        "a cluster backend is refused at submit: put the data on HDFS (`primus hdfs put`)."
+    )
 
     @field_validator("path")
     @classmethod
@@ -708,6 +713,11 @@ class InputSpec(_Strict):
         None, description="A savepoint directory (POST /api/v1/data/savepoint, `primus data savepoint`) or "
         "another job's work_preserve_dir to start from: done tasks are skipped, the others resume at their "
         "saved position. Not used when work_preserve_dir already holds progress."
+    )
+    node_local_dirs: bool = Field(
+        False, description="work_preserve_dir and restore_from are local paths that every node sees (a shared "
+        "mount): a cluster backend's AM uses them there. Without it, a local path or file:// in either is "
+        "refused on a cluster backend (use hdfs://)."
     )
 
     @field_validator("work_preserve_dir", "restore_from")

@@ -3,14 +3,18 @@ and asks skein for executor containers; outcomes, failures and kills reach YARN 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
 
 from conftest import make_spec, wait_for
 from primus_runtime.client import PrimusClient
+from primus_runtime.hadoop import hadoop_user
 
 from .conftest import REPO, Minicluster, processes_of
 
@@ -71,6 +75,26 @@ def test_ps_worker_example_succeeds_on_yarn_from_the_cli(minicluster: Minicluste
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
 
 
+def test_the_wordcount_example_runs_on_yarn_with_its_input_put_on_hdfs_as_the_readme_says(
+        minicluster: Minicluster, yarn_client, tmp_path):
+    example = REPO / "examples" / "data_wordcount"
+    home = tmp_path / "home"
+    refused = primus(home, "submit", str(example / "job.yaml"), "--backend", "yarn")
+    assert refused.returncode == 2 and "input.sources[0].path: a local path is read on every node" in refused.stderr
+
+    put = primus(home, "hdfs", "put", str(example / "data"), "hdfs:///tmp/primus-examples/data_wordcount")
+    assert put.returncode == 0, put.stderr
+    written = put.stdout.split()
+    assert len(written) == 9 and all(p.endswith("_SUCCESS") for p in written[-3:])  # the markers last
+    proc = primus(home, "submit", str(example / "yarn.yaml"), "--wait")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    app_id = proc.stdout.strip()
+    expected = sorted(line.split()[0] for f in (example / "data").glob("*/part-*.txt")
+                      for line in f.read_text().splitlines())
+    logs = [primus(home, "logs", app_id, "--role", "worker", "--index", str(i)).stdout for i in range(2)]
+    assert sorted(i for log in logs for i in json.loads(log.strip().splitlines()[-1])["ids"]) == expected
+
+
 def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed(
         minicluster: Minicluster, yarn_client, tmp_path):
     data, out = tmp_path / "data", tmp_path / "out"
@@ -79,11 +103,14 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     expected = [f"r{i:06d}" for i in range(20_000)]
     (data / "20261201" / "part-0.txt").write_text("\n".join(expected) + "\n")
     (data / "20261201" / "_SUCCESS").write_text("")
+    hdfs_dir = f"hdfs:///primus-tests/{uuid.uuid4().hex[:12]}"
+    put = primus(tmp_path / "home", "hdfs", "put", str(data), hdfs_dir)
+    assert put.returncode == 0, put.stderr
     spec = make_spec(
         [{"name": "worker", "replicas": 2, "consumes_input": True, "resources": SMALL,
           "command": [sys.executable, CONSUMER],
           "env": {"OUT_DIR": str(out), "SLEEP_EVERY": "100", "SLEEP": "0.2"}}],  # ~20 s of reading each
-        input={"sources": [{"name": "rows", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/"}],
+        input={"sources": [{"name": "rows", "path": hdfs_dir + "/{{YYYY}}{{MM}}{{DD}}/"}],
                "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": "20k"},
         backend=YARN)
     app_id = yarn_client.submit(spec)
@@ -110,6 +137,35 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     read = [line for f in out.iterdir() for line in f.read_text().split()]
     assert set(read) == set(expected)  # nothing lost: the killed worker's task went on elsewhere
     assert status["data"]["records_done"] == len(expected) and status["data"]["state"] == "succeeded"
+
+
+def test_a_container_yarn_kills_from_outside_ends_with_yarns_exit_status_and_diagnostics(
+        minicluster: Minicluster, yarn_client):
+    spec = make_spec(
+        [{"name": "worker", "replicas": 1, "resources": SMALL, "command": ["sleep", "600"],
+          "failover": {"restart": "never"}}],
+        # Longer than skein takes to report the container's end (its idle heartbeat is 5 s): the
+        # end, not the executor's silence, is what the AM must see first.
+        am={"heartbeat_timeout": 30.0}, backend=YARN)
+    app_id = yarn_client.submit(spec)
+
+    def running_worker():
+        status = yarn_client.status(app_id)
+        return next((e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"), None)
+    worker = wait_for(running_worker, timeout=180, what="worker-0 running", poll=0.5)
+    container_id = worker["logs"]["stdout"].split("/containers/")[1].split("/")[0]
+    # What `yarn container -signal ID FORCEFUL_SHUTDOWN` asks: the NodeManager SIGKILLs the container.
+    request = urllib.request.Request(f"{minicluster.rm_web}/ws/v1/cluster/containers/{container_id}/signal/"
+                                     f"FORCEFUL_SHUTDOWN?user.name={hadoop_user()}", method="POST")
+    urllib.request.urlopen(request, timeout=10).close()
+
+    status = yarn_client.wait(app_id, timeout=120)
+    job, worker = status["job"], next(e for e in status["executors"] if e["id"] == "worker-0")
+    assert (job["state"], worker["state"], worker["exit_code"]) == ("failed", "failed", 137), (job, worker)
+    assert "Killed by external signal" in worker["reason"], worker
+    assert "exit 137" in job["reason"] and "Killed by external signal" in job["reason"], job
+    ended = [e for e in status["events"] if e["subject"] == "worker-0" and e["to_state"] == "failed"]
+    assert ended and ended[-1]["exit_code"] == 137, status["events"]
 
 
 def test_a_ps_failure_fails_the_application_with_the_reason_in_status_and_yarn(

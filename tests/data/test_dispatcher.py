@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from primus_runtime.data.dispatcher import Dispatcher, Ending, Task
 from primus_runtime.models import DataReport
 from primus_runtime.spec import InputSpec
@@ -135,7 +137,7 @@ def test_success_percent_stops_reading_the_rest():
     assert d.status()["tasks"]["queued"] == 2
 
 
-def test_progress_rate_and_eta():
+def test_progress_counts_done_tasks_whole_and_running_ones_at_their_position():
     d, _ = make(max_tasks_per_executor=2, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.scan_finished()
@@ -144,6 +146,30 @@ def test_progress_rate_and_eta():
     status = d.status()
     assert status["progress"] == 0.55 and status["bytes"] == {"done": 110, "total": 200}
     assert status["tasks"]["running"] == 1 and status["records_done"] == 1
+
+
+def test_rate_is_bytes_over_the_last_30_s_and_eta_the_rest_at_that_rate(monkeypatch: pytest.MonkeyPatch):
+    clock = [1000.0]
+    monkeypatch.setattr("primus_runtime.data.dispatcher.time.monotonic", lambda: clock[0])
+
+    def at(seconds: float, fields: dict[str, Any]) -> dict[str, Any]:
+        clock[0] = 1000.0 + seconds
+        d.heartbeat("a", report(fields))
+        return {k: v for k, v in d.status().items() if k in ("rate_bytes_per_s", "eta_seconds")}
+
+    d, _ = make(max_tasks_per_executor=2, prefetch=0)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 2))  # 2 x 100 bytes
+    assert at(0, {"need_tasks": 2}) == {"rate_bytes_per_s": 0.0, "eta_seconds": None}
+    # Until the scan is complete the total is not known: a rate, but no ETA.
+    assert at(10, {"progress": {"c/2026-12-01/f0:0": {"records": 5, "bytes": 50}}}) == \
+        {"rate_bytes_per_s": 5.0, "eta_seconds": None}
+    d.scan_finished()
+    assert at(20, {"done": ["c/2026-12-01/f0:0"], "progress": {"c/2026-12-01/f1:0": {"records": 2, "bytes": 20}}}) \
+        == {"rate_bytes_per_s": 6.0, "eta_seconds": round(80 / 6.0, 1)}  # 120 bytes in 20 s, 80 left
+    # The samples older than 30 s (t=0 and t=10) are dropped: 30 bytes since t=20, in 25 s.
+    assert at(45, {"progress": {"c/2026-12-01/f1:0": {"records": 5, "bytes": 50}}}) == \
+        {"rate_bytes_per_s": 1.2, "eta_seconds": round(50 / 1.2, 1)}
+    assert at(50, {"done": ["c/2026-12-01/f1:0"]})["eta_seconds"] == 0.0  # exhausted
 
 
 def test_final_data_state_follows_the_job():

@@ -18,6 +18,7 @@ from airflow_provider_primus.sensors.primus import PrimusDataProgressSensor, Pri
 from airflow_provider_primus.triggers.primus import PrimusPartitionTrigger, PrimusRoleTrigger
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local import processes_of_job
+from primus_runtime.client import JobUnreachable
 
 from .conftest import make_context
 
@@ -142,5 +143,6 @@ def test_suspend_and_resume_the_input_of_a_running_job(primus_home, client, tmp_
     assert client.status(app_id)["data"]["state"] == "suspended"
     assert PrimusResumeDataOperator(task_id="go", app_id=app_id).execute(make_context()) == "running"
     wait_for(lambda: client.status(app_id)["job"]["state"] == "succeeded", timeout=60, what="job succeeded")
-    with pytest.raises(Exception, match="already succeeded|not running"):
+    wait_for(lambda: client.local.am_pid(app_id) is None, timeout=60, what="the AM to exit")
+    with pytest.raises(JobUnreachable, match=rf"^job {app_id} is succeeded: its AM is not running$"):
         PrimusSuspendDataOperator(task_id="pause", app_id=app_id).execute(make_context())

@@ -490,13 +490,42 @@ def exit_code_of(message: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def exited_from(state: str, message: str) -> tuple[int | None, str, bool]:
-    """(exit code, reason, preempted) of a container YARN reports as ended."""
+#: ContainerExitStatus.INVALID: the NodeManager has no exit status (yet) for the container.
+_NO_EXIT_STATUS = -1000
+
+
+def node_exit_report(node_http: str, container_id: str, timeout: float = 5.0) -> tuple[int | None, str] | None:
+    """(exit status, diagnostics) of a container from its NodeManager's REST API, or None once the
+    NodeManager has forgotten it (a few seconds after the ResourceManager passed its end to the AM).
+
+    skein replaces both by "Container failed during execution" for every positive exit status, so
+    a container YARN killed from outside (``yarn container -signal``: exit 137, "Killed by external
+    signal") would otherwise end without its exit code or why."""
+    url = f"http://{node_http}/ws/v1/node/containers/{container_id}?user.name={hadoop_user()}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            info = json.loads(response.read())["container"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+        log.info("no exit status of %s from its NodeManager %s: %s", container_id, node_http, exc)
+        return None
+    code = info.get("exitCode")
+    # Each diagnostics line starts with its time ("[2026-12-03 09:27:34.763]"): noise in a reason.
+    diagnostics = re.sub(r"\[\d{4}-\d\d-\d\d [\d:.]+\]", " ", info.get("diagnostics") or "")
+    return (code if isinstance(code, int) and code != _NO_EXIT_STATUS else None), " ".join(diagnostics.split())
+
+
+def exited_from(state: str, message: str,
+                node_report: tuple[int | None, str] | None = None) -> tuple[int | None, str, bool]:
+    """(exit code, reason, preempted) of a container YARN reports as ended; ``node_report`` is its
+    NodeManager's exit status and diagnostics when known (see node_exit_report)."""
     text = " ".join(message.split())
-    preempted = "preempt" in text.lower()
     if state == "SUCCEEDED":
         return 0, "container exited 0", False
     code = exit_code_of(text)
+    if node_report is not None:
+        code = node_report[0] if node_report[0] is not None else code
+        text = node_report[1] or text
+    preempted = "preempt" in text.lower()
     if preempted:
         return code, f"container preempted by YARN: {text[:300]}", True
     if re.search(r"lost\W*node|node\W*lost", text.lower()):  # "Container released on a *lost* node"
@@ -587,14 +616,26 @@ class YarnExecutorBackend(ExecutorBackend):
             try:
                 containers = await asyncio.to_thread(
                     self.app.get_containers, None, ["RUNNING", "SUCCEEDED", "FAILED", "KILLED"])
-                self._update(containers)
+                reports = await asyncio.to_thread(self._node_reports, containers)
+                self._update(containers, reports)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - keep watching; skein calls can fail transiently
                 log.exception("reading container states from skein failed")
             await asyncio.sleep(self.poll)
 
-    def _update(self, containers: list[Any]) -> None:
+    def _node_reports(self, containers: list[Any]) -> dict[str, tuple[int | None, str]]:
+        """YARN's own exit status and diagnostics of our containers that just failed, asked at once:
+        their NodeManager keeps them only a few seconds after the AM has been told."""
+        reports = {}
+        for c in containers:
+            if c.id in self._containers and str(c.state) == "FAILED" and c.yarn_node_http_address:
+                report = node_exit_report(c.yarn_node_http_address, c.yarn_container_id)
+                if report is not None:
+                    reports[c.id] = report
+        return reports
+
+    def _update(self, containers: list[Any], node_reports: dict[str, tuple[int | None, str]] | None = None) -> None:
         assert self._events is not None
         for c in containers:
             request = self._containers.get(c.id)
@@ -615,6 +656,6 @@ class YarnExecutorBackend(ExecutorBackend):
                 del self._containers[c.id]
                 self._running.discard(c.id)
                 self._by_incarnation.pop(request.incarnation, None)
-                code, reason, preempted = exited_from(state, c.exit_message or "")
+                code, reason, preempted = exited_from(state, c.exit_message or "", (node_reports or {}).get(c.id))
                 self._events.on_exited(Exited(request.role, request.index, request.incarnation, code, reason,
                                               preempted))
