@@ -216,3 +216,13 @@ def test_every_status_reply_is_what_the_models_describe(running_job, module_clie
     models.RolesReply.model_validate(api.get("/api/v1/roles", timeout=10))
     models.ExecutorsReply.model_validate(api.get("/api/v1/executors?history=1", timeout=10))
     models.EventsReply.model_validate(api.get("/api/v1/events", timeout=10))
+
+
+def test_unknown_paths_and_methods_get_json_errors(running_job):
+    _, address, token = running_job
+    auth = {"Authorization": "Bearer " + token}
+    for method, path, code in (("GET", "/api/v1/nothing", 404), ("POST", "/api/v1/roles/a/b/scale", 404),
+                               ("DELETE", "/api/v1/status", 405)):
+        status, body = _raw(address, method, path, auth)
+        assert status == code, (method, path, body)
+        assert json.loads(body)["error"].endswith(f"{method} {path}"), body

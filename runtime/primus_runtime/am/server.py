@@ -160,7 +160,17 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         directory = parse(SavepointRequest, await request.read(), "savepoint").dir
         return _json(await am.request_savepoint(directory))
 
-    app = web.Application(client_max_size=1 << 20)
+    @web.middleware
+    async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        # aiohttp answers unknown paths and methods in plain text; API clients always get JSON.
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return _error(exc.status, f"{exc.reason}: {request.method} {request.path}")
+
+    app = web.Application(client_max_size=1 << 20, middlewares=[json_errors])
     app.router.add_get("/", status_page)
     prefix = protocol.API_PREFIX
     routes = [
