@@ -32,10 +32,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "runtime"))
+from primus_runtime.client import PrimusClient
 
-from primus_runtime.client import PrimusClient  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 RECORDS = int(os.environ.get("RECORDS", "200000"))
 KILLS = int(os.environ.get("KILLS", "10"))
@@ -57,7 +56,7 @@ def write_input(data: Path) -> list[str]:
 
 
 def spec(data: Path, out: Path, exactly_once: bool) -> dict[str, Any]:
-    env = {"OUT_DIR": str(out), "PACE": str(PACE), "PYTHONPATH": str(HERE.parent / "runtime")}
+    env = {"OUT_DIR": str(out), "PACE": str(PACE)}
     if exactly_once:
         env["COMMIT_EVERY"] = "500"
     return {

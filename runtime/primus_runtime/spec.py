@@ -220,10 +220,14 @@ class Failover(_Strict):
                                      f"got {classes[field]}; a code belongs to one class")
         return self
 
+    def is_preemption(self, exit_code: int | None) -> bool:
+        """Whether ``exit_code`` says the executor was preempted (never charged)."""
+        return exit_code is not None and exit_code in self.preemption_exit_codes
+
     def is_permanent(self, exit_code: int | None) -> bool:
         """Whether a failure with ``exit_code`` can never succeed on a restart (None: no exit code,
         e.g. a lost executor, is always worth a retry)."""
-        if exit_code is None or exit_code in self.preemption_exit_codes:
+        if exit_code is None or self.is_preemption(exit_code):
             return False
         if exit_code in self.permanent_exit_codes:
             return True

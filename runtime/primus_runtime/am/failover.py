@@ -44,7 +44,7 @@ class FailoverEngine:
                 return Decision(Action.RESTART, False, f"{ex.id} exited 0, restart policy 'always'")
             return Decision(Action.NOTHING, False, "succeeded")
 
-        preempted = preempted or (ex.exit_code is not None and ex.exit_code in policy.preemption_exit_codes)
+        preempted = preempted or policy.is_preemption(ex.exit_code)
         what = _describe(ex, preempted)
         if policy.restart == "never":
             return self._exhausted(role, ex, f"{what}; restart policy 'never'")

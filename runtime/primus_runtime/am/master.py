@@ -40,6 +40,8 @@ NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
 # How often, at most, the status file is rewritten while the job runs: what a
 # post-mortem (`primus status` after the AM died) and AM recovery start from.
 STATUS_SNAPSHOT_SECONDS = 2.0
+# Executors that may still run a trainer (or are about to).
+_NOT_ENDED = tuple(state for state in ExecutorState if not state.terminal)
 
 
 class RequestError(Exception):
@@ -335,7 +337,7 @@ class ApplicationMaster(BackendEvents):
         if ex.state is not ExecutorState.FAILED:
             return Ending.STOPPED
         policy = self.spec.role(ex.role).failover
-        if preempted or (policy is not None and ex.exit_code in policy.preemption_exit_codes):
+        if preempted or (policy is not None and policy.is_preemption(ex.exit_code)):
             return Ending.PREEMPTED
         return Ending.CRASHED
 
@@ -347,8 +349,7 @@ class ApplicationMaster(BackendEvents):
         if data is None or data.consumed or data.spec.early_exit == "accept" \
                 or (verdict is not None and verdict.state is not JobState.SUCCEEDED):
             return verdict
-        alive = (ExecutorState.NEW, ExecutorState.STARTING, ExecutorState.REGISTERED, ExecutorState.RUNNING)
-        if any(self.record.count(role, *alive) for role in self._fed_roles):
+        if any(self.record.count(role, *_NOT_ENDED) for role in self._fed_roles):
             return None  # consumers still read (or are being replaced): success waits for the input
         if not any(self.record.roles[role].replicas for role in self._fed_roles):
             return None  # every consuming role scaled to 0: paused on purpose, it may be scaled up again

@@ -29,7 +29,7 @@ from typing import Any
 
 from .. import protocol
 from ..bundle import build_bundle
-from ..executor.proctree import Cgroup, cgroup2_mount, own_cgroup
+from ..executor.proctree import Cgroup, cgroup2_mount, own_cgroup, signal_all
 from ..spec import JobSpec, LocalBackend, Resources, SpecError
 from ..states import JOB_OUTCOMES, JobState
 from .base import BackendEvents, ClusterClient, ExecutorBackend, Exited, Launched, LaunchRequest
@@ -187,14 +187,6 @@ def processes_of_job(app_id: str, incarnation: str | None = None) -> list[int]:
     return [p for p in found if p != os.getpid()]
 
 
-def kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
 def job_cgroup(app_id: str) -> Cgroup | None:
     """A cgroup v2 for the job's trainers, below the calling process's own cgroup; None where
     cgroup v2 is not mounted or not writable (or ``PRIMUS_NO_CGROUPS`` is set)."""
@@ -339,7 +331,7 @@ class LocalExecutorBackend(ExecutorBackend):
         if self.cgroup is not None:
             Cgroup(os.path.join(self.cgroup.path, incarnation)).remove(patience=0.5)
         elif killed:
-            kill_all(processes_of_job(self.job.app_id, incarnation))
+            signal_all(processes_of_job(self.job.app_id, incarnation), signal.SIGKILL)
 
     def _on_exit(self, incarnation: str, code: int) -> None:
         if incarnation not in self._running:
@@ -395,7 +387,7 @@ class LocalExecutorBackend(ExecutorBackend):
         if self.cgroup is not None:
             self.cgroup.remove()
             self.job.cgroup.unlink(missing_ok=True)
-        kill_all(processes_of_job(self.job.app_id))  # what left the cgroup's reach, or without one
+        signal_all(processes_of_job(self.job.app_id), signal.SIGKILL)  # what left the cgroup's reach, or without one
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -526,7 +518,7 @@ class LocalClusterClient(ClusterClient):
     def force_kill(self, app_id: str) -> int:
         job = self.job(app_id)
         pids = processes_of_job(app_id)
-        kill_all(pids)
+        signal_all(pids, signal.SIGKILL)
         try:
             path = job.cgroup.read_text().strip()
             if Path(path).name == app_id:  # never some other cgroup the file may name
