@@ -65,7 +65,7 @@ def primus_run(marker_dir: Path, home: Path) -> float:
     start = time.monotonic()
     app_id = client.submit(spec)
     done = wait_markers(marker_dir)
-    client.yarn.force_kill(app_id)
+    client.cluster("yarn").force_kill(app_id)
     return done - start
 
 

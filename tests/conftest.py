@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
 # Fast but tolerant of a loaded 2-core CI machine.

@@ -11,7 +11,7 @@ from conftest import executor, make_spec, wait_for
 from primus_runtime import protocol
 from primus_runtime.am.openapi import openapi_document
 from primus_runtime.api_client import AMClient
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 
 
 @pytest.fixture(scope="module")

@@ -99,14 +99,6 @@ def test_schema_prints_json_schema(home):
     assert code == 0 and json.loads(out)["title"] == "JobSpec"
 
 
-def test_backends_not_built_yet_are_refused_clearly(tmp_path, home):
-    spec = write_spec(tmp_path, [{"name": "worker", "command": "x"}],
-                      backend={"type": "kubernetes", "image": "trainer:1"})
-    code, out, err = primus(home, "submit", str(spec))
-    assert code == 2 and out == ""
-    assert "backend.type: the kubernetes backend is not available in this version yet" in err
-
-
 def test_yarn_without_a_hadoop_configuration_is_a_clear_error(tmp_path, home, monkeypatch):
     monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
     spec = write_spec(tmp_path, [{"name": "worker", "command": "x"}])

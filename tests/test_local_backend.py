@@ -9,7 +9,8 @@ from pathlib import Path
 
 from conftest import make_spec, read_log
 from primus_runtime.backends.base import LaunchRequest
-from primus_runtime.backends.local import JobDir, LocalExecutorBackend
+from primus_runtime.backends.local.executors import LocalExecutorBackend
+from primus_runtime.backends.local.jobs import JobDir
 from primus_runtime.spec import LocalBackend, Resources
 
 

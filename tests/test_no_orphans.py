@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_spec, wait_for
-from primus_runtime.backends.local import ENV_NO_CGROUPS, job_cgroup, processes_of_job
+from primus_runtime.backends.local.jobs import ENV_NO_CGROUPS, job_cgroup, processes_of_job
 
 ESCAPED = b"sleep\x00302\x00"
 # The trainer's child leaves the trainer's process group and session (setsid).

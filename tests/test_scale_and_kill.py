@@ -9,7 +9,7 @@ import sys
 import time
 
 from conftest import executor, make_spec, read_log, wait_for
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 
 # Prints the worker membership each time the cluster file changes.
 WATCH_MEMBERSHIP = [sys.executable, "-c", """

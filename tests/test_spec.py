@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from primus_runtime.spec import JobSpec, SpecError, load_spec, parse_duration, parse_memory
+from primus_runtime.spec import JobSpec, SpecError, load_spec
+from primus_runtime.spec_types import parse_duration, parse_memory
 
 WORKER = {"name": "worker", "command": "python train.py"}
 

@@ -9,16 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from primus_runtime.backends.base import LaunchRequest
-from primus_runtime.backends.yarn import (
-    YarnExecutorBackend,
+from primus_runtime.backends.yarn.client import log_contents
+from primus_runtime.backends.yarn.cluster import (
     application_tags,
     container_resources,
-    exited_from,
-    log_contents,
     never_fits,
     parse_prelaunched,
     prelaunched,
 )
+from primus_runtime.backends.yarn.executors import YarnExecutorBackend, exited_from
 from primus_runtime.client import PrimusClient, local_paths_on_a_cluster
 from primus_runtime.hadoop import HadoopConf, HadoopConfigError
 from primus_runtime.spec import JobSpec, Resources, SpecError, YarnBackend

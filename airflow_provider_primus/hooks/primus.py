@@ -15,18 +15,16 @@ import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from primus_runtime import protocol
+from primus_runtime import backends, protocol
 from primus_runtime.api_client import AMRejected
-from primus_runtime.backends.yarn import default_store_root
+from primus_runtime.backends.base import ClientOptions
 from primus_runtime.client import JobNotFound, PrimusClient
-from primus_runtime.spec import JobSpec, SpecError, YarnBackend
+from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
 
-BACKENDS = ("local", "yarn", "kubernetes")
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
 CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
                      "kubernetes_conn_id", "namespace", "image")
-AVAILABLE_BACKENDS = ("local", "yarn")
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
 ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
@@ -80,18 +78,20 @@ class PrimusHook(BaseHook):
             return extra.get(name) or extra.get(f"extra__primus__{name}") or None
 
         backend = field("backend") or "local"
-        if backend not in BACKENDS:
+        if backend not in backends.NAMES:
             raise AirflowException(f"connection {self.primus_conn_id!r}: backend must be one of "
-                                   f"{list(BACKENDS)}, got {backend!r}")
+                                   f"{list(backends.NAMES)}, got {backend!r}")
         return {name: field(name) for name in CONNECTION_FIELDS} | {"backend": backend}
 
     @cached_property
     def client(self) -> PrimusClient:
+        return PrimusClient(options=self.client_options(), timeout=self.timeout)
+
+    def client_options(self) -> ClientOptions:
+        """How the runtime's client reaches the connection's backend."""
         settings = self.settings
-        if settings["backend"] not in AVAILABLE_BACKENDS:
-            raise AirflowException(f"connection {self.primus_conn_id!r}: the {settings['backend']} backend is "
-                                   f"not available in this version yet (use 'local' or 'yarn')")
-        return PrimusClient(settings["home"], timeout=self.timeout, hadoop_conf_dir=settings["hadoop_conf_dir"])
+        return ClientOptions(home=settings["home"], hadoop_conf_dir=settings["hadoop_conf_dir"],
+                             namespace=settings["namespace"])
 
     def get_conn(self) -> PrimusClient:
         return self.client
@@ -119,18 +119,30 @@ class PrimusHook(BaseHook):
         if tags:
             job = job.model_copy(deep=True)  # never change the caller's JobSpec
             job.tags = {**job.tags, **{str(k): str(v) for k, v in tags.items()}}
-        if "backend" not in job.model_fields_set and self.settings["backend"] == "yarn":
-            # A spec that names no backend runs where the connection points: one DAG, any cluster.
-            job = job.model_copy(update={"backend": YarnBackend(type="yarn")})
+        job = self.with_connection_defaults(job)
         if job.backend.type != self.settings["backend"]:
             raise SpecError([f"backend.type: connection {self.primus_conn_id!r} uses the "
                              f"{self.settings['backend']} backend, got {job.backend.type!r}"])
-        queue = self.settings.get("yarn_queue")
-        if queue and isinstance(job.backend, YarnBackend) and job.backend.queue == "default":
-            job = job.model_copy(update={"backend": job.backend.model_copy(update={"queue": queue})})
         app_id = self.client.submit(job)
         self.log.info("Submitted Primus job %s (%s)", app_id, job.name)
         return app_id
+
+    def with_connection_defaults(self, job: JobSpec) -> JobSpec:
+        """``job`` with the connection's backend settings where the spec left them out: a spec that
+        names no backend runs where the connection points (one DAG, any cluster), and the
+        connection's YARN queue, Kubernetes namespace and image fill what the spec's section omits."""
+        settings = self.settings
+        given = {"yarn": {"queue": settings["yarn_queue"]},
+                 "kubernetes": {"namespace": settings["namespace"], "image": settings["image"]}}
+        defaults = {k: v for k, v in given.get(settings["backend"], {}).items() if v}
+        if "backend" not in job.model_fields_set:
+            section: dict[str, Any] = {"type": settings["backend"]}
+        elif job.backend.type == settings["backend"]:
+            section = job.backend.model_dump(mode="json", exclude_unset=True) | {"type": job.backend.type}
+        else:
+            return job  # refused by the caller, naming both backends
+        section = defaults | section
+        return job.model_copy(update={"backend": backends.get(section["type"]).settings.model_validate(section)})
 
     def status(self, app_id: str) -> dict[str, Any]:
         """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``."""
@@ -198,9 +210,7 @@ class PrimusHook(BaseHook):
         configured = self.settings.get("work_preserve_root")
         if configured:
             return configured if "://" in configured else str(Path(configured).expanduser())
-        if self.settings["backend"] == "yarn":
-            return f"hdfs://{default_store_root()}/work-preserve"
-        return str(self.client.local.home / "work-preserve")
+        return self.client.cluster(self.settings["backend"]).default_work_preserve_root()
 
 
 class LogFollower:

@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import hadoop
+from . import backends, hadoop
 from .api_client import AMRejected
+from .backends.base import ClientOptions
 from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .hadoop import HadoopConfigError, is_hdfs
-from .spec import JobSpec, LocalBackend, SpecError, YarnBackend, load_spec
+from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_OUTCOMES, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
@@ -28,15 +29,19 @@ _OUTCOME_EXIT = {JobState.SUCCEEDED: EXIT_OK, JobState.FAILED: EXIT_FAILED, JobS
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    client = PrimusClient(home=args.home)
+    client = PrimusClient(options=ClientOptions(home=args.home, kube_config=args.kubeconfig,
+                                                kube_context=args.context, namespace=args.namespace))
     try:
         return int(args.func(client, args) or 0)
     except SpecError as exc:
         print(f"primus: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobNotFound as exc:
-        where = "YARN" if exc.app_id.startswith("application_") else client.local.jobs
-        print(f"primus: {exc} (looked in {where})", file=sys.stderr)
+        try:
+            where = f" (looked in {client.cluster_for(exc.app_id).location()})"
+        except JobNotFound:
+            where = f" (not a job id of any backend: {', '.join(backends.NAMES)})"
+        print(f"primus: {exc}{where}", file=sys.stderr)
         return EXIT_NOT_FOUND
     except (HadoopConfigError, ConnectionError) as exc:
         print(f"primus: {exc}", file=sys.stderr)
@@ -54,12 +59,16 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="primus", description="Run distributed training jobs with Primus.")
     parser.add_argument("--home", help="job home of the local backend (default $PRIMUS_HOME or ~/.primus)")
+    parser.add_argument("--kubeconfig", help="kubernetes: the kubeconfig file (default $KUBECONFIG, "
+                        "~/.kube/config, or in-cluster)")
+    parser.add_argument("--context", help="kubernetes: the kubeconfig context")
+    parser.add_argument("--namespace", help="kubernetes: the namespace to list or submit jobs in")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("submit", help="submit a job spec (YAML or JSON); prints the app id")
     p.add_argument("spec")
     p.add_argument("--wait", action="store_true", help="show progress and exit with the job's outcome")
-    p.add_argument("--backend", choices=("local", "yarn"),
+    p.add_argument("--backend", choices=backends.NAMES,
                    help="run on this backend instead of the spec's (with its default settings)")
     p.set_defaults(func=cmd_submit)
 
@@ -95,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("list", help="list jobs, newest first")
-    p.add_argument("--backend", choices=("local", "yarn"), default="local")
+    p.add_argument("--backend", choices=backends.NAMES, default="local")
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
@@ -121,8 +130,7 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.backend and args.backend != spec.backend.type:
-        backend = LocalBackend() if args.backend == "local" else YarnBackend(type="yarn")
-        spec = spec.model_copy(update={"backend": backend})
+        spec = spec.model_copy(update={"backend": backends.default_settings(args.backend)})
     app_id = client.submit(spec)
     print(app_id, flush=True)
     if not args.wait:

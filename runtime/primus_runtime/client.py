@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from . import protocol
+from . import backends, protocol
 from .api_client import AMClient, AMRejected, AMUnavailable
-from .backends.base import ClusterClient
-from .backends.local import LocalClusterClient
+from .backends.base import ClientOptions, ClusterClient
+from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, JobState
@@ -63,7 +63,7 @@ def local_paths_on_a_cluster(job: JobSpec) -> list[str]:
     """Why the local input paths of ``job`` cannot work on its cluster backend: there its executors
     and its AM run on cluster nodes, where a path of the submitting machine means another file or
     none. Paths marked node-local (every node has them) are the user's promise and pass."""
-    if job.backend.type == "local" or job.input is None:
+    if backends.get(job.backend.type).shares_files_with_client or job.input is None:
         return []
     on = f"the {job.backend.type} backend"
     problems = [
@@ -91,41 +91,46 @@ class JobUnreachable(RuntimeError):
 
 
 class PrimusClient:
-    """Jobs of every backend: the local one (under ``home``) and YARN (the cluster of
-    ``$HADOOP_CONF_DIR``, or ``hadoop_conf_dir``). A job id says its backend: YARN's are
-    ``application_<cluster>_<n>``."""
+    """Jobs of every backend. A job id says its backend (``backends.of_app_id``); each backend's
+    ``ClusterClient`` is made on first use from ``options`` (the local one from ``home``, YARN's from
+    the Hadoop configuration, Kubernetes' from a kubeconfig or an API client)."""
 
     def __init__(self, home: str | Path | None = None, timeout: float = 10.0,
-                 hadoop_conf_dir: str | None = None):
-        self.local = LocalClusterClient(home)
+                 hadoop_conf_dir: str | None = None, options: ClientOptions | None = None):
+        self.options = options or ClientOptions(home=str(home) if home else None, hadoop_conf_dir=hadoop_conf_dir)
         self.timeout = timeout
-        self.hadoop_conf_dir = hadoop_conf_dir
-        self._yarn: ClusterClient | None = None
+        self._clusters: dict[str, ClusterClient] = {}
 
     @property
-    def yarn(self) -> ClusterClient:
-        """The YARN cluster's client, made on first use (it needs the Hadoop configuration)."""
-        if self._yarn is None:
-            from .backends.yarn import YarnClusterClient
+    def hadoop_conf_dir(self) -> str | None:
+        return self.options.hadoop_conf_dir
 
-            self._yarn = YarnClusterClient(self.hadoop_conf_dir, home=str(self.local.home))
-        return self._yarn
+    def cluster(self, backend: str) -> ClusterClient:
+        """The named backend's client, made on first use (YARN's needs the Hadoop configuration)."""
+        if backend not in self._clusters:
+            self._clusters[backend] = backends.get(backend).client(self.options)
+        return self._clusters[backend]
+
+    @property
+    def local(self) -> LocalClusterClient:
+        """The local backend's client (its ``home`` is also where bundles are cached)."""
+        return cast(LocalClusterClient, self.cluster("local"))
 
     def cluster_for(self, app_id: str) -> ClusterClient:
-        return self.yarn if app_id.startswith("application_") else self.local
+        try:
+            return self.cluster(backends.of_app_id(app_id).name)
+        except backends.UnknownBackend:
+            raise JobNotFound(app_id) from None
 
     # --- submit ---
 
     def submit(self, spec: JobSpec | dict[str, Any] | str | Path) -> str:
         """Validate the spec and start its AM; the application id."""
         job = load_spec(spec)
-        if job.backend.type == "kubernetes":
-            raise SpecError([f"backend.type: the {job.backend.type} backend is not available in this version "
-                             f"yet, got {job.backend.type!r} (use 'local' or 'yarn')"])
         problems = local_paths_on_a_cluster(job)
         if problems:
             raise SpecError(problems)
-        return (self.yarn if job.backend.type == "yarn" else self.local).submit(job)
+        return self.cluster(job.backend.type).submit(job)
 
     # --- status ---
 
@@ -167,8 +172,8 @@ class PrimusClient:
             time.sleep(poll)
 
     def list(self, tags: dict[str, str] | None = None, backend: str = "local") -> list[dict[str, Any]]:
-        """Jobs of ``backend`` (``local`` or ``yarn``) carrying all ``tags``, newest first."""
-        return (self.yarn if backend == "yarn" else self.local).list_jobs(tags)
+        """Jobs of ``backend`` (a name of ``backends.NAMES``) carrying all ``tags``, newest first."""
+        return self.cluster(backend).list_jobs(tags)
 
     # --- control ---
 

@@ -24,19 +24,22 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    ValidationError,
-    WithJsonSchema,
-    field_validator,
-    model_validator,
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+
+from . import backends
+from .backends import KubernetesBackend, LocalBackend, YarnBackend
+from .spec_types import (
+    SIZE_RULE,
+    BackendSettings,
+    ByteSize,
+    Name,
+    Seconds,
+    SpecError,
+    StrictModel,
+    _stringify_env,
 )
 
 __all__ = [
@@ -58,100 +61,15 @@ __all__ = [
     "load_spec",
 ]
 
-NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,62}$"
 PS_ROLE_NAMES = frozenset({"ps", "parameter_server", "parameter-server"})
 # Shell convention: 126 the command is not executable, 127 it does not exist.
 DEFAULT_PERMANENT_EXIT_CODES = (126, 127)
 
 
-class SpecError(ValueError):
-    """A job spec that cannot run. ``problems`` holds one line per bad field."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("invalid job spec:\n  " + "\n  ".join(problems))
-
-
-# --- value types -------------------------------------------------------------
-
-_MEMORY_UNITS = {
-    "b": 1,
-    "k": 10**3, "kb": 10**3, "ki": 2**10, "kib": 2**10,
-    "m": 10**6, "mb": 10**6, "mi": 2**20, "mib": 2**20,
-    "g": 10**9, "gb": 10**9, "gi": 2**30, "gib": 2**30,
-    "t": 10**12, "tb": 10**12, "ti": 2**40, "tib": 2**40,
-}  # fmt: skip
-_MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-_SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtT][iI]?[bB]?|[bB])\s*$"  # what _MEMORY_UNITS accepts
-SIZE_HINT = "give a unit, e.g. '512Mi', '4Gi', '64Mi', '1G' or '100k' (a bare number is refused: MiB or bytes?)"
-SIZE_RULE = ("A size needs a unit: B; k, M, G, T (powers of 1000); Ki, Mi, Gi, Ti (powers of 1024), "
-             "e.g. '512Mi'. A bare number is refused.")
-
-
-def parse_memory(value: Any) -> int:
-    """Bytes from ``"2Gi"``, ``"512MiB"``, ``"1.5G"``, ``"100B"``. Every size needs a unit: a bare number
-    was read as MiB for memory and as bytes for task_size, and either reading is wrong for someone."""
-    if isinstance(value, str):
-        match = _MEMORY_RE.match(value)
-        if match and match.group(2).lower() in _MEMORY_UNITS:
-            return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
-        if match and not match.group(2):
-            raise ValueError(SIZE_HINT)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise ValueError(SIZE_HINT)
-    raise ValueError("must be a size such as '2Gi', '512Mi' or '1G'")
-
-
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
-def parse_duration(value: Any) -> float:
-    """Seconds from ``5``, ``2.5``, ``"500ms"``, ``"30s"``, ``"2m"``, ``"1h"``."""
-    if isinstance(value, bool):
-        raise ValueError("must be a duration such as 5, '500ms', '30s' or '2m'")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        match = _DURATION_RE.match(value)
-        if match:
-            return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "s"]
-    raise ValueError("must be a duration such as 5, '500ms', '30s' or '2m'")
-
-
-def _stringify_env(value: Any) -> Any:
-    # YAML turns `FOO: 1` into an int; environment values are strings.
-    if isinstance(value, dict):
-        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) if isinstance(v, (int, float)) else v
-                for k, v in value.items()}
-    return value
-
-
-def format_memory(value: int) -> str:
-    """The shortest exact spelling, so that a dumped spec loads back to the same bytes."""
-    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if value % size == 0:
-            return f"{value // size}{unit}"
-    return f"{value}B"
-
-
-# Every size of the spec: given as a string with a unit, kept as bytes, dumped in the shortest exact spelling.
-ByteSize = Annotated[int, BeforeValidator(parse_memory), Field(gt=0), PlainSerializer(format_memory),
-                     WithJsonSchema({"type": "string", "pattern": _SIZE_PATTERN})]
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
-Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-
-
-class _Strict(BaseModel):
-    """Base of every spec type: unknown keys are errors, values are checked on assignment."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
-
-
 # --- roles -------------------------------------------------------------------
 
 
-class Resources(_Strict):
+class Resources(StrictModel):
     """What one executor of the role gets."""
 
     cpu: float = Field(1.0, gt=0, description="Virtual cores per executor.")
@@ -161,7 +79,7 @@ class Resources(_Strict):
     gpu: int = Field(0, ge=0, description="GPUs per executor; shown to the trainer as CUDA_VISIBLE_DEVICES.")
 
 
-class Failover(_Strict):
+class Failover(StrictModel):
     """What happens when an executor of the role ends other than by success.
 
     Roles named ``ps`` default to ``restart: never`` (a lost parameter server
@@ -234,7 +152,7 @@ class Failover(_Strict):
         return self.retryable_exit_codes is not None and exit_code not in self.retryable_exit_codes
 
 
-class Placement(_Strict):
+class Placement(StrictModel):
     """Where executors of the role may run relative to others."""
 
     anti_affinity: list[str] = Field(
@@ -244,7 +162,7 @@ class Placement(_Strict):
     )
 
 
-class Readiness(_Strict):
+class Readiness(StrictModel):
     """When a started trainer counts as ready: what an ordered start waits for before it
     launches the next role, and what a job waits for before it is ``running``."""
 
@@ -262,7 +180,7 @@ class Readiness(_Strict):
     )
 
 
-class Role(_Strict):
+class Role(StrictModel):
     """One kind of executor: ``replicas`` copies of the same trainer command."""
 
     name: Name = Field(description="Role name, e.g. ps, worker, chief, evaluator.")
@@ -349,7 +267,7 @@ class Role(_Strict):
 # --- scheduling and AM --------------------------------------------------------
 
 
-class Scheduling(_Strict):
+class Scheduling(StrictModel):
     """When each role's trainers may start.
 
     gang: no trainer starts until every executor of every role has registered.
@@ -369,7 +287,7 @@ class Scheduling(_Strict):
     )
 
 
-class AMSettings(_Strict):
+class AMSettings(StrictModel):
     """The Application Master's own settings."""
 
     heartbeat_interval: Seconds = Field(1.0, description="Executor heartbeat period.")
@@ -394,62 +312,11 @@ class AMSettings(_Strict):
         return self
 
 
-# --- backends -----------------------------------------------------------------
-
-
-class LocalBackend(_Strict):
-    """Executors are processes on this machine (development, CI, single-node jobs).
-
-    Where jobs are kept (the Primus home) is the client's setting, not the job's:
-    ``--home``, ``$PRIMUS_HOME`` or ``~/.primus``, or the Airflow connection's ``home``.
-    """
-
-    type: Literal["local"] = "local"
-    cpus: float | None = Field(
-        None, gt=0, description="CPU capacity of the resource ledger; default 4x this machine's cores "
-        "(local runs may oversubscribe)."
-    )
-    memory: ByteSize | None = Field(None, description="Memory capacity, e.g. '16Gi'; default this machine's "
-                                      "RAM. " + SIZE_RULE)
-    gpus: list[int] | None = Field(
-        None, description="GPU ids to hand out; default the ones in CUDA_VISIBLE_DEVICES, else none."
-    )
-
-
-class YarnBackend(_Strict):
-    """A YARN application started through skein: the AM runs in the application's master
-    container and asks YARN for one container per executor.
-
-    The cluster is the one of ``$HADOOP_CONF_DIR`` where the job is submitted. Nodes need only a
-    Python 3.9+ for executors; the AM's interpreter (``python``) needs the runtime's dependencies
-    (pydantic, aiohttp, skein, fsspec, requests).
-    """
-
-    type: Literal["yarn"]
-    queue: str = Field("default", description="YARN queue of the application.")
-    node_label: str | None = Field(None, description="Node label expression for the AM and executor containers.")
-    application_tags: dict[str, str] = Field(
-        default_factory=dict, description="Extra YARN application tags (``key:value``), besides the job's tags.")
-    user: str | None = Field(None, description="Submit as this user (the submitter must be allowed to proxy).")
-    python: str | None = Field(
-        None, description="Interpreter on the nodes for the AM and executors; default the path of the "
-        "submitting interpreter (right when nodes share its installation, as on the minicluster).")
-    am_memory: ByteSize = Field("1Gi", validate_default=True,
-                                description="Memory of the AM container, e.g. '2Gi'. " + SIZE_RULE)
-    am_vcores: int = Field(1, ge=1, description="Virtual cores of the AM container.")
-
-
-class KubernetesBackend(_Strict):
-    """One AM pod plus executor pods (implemented by the Kubernetes backend)."""
-
-    type: Literal["kubernetes"]
-    namespace: str = "default"
-    image: str
-    service_account: str | None = None
-    image_pull_secrets: list[str] = Field(default_factory=list)
-
-
-Backend = Annotated[LocalBackend | YarnBackend | KubernetesBackend, Field(discriminator="type")]
+# Each backend's own section (backends/<name>/settings.py), told apart by ``type``.
+if TYPE_CHECKING:
+    Backend = BackendSettings
+else:
+    Backend = Annotated[Union[backends.SETTINGS], Field(discriminator="type")]  # noqa: UP007 - built from a tuple
 
 
 # --- input (the data plane) ----------------------------------------------------------
@@ -495,7 +362,7 @@ def input_url(value: str) -> str:
     return local_path(value)
 
 
-class FileSource(_Strict):
+class FileSource(StrictModel):
     """Files under a path (template) read as records of one format.
 
     ``path`` may hold the templates ``{{YYYY}}``, ``{{MM}}``, ``{{DD}}`` and ``{{HH}}``,
@@ -588,7 +455,7 @@ def _partition_value(value: Any) -> Any:
 PartitionTime = Annotated[str, BeforeValidator(_partition_value)]
 
 
-class TimeRange(_Strict):
+class TimeRange(StrictModel):
     """Which partitions to read, inclusive at both ends, oldest first.
 
     ``start`` and ``end`` are ``YYYY-MM-DD`` (day) or ``YYYY-MM-DDTHH`` (hour). A daily
@@ -645,7 +512,7 @@ def _to_hour(value: str, last: bool) -> Any:
     return _dt.datetime(int(day[1]), int(day[2]), int(day[3]), 23 if last else 0)
 
 
-class InputSpec(_Strict):
+class InputSpec(StrictModel):
     """The data the AM hands out, as tasks, to the roles with ``consumes_input: true``.
 
     The AM scans the sources partition by partition (in time order across daily and hourly
@@ -770,7 +637,7 @@ class InputSpec(_Strict):
 # --- the job --------------------------------------------------------------------
 
 
-class JobSpec(_Strict):
+class JobSpec(StrictModel):
     """A Primus job: roles, how they start, and where they run."""
 
     name: Name = Field(description="Job name (lowercase letters, digits, - and _).")
@@ -956,7 +823,7 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("local", "yarn", "kubernetes") and out == "backend":
+        elif part in backends.NAMES and out == "backend":
             continue  # the discriminated-union tag pydantic puts in the path
         elif isinstance(part, str) and part.startswith(("function-", "str", "list[")):
             continue  # union-member labels (e.g. command: str | list[str])

@@ -37,12 +37,12 @@ def yarn_conn(minicluster: Minicluster, monkeypatch: pytest.MonkeyPatch, tmp_pat
     hook = PrimusHook("primus_yarn")
     yield hook
     for job in hook.find_jobs():
-        if hook.client.yarn.am_alive(job["app_id"]):
-            hook.client.yarn.force_kill(job["app_id"])
+        if hook.client.cluster("yarn").am_alive(job["app_id"]):
+            hook.client.cluster("yarn").force_kill(job["app_id"])
 
 
 def yarn_state(hook, app_id: str) -> str:
-    return hook.client.yarn.rm.app(app_id)["state"]
+    return hook.client.cluster("yarn").rm.app(app_id)["state"]
 
 
 def assert_nothing_left(hook, app_id: str) -> None:
@@ -143,7 +143,7 @@ def test_daily_retraining_dag_runs_on_yarn_with_its_data_on_hdfs(minicluster: Mi
     assert status["job"]["state"] == "succeeded"
     assert status["data"]["watermark"] == "2026-12-01" and status["data"]["records_done"] >= 3000
     assert client.spec(train["app_id"]).input.work_preserve_dir.startswith("hdfs:///user/")
-    assert client.yarn.rm.app(train["app_id"])["finalStatus"] == "SUCCEEDED"
+    assert client.cluster("yarn").rm.app(train["app_id"])["finalStatus"] == "SUCCEEDED"
     assert sorted(p.name for p in (tmp_path / "models" / "20261201").iterdir()) == ["ps-0.json", "ps-1.json"]
     (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id},
                               backend="yarn")

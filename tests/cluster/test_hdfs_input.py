@@ -327,7 +327,7 @@ def test_a_yarn_job_reads_its_input_from_hdfs(minicluster, fs, root, out, tmp_pa
     try:
         status = client.wait(app_id, timeout=240)
     finally:
-        if client.yarn.am_alive(app_id):
-            client.yarn.force_kill(app_id)
+        if client.cluster("yarn").am_alive(app_id):
+            client.cluster("yarn").force_kill(app_id)
     assert status["job"]["state"] == "succeeded", status["job"]
     assert sorted(all_lines(out)) == sorted(expected)

@@ -32,8 +32,8 @@ def yarn_client(minicluster: Minicluster, tmp_path: Path):
     client = PrimusClient(tmp_path / "home")
     yield client
     for job in client.list(backend="yarn"):  # never leave a test's application running
-        if client.yarn.am_alive(job["app_id"]):
-            client.yarn.force_kill(job["app_id"])
+        if client.cluster("yarn").am_alive(job["app_id"]):
+            client.cluster("yarn").force_kill(job["app_id"])
 
 
 def primus(home: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -42,7 +42,7 @@ def primus(home: Path, *args: str, timeout: float = 240) -> subprocess.Completed
 
 
 def yarn_report(client: PrimusClient, app_id: str) -> dict:
-    return client.yarn.rm.app(app_id)  # type: ignore[attr-defined]
+    return client.cluster("yarn").rm.app(app_id)  # type: ignore[attr-defined]
 
 
 def wait_app_done(client: PrimusClient, app_id: str) -> dict:
@@ -69,7 +69,7 @@ def test_ps_worker_example_succeeds_on_yarn_from_the_cli(minicluster: Minicluste
     am_log = primus(home, "logs", app_id)
     assert "every executor is running" in am_log.stdout
     assert [j["app_id"] for j in yarn_client.list(backend="yarn") if j["app_id"] == app_id]
-    store = yarn_client.yarn.store  # type: ignore[attr-defined]
+    store = yarn_client.cluster("yarn").store  # type: ignore[attr-defined]
     assert store.fs.info(store.path(app_id, "token"))["permission"] == "600"  # the job token: owner only
     assert store.fs.info(store.path(app_id, "token").rsplit("/", 1)[0])["permission"] == "700"
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
@@ -206,7 +206,7 @@ def test_force_kill_through_the_resourcemanager_when_the_am_does_not_answer(mini
     app_id = yarn_client.submit(spec)
     wait_for(lambda: yarn_client.status(app_id)["job"]["state"] == "running", timeout=180,
              what=f"{app_id} running", poll=0.5)
-    assert yarn_client.yarn.force_kill(app_id) == 1
+    assert yarn_client.cluster("yarn").force_kill(app_id) == 1
     assert wait_app_done(yarn_client, app_id)["state"] == "KILLED"
     status = yarn_client.status(app_id)
     assert status["job"]["state"] == "killed" and "YARN application killed" in status["job"]["reason"]

@@ -9,7 +9,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_provider_primus.hooks.primus import PrimusHook
 from conftest import make_spec, wait_for
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.spec import JobSpec, SpecError
 
 QUICK = [{"name": "worker", "replicas": 2, "ports": 0,

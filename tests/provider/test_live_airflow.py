@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import wait_for
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
 from .live_airflow import LiveAirflow, ancestors, cmdline, pids_with_cmdline

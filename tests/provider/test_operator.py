@@ -17,7 +17,7 @@ from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.links.primus import PrimusJobLink
 from airflow_provider_primus.operators.primus import STATE_KEY, PrimusSubmitJobOperator
 from conftest import make_spec, wait_for
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 
 from .conftest import FakeStateStore, make_context
 

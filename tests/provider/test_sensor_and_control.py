@@ -17,7 +17,7 @@ from airflow_provider_primus.operators.primus import (
 from airflow_provider_primus.sensors.primus import PrimusDataProgressSensor, PrimusPartitionSensor, PrimusRoleSensor
 from airflow_provider_primus.triggers.primus import PrimusPartitionTrigger, PrimusRoleTrigger
 from conftest import make_spec, wait_for
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import JobUnreachable
 
 from .conftest import make_context

@@ -21,7 +21,7 @@ from airflow_provider_primus.triggers.primus import (
     PrimusRoleTrigger,
 )
 from conftest import make_spec, wait_for
-from primus_runtime.backends.local import processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 
 from .conftest import make_context
 

@@ -8,6 +8,9 @@ exits (exit code, reason, whether it was preempted).
 ``ClusterClient`` runs where jobs are submitted from (the CLI, Airflow): it
 starts the AM, finds a job by id or tags, reads its status and logs, and
 kills it even when the AM is gone.
+
+``JobStore`` is where an AM publishes its address and saves its status, for the
+``ClusterClient`` to read (a job directory, HDFS, a ConfigMap).
 """
 
 from __future__ import annotations
@@ -18,6 +21,19 @@ from typing import Any
 
 from .. import protocol
 from ..spec import JobSpec, Resources
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How the client reaches the backends (the CLI's flags, an Airflow connection's fields).
+    Each backend reads the fields it needs."""
+
+    home: str | None = None  # the Primus home: local jobs, cached bundles
+    hadoop_conf_dir: str | None = None  # YARN: the cluster's client configuration
+    kube_config: str | None = None  # Kubernetes: a kubeconfig file (default: in-cluster, else ~/.kube/config)
+    kube_context: str | None = None
+    namespace: str | None = None  # Kubernetes: where jobs are submitted (a spec's backend.namespace wins)
+    kube_api_client: Any = None  # Kubernetes: a ready kubernetes.client.ApiClient (Airflow's KubernetesHook)
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,10 @@ class ClusterClient(abc.ABC):
     """Submit and find jobs from outside the cluster."""
 
     @abc.abstractmethod
+    def location(self) -> str:
+        """Where this client looks for jobs, for messages (a directory, a cluster's address)."""
+
+    @abc.abstractmethod
     def submit(self, spec: JobSpec) -> str:
         """Start the job's AM; return the application id."""
 
@@ -149,6 +169,10 @@ class ClusterClient(abc.ABC):
         """Kill every process or container of the job without the AM; return how many."""
 
     @abc.abstractmethod
+    def default_work_preserve_root(self) -> str:
+        """Where data checkpoints go when the user names no place (an AM on any node must reach it)."""
+
+    @abc.abstractmethod
     def am_log(self, app_id: str) -> str:
         """Where the AM's log is, for ``read_log``."""
 
@@ -160,3 +184,19 @@ class ClusterClient(abc.ABC):
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
         """Bytes of one log file from ``offset`` (a path from the executor's ``logs``)."""
 
+
+
+class JobStore(abc.ABC):
+    """Where the AM tells clients its API address and leaves its status (the ``ClusterClient``
+    of the same backend reads both). The AM writes its status to a local file; a store whose
+    clients cannot read that file copies it (``save_status``) periodically and once at the end."""
+
+    #: Seconds between copies of a changed status while the job runs (None: no copies needed).
+    mirror_interval: float | None = None
+
+    @abc.abstractmethod
+    def publish_address(self, address: str) -> None:
+        """Tell clients where the AM's API listens (``host:port``)."""
+
+    def save_status(self, document: bytes, final: bool) -> None:  # noqa: B027 - most stores need no copy
+        """Keep the status document where clients read it once the AM is gone."""

@@ -1,0 +1,1 @@
+"""Kubernetes backend: an AM pod that creates executor pods (see ``settings``)."""

@@ -1,0 +1,49 @@
+"""The local backend's AM bootstrap: the job's files are in its job directory, executors are
+local processes, and clients read the address and status files there."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from ...am.main import serve
+from ...am.master import ApplicationMaster
+from ...spec import JobSpec
+from ..base import JobStore
+from .executors import LocalExecutorBackend
+from .jobs import LOCAL_HOST, JobDir
+from .settings import LocalBackend
+
+log = logging.getLogger("primus.am")
+
+
+class JobDirStore(JobStore):
+    """Clients read the AM's address from ``am.json`` and its status from ``status.json``, which
+    the AM itself writes: nothing to copy."""
+
+    def __init__(self, job: JobDir):
+        self.job = job
+
+    def publish_address(self, address: str) -> None:
+        tmp = self.job.am_info.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"address": address, "pid": os.getpid(), "started_at": time.time()}))
+        os.replace(tmp, self.job.am_info)
+
+
+async def run_am(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m primus_runtime.am --backend local")
+    parser.add_argument("job_dir", type=Path, help="the local job's directory")
+    parser.add_argument("--bundle", type=Path, required=True, help="the runtime bundle executors run")
+    parsed = parser.parse_args(args)
+    job = JobDir(parsed.job_dir.resolve())
+    spec = JobSpec.model_validate_json(job.spec.read_text())
+    if not isinstance(spec.backend, LocalBackend):
+        log.error("a %r job cannot run on the local backend", spec.backend.type)
+        return 2
+    backend = LocalExecutorBackend(job, spec.backend, parsed.bundle)
+    am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status)
+    return await serve(am, job.token.read_text().strip(), spec.am.host or LOCAL_HOST, None, JobDirStore(job))

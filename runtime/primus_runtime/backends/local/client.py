@@ -1,0 +1,173 @@
+"""The local backend from outside: submit, find, kill and read jobs under the Primus home."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ... import protocol
+from ...bundle import build_bundle
+from ...executor.proctree import Cgroup, signal_all
+from ...spec import JobSpec, LocalBackend, SpecError
+from ...states import JOB_OUTCOMES, JobState
+from ..base import ClientOptions, ClusterClient
+from .jobs import JobDir, ResourceLedger, default_home, pid_alive, processes_of_job, write_private
+
+# --- from outside: submit, find, kill -----------------------------------------------------
+
+
+class LocalClusterClient(ClusterClient):
+    def __init__(self, home: str | Path | None = None):
+        self.home = default_home(str(home) if home else None)
+        self.jobs = self.home / "jobs"
+
+    def location(self) -> str:
+        return str(self.jobs)
+
+    def default_work_preserve_root(self) -> str:
+        return str(self.home / "work-preserve")
+
+    def job(self, app_id: str) -> JobDir:
+        path = self.jobs / app_id
+        if "/" in app_id or not (path / "spec.json").exists():
+            raise KeyError(app_id)
+        return JobDir(path)
+
+    def submit(self, spec: JobSpec) -> str:
+        config = spec.backend
+        if not isinstance(config, LocalBackend):
+            raise SpecError([f"backend.type: the local backend cannot run a {config.type!r} job"])
+        ledger = ResourceLedger(config)
+        problems = [why for role in spec.roles if (why := ledger.never_fits(role.name, role.resources))]
+        problems += [f"roles.{role.name}.files: {f} does not exist" for role in spec.roles
+                     for f in role.files if not Path(f).exists()]
+        if problems:
+            raise SpecError(problems)
+        app_id = f"primus-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        job = JobDir(self.jobs / app_id)
+        self.jobs.mkdir(parents=True, exist_ok=True)
+        job.path.mkdir(0o700)  # the token, and the spec with the roles' env: the owner's only
+        write_private(job.spec, spec.to_json())
+        write_private(job.token, secrets.token_urlsafe(32))
+        bundle = build_bundle(self.home / "bundles")
+        env = dict(os.environ)
+        env[protocol.ENV_APP_ID] = app_id
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                             env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        with open(job.am_log, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path), "--bundle", str(bundle)],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # detached: the job outlives the submitting process
+            )
+        job.am_pid.write_text(str(proc.pid))
+        return app_id
+
+    def exists(self, app_id: str) -> bool:
+        try:
+            self.job(app_id)
+        except KeyError:
+            return False
+        return True
+
+    def spec(self, app_id: str) -> JobSpec:
+        return JobSpec.model_validate_json(self.job(app_id).spec.read_text())
+
+    def am_alive(self, app_id: str) -> bool:
+        return self.am_pid(app_id) is not None
+
+    def am_log(self, app_id: str) -> str:
+        return str(self.job(app_id).am_log)
+
+    def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
+        attempts = sorted(self.job(app_id).executor_dir(role, index).glob("attempt-*"),
+                          key=lambda p: int(p.name.split("-")[1]))
+        return str(attempts[-1] / f"{stream}.log") if attempts else None
+
+    def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
+        job = self.job(app_id)
+        info = job.read_json(job.am_info)
+        if info is None or not pid_alive(int(info["pid"])):
+            return None
+        return info["address"], job.token.read_text().strip()
+
+    def am_pid(self, app_id: str) -> int | None:
+        job = self.job(app_id)
+        try:
+            pid = int(job.am_pid.read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) else None
+
+    def final_status(self, app_id: str) -> dict[str, Any] | None:
+        job = self.job(app_id)
+        status = job.read_json(job.status)
+        if status and status["job"]["state"] in JOB_OUTCOMES:
+            return status
+        return None
+
+    def last_status(self, app_id: str) -> dict[str, Any] | None:
+        job = self.job(app_id)
+        return job.read_json(job.status)
+
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        if not self.jobs.exists():
+            return []
+        out = []
+        for path in self.jobs.iterdir():
+            job = JobDir(path)
+            spec = job.read_json(job.spec)
+            if spec is None:
+                continue
+            if tags and any(spec.get("tags", {}).get(k) != v for k, v in tags.items()):
+                continue
+            status = job.read_json(job.status) or {}
+            state = status.get("job", {}).get("state", "pending")
+            if state not in JOB_OUTCOMES and self.am_pid(job.app_id) is None:
+                state = JobState.LOST.value  # the AM died without recording an outcome
+            out.append({"app_id": job.app_id, "name": spec["name"], "state": state,
+                        "tags": spec.get("tags", {}),
+                        "created_at": job.spec.stat().st_mtime})  # spec.json is written once, at submit
+        return sorted(out, key=lambda j: j["created_at"], reverse=True)
+
+    def force_kill(self, app_id: str) -> int:
+        job = self.job(app_id)
+        pids = processes_of_job(app_id)
+        signal_all(pids, signal.SIGKILL)
+        try:
+            path = job.cgroup.read_text().strip()
+            if Path(path).name == app_id:  # never some other cgroup the file may name
+                Cgroup(path).remove()
+            job.cgroup.unlink()
+        except OSError:
+            pass  # the job has no cgroup (left), or its AM removed it
+        status = job.read_json(job.status)
+        if status is None or status["job"]["state"] not in JOB_OUTCOMES:
+            status = status or {"job": {"app_id": app_id}, "roles": [], "executors": [], "events": []}
+            status["job"].update(state=JobState.KILLED.value, reason="force-killed: the AM did not stop the job in time",
+                                 finished_at=time.time())
+            job.status.write_text(json.dumps(status, indent=1))
+        return len(pids)
+
+    def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
+        job = self.job(app_id)
+        target = Path(path).resolve()
+        if job.path.resolve() not in target.parents:
+            raise PermissionError(f"{path} is not a log of job {app_id}")
+        try:
+            with open(target, "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+
+def cluster_client(options: ClientOptions) -> LocalClusterClient:
+    return LocalClusterClient(options.home)

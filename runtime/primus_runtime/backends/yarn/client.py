@@ -1,0 +1,264 @@
+"""The YARN backend from outside: submit through skein, then find, read and kill jobs through
+the ResourceManager's REST API and WebHDFS."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import secrets
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ...bundle import build_bundle
+from ...hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
+from ...spec import JobSpec, SpecError, YarnBackend
+from ...states import JOB_OUTCOMES, JobState
+from ..base import ClientOptions, ClusterClient, role_env
+from ..local.jobs import default_home
+from .cluster import (
+    BUNDLE_NAME,
+    ENV_HDFS_USER,
+    ENV_JOB_STORE,
+    ENV_PRELAUNCHED,
+    ENV_PYTHON,
+    ENV_RM_WEB,
+    SPEC_NAME,
+    TOKEN_NAME,
+    YARN_ACTIVE,
+    YARN_DONE,
+    HdfsJobStore,
+    ResourceManager,
+    am_script,
+    application_tags,
+    container_resources,
+    default_store_root,
+    executor_script,
+    never_fits,
+    prelaunched,
+    skein_client,
+)
+
+log = logging.getLogger("primus.yarn")
+
+# --- from outside: submit, find, kill ----------------------------------------------------------
+
+
+@dataclass
+class _Endpoint:
+    address: str
+    token: str
+
+
+class YarnClusterClient(ClusterClient):
+    """Jobs on the YARN cluster of ``$HADOOP_CONF_DIR`` (or ``conf_dir``)."""
+
+    def __init__(self, conf_dir: str | None = None, store_root: str | None = None, home: str | None = None):
+        self.conf = HadoopConf(conf_dir)
+        self.rm = ResourceManager(self.conf.rm_web())
+        self.fs = hdfs_filesystem(conf=self.conf)
+        self.store = HdfsJobStore(self.fs, store_root or default_store_root())
+        self.home = default_home(home)  # local cache of built bundles
+        self._endpoints: dict[str, _Endpoint] = {}
+
+    def location(self) -> str:
+        return f"YARN at {self.rm.web}"
+
+    def default_work_preserve_root(self) -> str:
+        return f"hdfs://{self.store.root}/work-preserve"
+
+    # --- submit ---
+
+    def submit(self, spec: JobSpec) -> str:
+        import skein
+
+        config = spec.backend
+        if not isinstance(config, YarnBackend):
+            raise SpecError([f"backend.type: the YARN backend cannot run a {config.type!r} job"])
+        tags = application_tags(spec, config)
+        problems = [f"roles.{role.name}.files: {f} does not exist" for role in spec.roles
+                    for f in role.files if not Path(f).exists()]
+        nodes = self.rm.node_capacities()
+        problems += [why for role in spec.roles if (why := never_fits(role.name, role.resources, nodes))]
+        if problems:
+            raise SpecError(problems)
+        python = config.python or sys.executable
+        bundle = self.fs_url(self.store.upload_once(build_bundle(self.home / "bundles"), "bundles"))
+        token = secrets.token_urlsafe(32)
+        with tempfile.TemporaryDirectory(prefix="primus-submit-") as tmp:
+            token_file, spec_file = Path(tmp) / TOKEN_NAME, Path(tmp) / SPEC_NAME
+            token_file.write_text(token)
+            token_file.chmod(0o600)
+            spec_file.write_text(spec.to_json())
+            # skein uploads these two to the application's private staging directory.
+            common = {BUNDLE_NAME: skein.File(bundle, type="file"), TOKEN_NAME: skein.File(str(token_file))}
+            services = {}
+            early = prelaunched(spec)
+            store_env = {ENV_JOB_STORE: self.store.root, ENV_WEBHDFS: self.conf.webhdfs(),
+                         ENV_HDFS_USER: hadoop_user()}
+            for role in spec.roles:
+                files = dict(common)
+                for f in role.files:
+                    files[Path(f).name] = skein.File(self.fs_url(self.store.upload_once(Path(f), "files")),
+                                                     type="file")
+                services[role.name] = skein.Service(
+                    resources=skein.Resources(**container_resources(role.resources)),
+                    script=executor_script(python), instances=early.get(role.name, 0), files=files,
+                    env={**role_env(spec, role.name), **store_env},
+                    max_restarts=0, allow_failures=True,  # the Primus AM decides about failures
+                    node_label=config.node_label or "")
+            master = skein.Master(
+                resources=skein.Resources(memory=max(1, math.ceil(config.am_memory / 2**20)),
+                                          vcores=config.am_vcores),
+                script=am_script(python),
+                files={**common, SPEC_NAME: skein.File(str(spec_file))},
+                env={**store_env, ENV_RM_WEB: self.rm.web, ENV_PYTHON: python, "HADOOP_USER_NAME": hadoop_user(),
+                     ENV_PRELAUNCHED: ",".join(f"{role}={n}" for role, n in early.items())})
+            app_spec = skein.ApplicationSpec(
+                name=spec.name, queue=config.queue, node_label=config.node_label or "", tags=tags,
+                max_attempts=spec.am.max_attempts, user=config.user or "", master=master, services=services)
+            with skein_client() as client:
+                app_id = client.submit(app_spec)
+        # For other clients (an Airflow retry on another worker): the spec, and the token only
+        # its owner can read.
+        self.store.write(app_id, SPEC_NAME, spec.to_json().encode())
+        self.store.write(app_id, TOKEN_NAME, token.encode(), private=True)
+        self._endpoints.pop(app_id, None)
+        log.info("submitted %s (%s) to YARN queue %s", app_id, spec.name, config.queue)
+        return app_id
+
+    def fs_url(self, path: str) -> str:
+        return self.conf.default_fs() + path
+
+    # --- find ---
+
+    def _report(self, app_id: str) -> dict[str, Any]:
+        if not re.fullmatch(r"application_\d+_\d+", app_id):
+            raise KeyError(app_id)
+        return self.rm.app(app_id)
+
+    def exists(self, app_id: str) -> bool:
+        try:
+            self._report(app_id)
+        except KeyError:
+            return False
+        return True
+
+    def spec(self, app_id: str) -> JobSpec:
+        data = self.store.read(app_id, SPEC_NAME)
+        if data is None:
+            self._report(app_id)  # KeyError for an unknown application
+            raise KeyError(f"{app_id}: no Primus spec in {self.store.path(app_id, SPEC_NAME)}")
+        return JobSpec.model_validate_json(data)
+
+    def am_alive(self, app_id: str) -> bool:
+        return self._report(app_id)["state"] in YARN_ACTIVE
+
+    def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
+        if not self.am_alive(app_id):
+            return None
+        known = self._endpoints.get(app_id)
+        if known is None:
+            info = self.store.read_json(app_id, "am.json")
+            token = self.store.read(app_id, TOKEN_NAME)
+            if info is None or token is None:
+                return None  # the AM has not published its address yet
+            known = self._endpoints[app_id] = _Endpoint(info["address"], token.decode().strip())
+        return known.address, known.token
+
+    def last_status(self, app_id: str) -> dict[str, Any] | None:
+        return self.store.read_json(app_id, "status.json")
+
+    def final_status(self, app_id: str) -> dict[str, Any] | None:
+        status = self.last_status(app_id)
+        if status and status["job"]["state"] in JOB_OUTCOMES:
+            return status
+        report = self._report(app_id)
+        if report["state"] not in YARN_DONE:
+            return None
+        # The application ended without the AM recording an outcome: YARN's word is all there is.
+        status = status or {"job": {"app_id": app_id, "name": report.get("name")}, "roles": [],
+                            "executors": [], "events": []}
+        final = report.get("finalStatus")
+        state = (JobState.KILLED if "KILLED" in (report["state"], final)
+                 else JobState.SUCCEEDED if final == "SUCCEEDED" else JobState.FAILED).value
+        status["job"].update(state=state, reason=f"YARN application {report['state'].lower()}: "
+                                                 f"{(report.get('diagnostics') or '').strip()[:500]}",
+                             finished_at=(report.get("finishedTime") or 0) / 1000 or time.time())
+        return status
+
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        wanted = {f"{k}:{v}".lower() for k, v in (tags or {}).items()}
+        out = []
+        for report in self.rm.apps("primus"):
+            if not wanted <= set(report.get("applicationTags", "").split(",")):
+                continue
+            app_id = report["id"]
+            spec = self.store.read_json(app_id, SPEC_NAME) or {}
+            if tags and any(spec.get("tags", {}).get(k) != v for k, v in tags.items()):
+                continue  # same tag lowercased, different case: not this job
+            status = self.last_status(app_id) or {}
+            state = status.get("job", {}).get("state", "pending")
+            if report["state"] in YARN_DONE and state not in JOB_OUTCOMES:
+                state = JobState.KILLED.value if report["state"] == "KILLED" else JobState.LOST.value
+            out.append({"app_id": app_id, "name": spec.get("name", report.get("name")), "state": state,
+                        "tags": spec.get("tags", {}), "created_at": report.get("startedTime", 0) / 1000})
+        return sorted(out, key=lambda j: j["created_at"], reverse=True)
+
+    # --- control ---
+
+    def force_kill(self, app_id: str) -> int:
+        """Kill the application through the ResourceManager: YARN stops the AM and every container."""
+        if not self.am_alive(app_id):
+            return 0
+        self.rm.kill(app_id)
+        return 1
+
+    # --- logs ---
+
+    def am_log(self, app_id: str) -> str:
+        """The Primus AM's log: the output of skein's master script (skein's own is application.master.log)."""
+        report = self._report(app_id)
+        logs = report.get("amContainerLogs") or ""
+        match = re.search(r"^(https?://[^/]+)/node/containerlogs/(container_[\w]+)", logs)
+        if match is None:
+            raise KeyError(f"{app_id}: YARN reports no AM container yet")
+        return f"{match.group(1)}/ws/v1/node/containers/{match.group(2)}/logs/application.driver.log"
+
+    def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
+        """A log file from the NodeManager that ran the container (``path`` is its REST URL)."""
+        parts = urlsplit(path)
+        # Container ids embed their application's: container_[e<epoch>_]<cluster ts>_<app seq>_...
+        container = re.search(r"/ws/v1/node/containers/(container_[\w]+)/logs/", parts.path)
+        if parts.scheme not in ("http", "https") or container is None or \
+                f"_{app_id.removeprefix('application_')}_" not in container.group(1):
+            raise PermissionError(f"{path} is not a log of job {app_id}")
+        try:
+            with urllib.request.urlopen(path, timeout=10) as response:
+                data = response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return b""
+            raise
+        return log_contents(data)[offset:]
+
+
+def log_contents(body: bytes) -> bytes:
+    """The file inside the NodeManager's framing (``Container: ...`` ``LogContents:`` the bytes
+    ``End of LogType:...``). It frames the file by its length, so the content is cut by it too."""
+    head, sep, rest = body.partition(b"\nLogContents:\n")
+    if not sep:
+        return body
+    length = re.search(rb"\nLogLength:(\d+)", head)
+    return rest[: int(length.group(1))] if length else rest.rpartition(b"\nEnd of LogType:")[0]
+
+
+def cluster_client(options: ClientOptions) -> YarnClusterClient:
+    return YarnClusterClient(options.hadoop_conf_dir, home=options.home)

@@ -1,0 +1,245 @@
+"""What the YARN backend's client and AM share: the ResourceManager's REST API, how roles become
+containers, the scripts containers run, and the job's files on HDFS."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+import shlex
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ... import protocol
+from ...hadoop import ENV_WEBHDFS, hadoop_user
+from ...spec import JobSpec, Resources, SpecError, YarnBackend
+
+BUNDLE_NAME = "primus-runtime.zip"
+TOKEN_NAME = "token"
+SPEC_NAME = "spec.json"
+#: Environment of the AM container: where its job's files are on HDFS, WebHDFS and the RM.
+ENV_JOB_STORE = "PRIMUS_JOB_STORE"
+ENV_RM_WEB = "PRIMUS_RM_WEB"
+ENV_PYTHON = "PRIMUS_PYTHON"
+#: "role=n,...": executors 0..n-1 of these roles are started with the application (see prelaunched()).
+#: (Not JSON: YARN's launch script does not keep the quotes of environment values.)
+ENV_PRELAUNCHED = "PRIMUS_PRELAUNCHED"
+ENV_HDFS_USER = "PRIMUS_HDFS_USER"
+#: YARN refuses more tags, or longer ones (YarnConfiguration's application tag limits).
+MAX_TAGS, MAX_TAG_LENGTH = 10, 100
+#: ResourceManager application states in which the AM may still run.
+YARN_ACTIVE = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
+YARN_DONE = ("FINISHED", "FAILED", "KILLED")
+
+
+# --- the ResourceManager's REST API --------------------------------------------------------
+
+
+class ResourceManager:
+    """The few ResourceManager REST calls we need (standard library; simple authentication)."""
+
+    def __init__(self, web: str, timeout: float = 10.0):
+        self.web = web.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, path: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
+        sep = "&" if "?" in path else "?"
+        url = f"{self.web}/ws/v1/cluster{path}{sep}user.name={hadoop_user()}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method,
+                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise KeyError(path) from None
+            raise RuntimeError(f"ResourceManager {self.web}: {method} {path}: HTTP {exc.code} "
+                               f"{exc.read()[:300].decode(errors='replace')}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ConnectionError(f"ResourceManager {self.web} is unreachable: {exc}") from None
+
+    def app(self, app_id: str) -> dict[str, Any]:
+        """The application report (state, finalStatus, diagnostics, amContainerLogs, ...)."""
+        return self._call(f"/apps/{app_id}")["app"]
+
+    def apps(self, tag: str) -> list[dict[str, Any]]:
+        found = self._call(f"/apps?applicationTags={tag}")["apps"]
+        return (found or {}).get("app", [])
+
+    def kill(self, app_id: str) -> None:
+        self._call(f"/apps/{app_id}/state", "PUT", {"state": "KILLED"})
+
+    def node_capacities(self) -> list[dict[str, int]]:
+        """Each running node's total resources: ``memory`` (MiB), ``vcores`` and ``gpus``."""
+        nodes = (self._call("/nodes")["nodes"] or {}).get("node", [])
+        capacities = []
+        for node in nodes:
+            if node.get("state") != "RUNNING":
+                continue
+            total = node.get("totalResource") or {}
+            infos = (total.get("resourceInformations") or {}).get("resourceInformation", [])
+            gpus = sum(int(i.get("value", 0)) for i in infos if i.get("name") == "yarn.io/gpu")
+            capacities.append({"memory": int(total.get("memory", node.get("availMemoryMB", 0)
+                                                        + node.get("usedMemoryMB", 0))),
+                               "vcores": int(total.get("vCores", node.get("availableVirtualCores", 0)
+                                                       + node.get("usedVirtualCores", 0))),
+                               "gpus": gpus})
+        return capacities
+
+
+# --- how roles become YARN containers ---------------------------------------------------------
+
+
+def container_resources(res: Resources) -> dict[str, int]:
+    """YARN asks in MiB and whole vcores: round up, never down."""
+    return {"memory": max(1, math.ceil(res.memory / 2**20)), "vcores": max(1, math.ceil(res.cpu)), "gpus": res.gpu}
+
+
+def never_fits(role: str, res: Resources, nodes: list[dict[str, int]]) -> str | None:
+    """Why no node of the cluster can ever hold one executor of ``role``, or None."""
+    need = container_resources(res)
+    if any(all(node[k] >= need[k] for k in need) for node in nodes):
+        return None
+    have = {k: max((node[k] for node in nodes), default=0) for k in need}
+    short = [k for k in need if need[k] > have[k]]
+    what = short[0] if short else "memory"
+    unit = "Mi" if what == "memory" else ""
+    return (f"roles.{role}.resources: one executor needs {what} {need[what]}{unit} but the largest YARN node "
+            f"has {have[what]}{unit}" + (" (no node offers yarn.io/gpu)" if what == "gpus" and not have[what] else ""))
+
+
+def application_tags(spec: JobSpec, config: YarnBackend) -> list[str]:
+    """``primus`` plus ``key:value`` per tag. YARN lowercases tags; the exact ones stay in spec.json."""
+    tags = ["primus"] + [f"{k}:{v}" for k, v in {**config.application_tags, **spec.tags}.items()]
+    problems = [f"tags: YARN allows {MAX_TAG_LENGTH} characters per application tag, got {t!r}"
+                for t in tags if len(t) > MAX_TAG_LENGTH]
+    problems += [f"tags: YARN refuses ',' in application tags, got {t!r}" for t in tags if "," in t]
+    if len(tags) > MAX_TAGS:
+        problems.append(f"tags: YARN allows {MAX_TAGS} application tags, this job has {len(tags)} "
+                        f"(primus + {len(tags) - 1} of tags and backend.application_tags)")
+    if problems:
+        raise SpecError(problems)
+    return [t.lower() for t in tags]
+
+
+def prelaunched(spec: JobSpec) -> dict[str, int]:
+    """Roles whose executors the AM launches the moment it starts, and how many: these containers
+    are asked for with the application itself. Containers the AM asks for later wait for a
+    heartbeat of skein's master that is 5 s apart while it has nothing pending; these do not."""
+    first = spec.start_order()[:1] if spec.scheduling.policy == "ordered" else spec.start_order()
+    return {name: spec.role(name).replicas for name in first}
+
+
+def parse_prelaunched(value: str) -> dict[str, int]:
+    return {role: int(n) for role, _, n in (item.partition("=") for item in value.split(",") if item)}
+
+
+def executor_script(python: str) -> str:
+    """The container's command: paths the executor needs come from what YARN sets in it. A
+    container started with the application (no incarnation in its environment yet) is named by
+    skein's id for it, ``<role>_<n>``, and learns the AM's address from the job store once the AM
+    has published it."""
+    app_of_container = "$(echo \"$CONTAINER_ID\" | sed -E 's/^container_(e[0-9]+_)?([0-9]+_[0-9]+)_.*/\\2/')"
+    return "\n".join([
+        f'export {protocol.ENV_WORK_DIR}="$PWD" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
+        f'export {protocol.ENV_LOG_DIR}="${{LOG_DIRS%%,*}}"',
+        f'export {protocol.ENV_EXECUTOR_HOST}="${{NM_HOST:-$(hostname -f)}}"',
+        f'if [ -z "${{{protocol.ENV_INCARNATION}:-}}" ]; then',
+        f'  app="application_{app_of_container}"',
+        f'  export {protocol.ENV_INCARNATION}="$SKEIN_CONTAINER_ID" {protocol.ENV_INDEX}="${{SKEIN_CONTAINER_ID##*_}}"',
+        f'  export {protocol.ENV_APP_ID}="$app"',
+        f'  export {protocol.ENV_AM_INFO_URL}="${ENV_WEBHDFS}/webhdfs/v1${ENV_JOB_STORE}/jobs/$app/am.json'
+        f'?op=OPEN&user.name=${ENV_HDFS_USER}"',
+        "fi",
+        # -E -S: the executor needs only the standard library (see bundle.py).
+        f"exec {shlex.quote(python)} -E -S {BUNDLE_NAME} executor",
+    ])
+
+
+def am_script(python: str) -> str:
+    return "\n".join([
+        f'export PYTHONPATH="$PWD/{BUNDLE_NAME}${{PYTHONPATH:+:$PYTHONPATH}}"',
+        f"exec {shlex.quote(python)} -m primus_runtime.am --backend yarn",
+    ])
+
+
+# --- the job's files on HDFS -------------------------------------------------------------------
+
+
+class HdfsJobStore:
+    """``<root>/jobs/<app_id>/`` on HDFS: spec, token, the AM's address and status (WebHDFS)."""
+
+    def __init__(self, fs: Any, root: str):
+        self.fs = fs
+        self.root = root.rstrip("/")
+
+    def path(self, app_id: str, name: str) -> str:
+        return f"{self.root}/jobs/{app_id}/{name}"
+
+    def write(self, app_id: str, name: str, data: bytes, private: bool = False) -> None:
+        """Write whole (to a temporary name, then rename: readers never see half a file)."""
+        target = self.path(app_id, name)
+        tmp = f"{target}.{secrets.token_hex(4)}.tmp"
+        job_dir = target.rsplit("/", 1)[0]
+        self.fs.makedirs(job_dir, exist_ok=True)
+        if private:
+            # fsspec's WebHDFS ignores a permission given to open(): set it with SETPERMISSION. The
+            # job's directory too, so that no one else can read the file while it is written.
+            self.fs.chmod(job_dir, "700")
+        with self.fs.open(tmp, "wb") as f:
+            f.write(data)
+        if private:
+            self.fs.chmod(tmp, "600")
+        if self.fs.exists(target):
+            self.fs.rm(target)
+        self.fs.mv(tmp, target)
+
+    def read(self, app_id: str, name: str) -> bytes | None:
+        try:
+            return self.fs.cat_file(self.path(app_id, name))
+        except FileNotFoundError:
+            return None
+
+    def read_json(self, app_id: str, name: str) -> dict[str, Any] | None:
+        data = self.read(app_id, name)
+        try:
+            return json.loads(data) if data else None
+        except ValueError:
+            return None
+
+    def upload_once(self, local: Path, kind: str) -> str:
+        """Upload ``local`` to ``<root>/<kind>/<sha256>/<name>`` unless it is there; its HDFS path."""
+        digest = hashlib.sha256()
+        with open(local, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        target = f"{self.root}/{kind}/{digest.hexdigest()[:24]}/{local.name}"
+        if self.fs.exists(target) and self.fs.size(target) == local.stat().st_size:
+            return target
+        self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+        tmp = f"{target}.{secrets.token_hex(4)}.tmp"
+        self.fs.put_file(str(local), tmp)
+        if not self.fs.exists(target):
+            self.fs.mv(tmp, target)
+        else:
+            self.fs.rm(tmp)  # a concurrent submit uploaded the same content first
+        return target
+
+
+def skein_client() -> Any:
+    """skein's global driver when one runs (``skein driver start`` on the submitting machine
+    saves the ~4 s JVM start of a driver per submit), else a driver for this submit."""
+    import skein
+
+    try:
+        return skein.Client.from_global_driver()
+    except skein.exceptions.DriverNotRunningError:
+        return skein.Client(log=False)
+
+
+def default_store_root() -> str:
+    return f"/user/{hadoop_user()}/.primus"

@@ -1,0 +1,32 @@
+"""The ``backend`` section of a job on YARN."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ...spec_types import SIZE_RULE, BackendSettings, ByteSize
+
+
+class YarnBackend(BackendSettings):
+    """A YARN application started through skein: the AM runs in the application's master
+    container and asks YARN for one container per executor.
+
+    The cluster is the one of ``$HADOOP_CONF_DIR`` where the job is submitted. Nodes need only a
+    Python 3.9+ for executors; the AM's interpreter (``python``) needs the runtime's dependencies
+    (pydantic, aiohttp, skein, fsspec, requests).
+    """
+
+    type: Literal["yarn"]
+    queue: str = Field("default", description="YARN queue of the application.")
+    node_label: str | None = Field(None, description="Node label expression for the AM and executor containers.")
+    application_tags: dict[str, str] = Field(
+        default_factory=dict, description="Extra YARN application tags (``key:value``), besides the job's tags.")
+    user: str | None = Field(None, description="Submit as this user (the submitter must be allowed to proxy).")
+    python: str | None = Field(
+        None, description="Interpreter on the nodes for the AM and executors; default the path of the "
+        "submitting interpreter (right when nodes share its installation, as on the minicluster).")
+    am_memory: ByteSize = Field("1Gi", validate_default=True,
+                                description="Memory of the AM container, e.g. '2Gi'. " + SIZE_RULE)
+    am_vcores: int = Field(1, ge=1, description="Virtual cores of the AM container.")
