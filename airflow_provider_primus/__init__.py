@@ -18,8 +18,7 @@ _TEXT = {"type": ["string", "null"]}
 # PrimusHook.settings (hooks/primus.py CONNECTION_FIELDS). The connection holds no secret: the
 # job token lives with each job (local: its job directory, mode 0600) and never in Airflow.
 _CONNECTION_FIELDS = {
-    "backend": _field("Backend", "Where jobs run: local (this machine), yarn or kubernetes. Only local is "
-                      "available in this version.",
+    "backend": _field("Backend", "Where jobs run: local (this machine), yarn or kubernetes.",
                       {"type": "string", "enum": ["local", "yarn", "kubernetes"], "default": "local"}),
     "home": _field("Local job home", "local: the Primus home holding one directory per job "
                    "(default $PRIMUS_HOME, else ~/.primus).", _TEXT),
@@ -31,9 +30,11 @@ _CONNECTION_FIELDS = {
     "hadoop_conf_dir": _field("Hadoop configuration", "yarn: directory of the cluster's client configuration "
                               "(core-site.xml, hdfs-site.xml, yarn-site.xml; default $HADOOP_CONF_DIR).", _TEXT),
     "kubernetes_conn_id": _field("Kubernetes connection", "kubernetes: the cncf-kubernetes provider's "
-                                 "connection to reach the cluster with.", _TEXT),
-    "namespace": _field("Kubernetes namespace", "kubernetes: namespace of the AM and executor pods.", _TEXT),
-    "image": _field("Runtime image", "kubernetes: the image with Python in which the Primus runtime runs.", _TEXT),
+                                 "connection to reach the cluster with (default kubernetes_default).", _TEXT),
+    "namespace": _field("Kubernetes namespace", "kubernetes: namespace of the AM and executor pods (a job "
+                        "spec's backend.namespace wins; default the Kubernetes connection's, else default).", _TEXT),
+    "image": _field("Runtime image", "kubernetes: the image the AM and executors run when a job spec's backend "
+                    "names none (built FROM the Primus runtime image, see docker/).", _TEXT),
 }
 
 

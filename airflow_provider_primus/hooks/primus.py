@@ -7,6 +7,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
 
 SpecLike = JobSpec | dict[str, Any] | str | os.PathLike
+
+#: Per backend: the fields of its spec section a connection field fills when the spec leaves it out.
+_SPEC_DEFAULTS = {"yarn": {"queue": "yarn_queue"}, "kubernetes": {"namespace": "namespace", "image": "image"}}
 
 
 class PrimusHook(BaseHook):
@@ -90,8 +94,10 @@ class PrimusHook(BaseHook):
     def client_options(self) -> ClientOptions:
         """How the runtime's client reaches the connection's backend."""
         settings = self.settings
-        return ClientOptions(home=settings["home"], hadoop_conf_dir=settings["hadoop_conf_dir"],
-                             namespace=settings["namespace"])
+        options = ClientOptions(home=settings["home"], hadoop_conf_dir=settings["hadoop_conf_dir"],
+                                namespace=settings["namespace"])
+        through_airflow = _AIRFLOW_CLIENT_OPTIONS.get(settings["backend"])
+        return through_airflow(self, options) if through_airflow else options
 
     def get_conn(self) -> PrimusClient:
         return self.client
@@ -132,9 +138,9 @@ class PrimusHook(BaseHook):
         names no backend runs where the connection points (one DAG, any cluster), and the
         connection's YARN queue, Kubernetes namespace and image fill what the spec's section omits."""
         settings = self.settings
-        given = {"yarn": {"queue": settings["yarn_queue"]},
-                 "kubernetes": {"namespace": settings["namespace"], "image": settings["image"]}}
-        defaults = {k: v for k, v in given.get(settings["backend"], {}).items() if v}
+        defaults = {spec_field: settings[conn_field]
+                    for spec_field, conn_field in _SPEC_DEFAULTS.get(settings["backend"], {}).items()
+                    if settings[conn_field]}
         if "backend" not in job.model_fields_set:
             section: dict[str, Any] = {"type": settings["backend"]}
         elif job.backend.type == settings["backend"]:
@@ -211,6 +217,25 @@ class PrimusHook(BaseHook):
         if configured:
             return configured if "://" in configured else str(Path(configured).expanduser())
         return self.client.cluster(self.settings["backend"]).default_work_preserve_root()
+
+
+def _kubernetes_through_airflow(hook: PrimusHook, options: ClientOptions) -> ClientOptions:
+    """Kubernetes is reached through the cncf-kubernetes provider's ``KubernetesHook`` of the
+    connection's ``kubernetes_conn_id`` (in-cluster, kubeconfig, context: whatever that connection
+    says); the namespace is the Primus connection's, else the Kubernetes connection's, else ``default``."""
+    try:
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+    except ImportError as exc:
+        raise AirflowException(f"connection {hook.primus_conn_id!r}: the kubernetes backend needs "
+                               "apache-airflow-providers-cncf-kubernetes (pip install "
+                               "'airflow-provider-primus[kubernetes]')") from exc
+    kube = KubernetesHook(conn_id=hook.settings["kubernetes_conn_id"] or KubernetesHook.default_conn_name)
+    return replace(options, kube_api_client=kube.api_client,
+                   namespace=options.namespace or kube.get_namespace() or "default")
+
+
+#: Backends whose cluster the provider reaches through another Airflow provider's hook.
+_AIRFLOW_CLIENT_OPTIONS = {"kubernetes": _kubernetes_through_airflow}
 
 
 class LogFollower:

@@ -42,10 +42,6 @@ def test_connection_fields_choose_backend_and_home(tmp_path, monkeypatch):
     assert yarn.work_preserve_root().startswith("hdfs:///user/")  # the AM runs on any node: HDFS
     assert yarn.client.hadoop_conf_dir == str(tmp_path / "conf")
 
-    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_K8S", json.dumps({"conn_type": "primus", "extra": {"backend": "kubernetes"}}))
-    with pytest.raises(AirflowException, match="kubernetes backend is not available"):
-        PrimusHook("primus_k8s").client  # noqa: B018
-
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_BAD", json.dumps({"conn_type": "primus", "extra": {"backend": "mesos"}}))
     with pytest.raises(AirflowException, match="backend must be one of"):
         PrimusHook("primus_bad").client  # noqa: B018
@@ -103,3 +99,8 @@ def test_a_spec_without_backend_takes_the_connections(monkeypatch, tmp_path):
     assert submitted[0].backend.type == "yarn" and submitted[0].backend.queue == "ml"
     with pytest.raises(SpecError, match="connection 'primus_yarn' uses the yarn backend, got 'local'"):
         hook.submit({**spec, "backend": {"type": "local"}})
+    # A spec naming the backend keeps what it sets; the connection fills what it leaves out.
+    hook.submit({**spec, "backend": {"type": "yarn", "am_vcores": 2}})
+    assert submitted[1].backend.queue == "ml" and submitted[1].backend.am_vcores == 2
+    hook.submit({**spec, "backend": {"type": "yarn", "queue": "prod"}})
+    assert submitted[2].backend.queue == "prod"

@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,21 +59,36 @@ class _Endpoint:
 
 
 class YarnClusterClient(ClusterClient):
-    """Jobs on the YARN cluster of ``$HADOOP_CONF_DIR`` (or ``conf_dir``)."""
+    """Jobs on the YARN cluster of ``$HADOOP_CONF_DIR`` (or ``conf_dir``), read on first use: making
+    the client touches nothing (a missing configuration is reported by the call that needs it)."""
 
     def __init__(self, conf_dir: str | None = None, store_root: str | None = None, home: str | None = None):
-        self.conf = HadoopConf(conf_dir)
-        self.rm = ResourceManager(self.conf.rm_web())
-        self.fs = hdfs_filesystem(conf=self.conf)
-        self.store = HdfsJobStore(self.fs, store_root or default_store_root())
+        self.conf_dir = conf_dir
+        self.store_root = store_root or default_store_root()
         self.home = default_home(home)  # local cache of built bundles
         self._endpoints: dict[str, _Endpoint] = {}
+
+    @cached_property
+    def conf(self) -> HadoopConf:
+        return HadoopConf(self.conf_dir)
+
+    @cached_property
+    def rm(self) -> ResourceManager:
+        return ResourceManager(self.conf.rm_web())
+
+    @cached_property
+    def fs(self) -> Any:
+        return hdfs_filesystem(conf=self.conf)
+
+    @cached_property
+    def store(self) -> HdfsJobStore:
+        return HdfsJobStore(self.fs, self.store_root)
 
     def location(self) -> str:
         return f"YARN at {self.rm.web}"
 
     def default_work_preserve_root(self) -> str:
-        return f"hdfs://{self.store.root}/work-preserve"
+        return f"hdfs://{self.store_root}/work-preserve"
 
     # --- submit ---
 
