@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from typing import Any
 
 from ... import protocol
@@ -112,6 +113,13 @@ class Names:
 def hostname(role: str, index: int) -> str:
     """An executor's stable hostname, ``<role>-<index>``, valid as a DNS label."""
     return dns_name(role, str(index))
+
+
+def name_clashes(spec: JobSpec) -> list[str]:
+    """Roles whose executors would get the same hostname (``_`` and ``-`` look alike in DNS)."""
+    hostnames = Counter(hostname(role.name, 0) for role in spec.roles)
+    return [f"roles: role names {sorted(r.name for r in spec.roles if hostname(r.name, 0) == h)} give executors "
+            f"the same hostname {h!r} on Kubernetes ('_' becomes '-')" for h, n in hostnames.items() if n > 1]
 
 
 def executor_dns_name(app: str, namespace: str, role: str, index: int) -> str:
@@ -309,9 +317,11 @@ def executor_pod(spec: JobSpec, app: str, owner_uid: str, request: LaunchRequest
            protocol.ENV_TOKEN_FILE: f"{TOKEN_DIR}/{TOKEN_KEY}",
            protocol.ENV_EXECUTOR_HOST: executor_dns_name(app, config.namespace, request.role, request.index),
            protocol.ENV_WORK_DIR: WORK_DIR, protocol.ENV_LOG_DIR: LOG_DIR,
+           # The device plugin shows the container its own GPUs only, numbered from 0.
+           protocol.ENV_GPUS: ",".join(str(g) for g in range(role.resources.gpu)),
            protocol.ENV_LOG_TO_CONSOLE: "1", protocol.ENV_READY_MARKER: f"{LOG_DIR}/{READY_MARKER}",
            "PYTHONUNBUFFERED": "1"}
-    mounts = [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
+    mounts: list[dict[str, Any]] = [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
               {"name": "logs", "mountPath": LOG_DIR}, {"name": "work", "mountPath": WORK_DIR}]
     volumes: list[dict[str, Any]] = [
         {"name": "token", "secret": {"secretName": names.token, "defaultMode": 0o400}},
