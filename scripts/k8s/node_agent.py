@@ -446,13 +446,14 @@ class Agent:
     # -- pod IPs and /etc/hosts ------------------------------------------------------------------
     def take_ip(self, run: PodRun) -> None:
         """The pod's IP on lo, its folder (scratch work/ and hosts) and everyone's /etc/hosts updated."""
+        # The hosts file exists before the pod has an IP: from then on, another pod's start rewrites it.
+        (run.dir / "work").mkdir(parents=True, exist_ok=True)
+        (run.dir / "hosts").touch()
         with self.lock:
             if not self.free_ips:
                 raise PodError("OutOfPodIPs", f"all 253 pod IPs of node {self.node} are in use")
             run.ip = self.free_ips.popleft()
         ip_addr("add", run.ip)
-        (run.dir / "work").mkdir(parents=True, exist_ok=True)
-        (run.dir / "hosts").touch()
         self.write_hosts()
 
     def release_ip(self, run: PodRun) -> None:
