@@ -48,10 +48,23 @@ ROUTES = [(method.upper(), path) for path, ops in openapi_document()["paths"].it
 def test_every_endpoint_answers_401_without_the_token(running_job, method, path):
     _, address, token = running_job
     path = path.replace("{role}", "worker")
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token},
+                    {protocol.TOKEN_HEADER: "wrong"}, {protocol.TOKEN_HEADER: "Bearer " + token},
+                    {"Authorization": "Bearer wrong", protocol.TOKEN_HEADER: token[:-1]}):
         status, body = _raw(address, method, path, headers, b"{}" if method == "POST" else None)
         assert status == 401, (path, headers)
         assert b"token" in body and token.encode() not in body
+
+
+@pytest.mark.parametrize("headers", [
+    lambda token: {protocol.TOKEN_HEADER: token},  # what passes the Kubernetes API server's proxy
+    lambda token: {"Authorization": "Bearer wrong", protocol.TOKEN_HEADER: token},  # the proxy's own bearer
+    lambda token: {"Authorization": "Bearer " + token},
+])
+def test_the_token_is_accepted_in_either_header(running_job, headers):
+    _, address, token = running_job
+    status, body = _raw(address, "GET", "/api/v1/job", headers(token))
+    assert status == 200 and json.loads(body)["state"] == "running"
 
 
 def test_openapi_lists_exactly_the_served_routes(running_job):

@@ -49,13 +49,23 @@ def _pyc(source: bytes, name: str) -> bytes:
     return importlib.util.MAGIC_NUMBER + flags + source_hash + marshal.dumps(code)
 
 
+def _digest(files: list[tuple[str, bytes]], start: bytes = b"") -> str:
+    digest = hashlib.sha256(start)
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + data + b"\0")
+    return digest.hexdigest()
+
+
+def runtime_digest() -> str:
+    """A hash of this runtime's sources: two installations with the same one run the same code
+    (whatever their Python), e.g. a client and the image its AM runs."""
+    return _digest(_sources())[:16]
+
+
 def build_bundle(cache_dir: Path) -> Path:
     """The bundle for this runtime, built once per content hash into ``cache_dir``."""
     files = _sources()
-    digest = hashlib.sha256(_MAIN + sys.version.encode())
-    for name, data in files:
-        digest.update(name.encode() + b"\0" + data + b"\0")
-    target = cache_dir / f"primus-runtime-{digest.hexdigest()[:16]}.zip"
+    target = cache_dir / f"primus-runtime-{_digest(files, _MAIN + sys.version.encode())[:16]}.zip"
     if target.exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)

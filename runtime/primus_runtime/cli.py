@@ -115,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("hdfs_dir", help="hdfs:///dir (the NameNode of $HADOOP_CONF_DIR) or webhdfs://host:port/dir")
     p.set_defaults(func=cmd_hdfs)
 
+    p = sub.add_parser("k8s", help="kubernetes: print the objects a submit creates, as YAML (no cluster needed)")
+    p.add_argument("action", choices=("manifests",))
+    p.add_argument("spec")
+    p.set_defaults(func=cmd_k8s)
+
     p = sub.add_parser("validate", help="check a job spec without submitting it")
     p.add_argument("spec")
     p.set_defaults(func=cmd_validate)
@@ -274,6 +279,15 @@ def cmd_validate(client: PrimusClient, args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     print(f"{args.spec}: valid ({len(spec.roles)} roles: "
           + ", ".join(f"{r.name} x{r.replicas}" for r in spec.roles) + ")")
+    return EXIT_OK
+
+
+def cmd_k8s(client: PrimusClient, args: argparse.Namespace) -> int:
+    import yaml
+
+    from .backends.kubernetes.client import submit_manifests
+
+    print(yaml.safe_dump_all(submit_manifests(load_spec(args.spec)), sort_keys=False), end="")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from . import backends, protocol
-from .api_client import AMClient, AMRejected, AMUnavailable
+from .api_client import AMRejected
 from .backends.base import ClientOptions, ClusterClient
 from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
@@ -289,17 +289,7 @@ class PrimusClient:
 
     def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The AM's answer, or None when the AM is not (or no longer) serving."""
-        endpoint = self._known(app_id).am_endpoint(app_id)
-        if endpoint is None:
-            return None
-        address, token = endpoint
-        client = AMClient(address, token)
-        try:
-            return client.request(method, protocol.API_PREFIX + path, body, timeout=self.timeout)
-        except AMUnavailable:
-            return None
-        finally:
-            client.close()
+        return self._known(app_id).am_request(app_id, method, path, body, self.timeout)
 
     def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         reply = self._api(app_id, method, path, body)

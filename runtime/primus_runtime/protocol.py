@@ -66,6 +66,9 @@ API_PREFIX = "/api/v1"
 REGISTER_PATH = API_PREFIX + "/executors/register"
 HEARTBEAT_PATH = API_PREFIX + "/executors/heartbeat"
 UNREGISTER_PATH = API_PREFIX + "/executors/unregister"
+# The job token may come in this header instead of ``Authorization: Bearer`` (through proxies that
+# take the Authorization header for themselves, like the Kubernetes API server's).
+TOKEN_HEADER = "X-Primus-Token"
 
 # Commands the AM sends in heartbeat replies.
 CMD_NONE = "none"
@@ -99,6 +102,15 @@ ENV_EXECUTOR_HOST = "PRIMUS_EXECUTOR_HOST"  # address other executors reach this
 # Optional: a cgroup v2 directory the backend made for this executor; the trainer runs in it, and
 # everything the trainer starts with it, whatever session or process group it moves to.
 ENV_CGROUP = "PRIMUS_CGROUP"
+# Optional, for backends whose container log is what users read (Kubernetes): "1" copies the
+# trainer's stdout/stderr to the executor's own as well as to its log files.
+ENV_LOG_TO_CONSOLE = "PRIMUS_LOG_TO_CONSOLE"
+# Optional: a file the executor creates once its trainer passed the readiness probe (a pod's
+# readinessProbe checks it).
+ENV_READY_MARKER = "PRIMUS_READY_MARKER"
+# Optional: a directory whose files the executor links into the trainer's working directory (the
+# role's ``files``, where the backend cannot put them there itself).
+ENV_FILES_DIR = "PRIMUS_FILES_DIR"
 
 # Exit code of an executor that gave up because the AM was unreachable.
 EXIT_AM_UNREACHABLE = 75

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import protocol
+from ..api_client import AMClient, AMUnavailable
 from ..spec import JobSpec, Resources
 
 
@@ -151,6 +152,27 @@ class ClusterClient(abc.ABC):
     @abc.abstractmethod
     def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
         """(base URL of the AM API, token), or None once the AM is gone."""
+
+    def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
+                   timeout: float) -> dict[str, Any] | None:
+        """The AM's JSON answer to ``method path`` (``path`` below ``/api/v1``); None when the AM is
+        not running or does not answer. ``AMRejected`` for a 4xx. Default: straight to
+        ``am_endpoint``; a backend whose AM is not reachable from outside overrides it."""
+        endpoint = self.am_endpoint(app_id)
+        if endpoint is None:
+            return None
+        client = AMClient(*endpoint)
+        try:
+            return client.request(method, protocol.API_PREFIX + path, body, timeout=timeout)
+        except AMUnavailable:
+            return None
+        finally:
+            client.close()
+
+    def am_web_url(self, app_id: str) -> str | None:
+        """Where a browser sees the AM's status page (``/``), or None when the AM is not running."""
+        endpoint = self.am_endpoint(app_id)
+        return f"http://{endpoint[0]}/" if endpoint is not None else None
 
     @abc.abstractmethod
     def final_status(self, app_id: str) -> dict[str, Any] | None:

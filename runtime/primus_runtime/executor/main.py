@@ -72,6 +72,9 @@ class Config:
         self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
         cgroup = env.get(protocol.ENV_CGROUP)
         self.cgroup = Cgroup(cgroup) if cgroup and os.path.isdir(cgroup) else None
+        self.log_to_console = env.get(protocol.ENV_LOG_TO_CONSOLE, "") not in ("", "0")
+        self.ready_marker = env.get(protocol.ENV_READY_MARKER) or None
+        self.files_dir = env.get(protocol.ENV_FILES_DIR) or None
         self.id = protocol.executor_id(self.role, self.index)
 
 
@@ -89,6 +92,15 @@ def wait_for_am_address(url: str, patience: float) -> str:
                                  f"({url.split('?')[0]}: {exc})") from None
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
+
+
+def link_files(source_dir: str, work_dir: str) -> None:
+    """Link every file of ``source_dir`` into ``work_dir`` (the role's ``files``), keeping what is there."""
+    os.makedirs(work_dir, exist_ok=True)
+    for name in os.listdir(source_dir):
+        target = os.path.join(work_dir, name)
+        if not name.startswith(".") and not os.path.lexists(target):
+            os.symlink(os.path.join(source_dir, name), target)
 
 
 def reserve_ports(count: int) -> list[socket.socket]:
@@ -170,9 +182,12 @@ class Executor:
             if feed.get("restore_checkpoint"):
                 env[protocol.TRAINER_ENV_RESTORE_CHECKPOINT] = str(feed["restore_checkpoint"])
         self.readiness = self._readiness_probe(start.get("readiness", "spawned"), ports, env)
+        if self.config.files_dir is not None:
+            link_files(self.config.files_dir, self.config.work_dir)
         try:
             self.trainer = Trainer.launch(start["command"], env, self.config.work_dir, self.config.log_dir,
-                                          fed=feed is not None, cgroup=self.config.cgroup)
+                                          fed=feed is not None, cgroup=self.config.cgroup,
+                                          to_console=self.config.log_to_console)
         except OSError as exc:
             message = launch_error(start["command"], exc)
             log.error("%s", message)
@@ -185,7 +200,7 @@ class Executor:
         while True:
             if self.stop_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None
-                reply = self._heartbeat(protocol.REPORT_RUNNING, data=report, ready=self.readiness.check())
+                reply = self._heartbeat(protocol.REPORT_RUNNING, data=report, ready=self._ready())
                 if reply is None:
                     self.trainer.stop(self.config.kill_grace)
                     return protocol.EXIT_AM_UNREACHABLE
@@ -237,6 +252,16 @@ class Executor:
                 os.unlink(ready_file)  # left by an earlier trainer in the same directory
             env[protocol.TRAINER_ENV_READY_FILE] = ready_file
         return ReadinessProbe(kind, ports, self.config.host, ready_file)
+
+    def _ready(self) -> bool:
+        """Whether the trainer is ready; the first time it is, the backend's marker is created."""
+        assert self.readiness is not None
+        ready = self.readiness.check()
+        marker = self.config.ready_marker
+        if ready and marker is not None and not os.path.exists(marker):
+            with open(marker, "w"):
+                pass
+        return ready
 
     def _wait_trainer_or_ready(self, timeout: float) -> int | None:
         """``_wait_trainer``, but while the trainer is not ready it is probed every PROBE_PERIOD and

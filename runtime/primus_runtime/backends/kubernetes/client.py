@@ -1,0 +1,367 @@
+"""The Kubernetes backend from outside: submit the AM pod and its objects, then find, read and
+kill jobs through the API server (the AM itself is reached through the API server's pod proxy:
+from outside a cluster, pod IPs are not routable)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from ... import protocol
+from ...api_client import AMRejected
+from ...bundle import runtime_digest
+from ...spec import JobSpec, SpecError
+from ...states import JOB_OUTCOMES, JobState
+from ..base import ClientOptions, ClusterClient
+from . import manifests as m
+from .settings import KubernetesBackend
+
+# A ConfigMap holds at most 1 MiB; the roles' files share one with the keys' overhead.
+MAX_FILES_BYTES = 900 * 1024
+AM_ALIVE_PHASES = ("Pending", "Running")
+STORE_ADDRESS_KEY = "am.json"
+STORE_STATUS_KEY = "status.json"
+
+
+def api_client(options: ClientOptions) -> Any:
+    """The ``kubernetes.client.ApiClient``: ``options.kube_api_client`` when given (Airflow's
+    KubernetesHook), else the kubeconfig file/context of ``options``, else the in-cluster service
+    account, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+    import os
+
+    from kubernetes import client, config
+
+    if options.kube_api_client is not None:
+        return options.kube_api_client
+    try:
+        if options.kube_config or options.kube_context:
+            return config.new_client_from_config(config_file=options.kube_config, context=options.kube_context)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            return client.ApiClient(configuration)
+        return config.new_client_from_config()
+    except (config.ConfigException, OSError) as exc:
+        raise ConnectionError(f"kubernetes: no usable cluster configuration ({exc}); pass --kubeconfig, "
+                              f"run inside a cluster, or write ~/.kube/config") from None
+
+
+def _not_found(exc: Exception) -> bool:
+    return getattr(exc, "status", None) == 404
+
+
+class KubernetesClusterClient(ClusterClient):
+    """Jobs in the cluster of ``api`` (a ``kubernetes.client.ApiClient``). ``namespace``: where
+    ``list_jobs`` looks (a job's id names its own; submit uses the spec's)."""
+
+    def __init__(self, api: Any, namespace: str | None = None):
+        from kubernetes import client
+
+        self.api = api
+        self.namespace = namespace or "default"
+        self.core = client.CoreV1Api(api)
+        self.rbac = client.RbacAuthorizationV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def location(self) -> str:
+        return f"Kubernetes at {self.api.configuration.host}, namespace {self.namespace}"
+
+    def default_work_preserve_root(self) -> str:
+        """There is none: the AM pod's disk goes with the pod (a restarted AM or the next try would
+        not find it), and a cluster has no filesystem every pod shares unless someone mounts one."""
+        raise SpecError(["work_preserve_root: the Kubernetes backend has no default place for data "
+                         "checkpoints (the AM pod has no durable disk); set the connection's work_preserve_root "
+                         "or the job's input.work_preserve_dir to an hdfs:// or webhdfs:// directory"])
+
+    # --- submit ---
+
+    def submit(self, spec: JobSpec) -> str:
+        config = spec.backend
+        if not isinstance(config, KubernetesBackend):
+            raise SpecError([f"backend.type: the Kubernetes backend cannot run a {config.type!r} job"])
+        files = self._check(spec, config)
+        app = m.app_name(spec.name, secrets.token_hex(3))
+        objects = m.submit_objects(spec, app, secrets.token_urlsafe(32), runtime_digest(), files)
+        *others, am_pod = objects
+        created: list[m.Manifest] = []
+        try:
+            for body in others:
+                self._call("create", body)
+                created.append(body)
+            am_uid = self._call("create", am_pod).metadata.uid
+            created.append(am_pod)
+            for body in others:
+                self._call("patch", body, {"metadata": {"ownerReferences": [m.owner_reference(app, am_uid)]}})
+        except Exception:
+            for body in reversed(created):
+                try:
+                    self._call("delete", body)
+                except Exception:  # noqa: BLE001,S110 - best effort; the first error is the one to report
+                    pass
+            raise
+        return m.app_id(config.namespace, app)
+
+    def _check(self, spec: JobSpec, config: KubernetesBackend) -> dict[str, bytes]:
+        """What can be checked before creating anything; the roles' files (name -> content)."""
+        problems = []
+        try:
+            self.core.read_namespace(config.namespace)
+        except Exception as exc:  # noqa: BLE001 - ApiException; 403: not allowed to look, creating will tell
+            if _not_found(exc):
+                problems.append(f"backend.namespace: no namespace {config.namespace!r} in the cluster at "
+                                f"{self.api.configuration.host}")
+        problems += m.name_clashes(spec)
+        files, not_shippable = role_files(spec)
+        problems += not_shippable
+        if problems:
+            raise SpecError(problems)
+        return files
+
+    def _call(self, verb: str, body: m.Manifest, patch: dict[str, Any] | None = None) -> Any:
+        """create/patch/delete one manifest of ``submit_objects``."""
+        kind, ns, name = body["kind"], body["metadata"]["namespace"], body["metadata"]["name"]
+        if kind == "PodGroup":
+            group = ("scheduling.volcano.sh", "v1beta1", ns, "podgroups")
+            if verb == "create":
+                return self.custom.create_namespaced_custom_object(*group, body)
+            if verb == "patch":
+                return self.custom.patch_namespaced_custom_object(*group, name, patch)
+            return self.custom.delete_namespaced_custom_object(*group, name)
+        api, suffix = {"ServiceAccount": (self.core, "service_account"), "Role": (self.rbac, "role"),
+                       "RoleBinding": (self.rbac, "role_binding"), "ConfigMap": (self.core, "config_map"),
+                       "Secret": (self.core, "secret"), "Pod": (self.core, "pod"),
+                       "Service": (self.core, "service")}[kind]
+        method = getattr(api, f"{verb}_namespaced_{suffix}")
+        if verb == "create":
+            return method(ns, body)
+        if verb == "patch":
+            return method(name, ns, patch)
+        return method(name, ns)
+
+    # --- find and read ---
+
+    def _am_pod(self, app_id: str) -> Any:
+        """The AM pod, or None once it is gone; KeyError for an id that is not a Kubernetes one."""
+        ns, app = m.parse_app_id(app_id)
+        try:
+            return self.core.read_namespaced_pod(app, ns)
+        except Exception as exc:
+            if _not_found(exc):
+                return None
+            raise
+
+    def _config_map(self, app_id: str, name: str) -> dict[str, str] | None:
+        ns, _ = m.parse_app_id(app_id)
+        try:
+            return self.core.read_namespaced_config_map(name, ns).data or {}
+        except Exception as exc:
+            if _not_found(exc):
+                return None
+            raise
+
+    def exists(self, app_id: str) -> bool:
+        try:
+            return self._config_map(app_id, m.Names(m.parse_app_id(app_id)[1]).spec) is not None
+        except KeyError:
+            return False
+
+    def spec(self, app_id: str) -> JobSpec:
+        data = self._config_map(app_id, m.Names(m.parse_app_id(app_id)[1]).spec)
+        if data is None:
+            raise KeyError(app_id)
+        return JobSpec.model_validate_json(data[m.SPEC_KEY])
+
+    def am_alive(self, app_id: str) -> bool:
+        pod = self._am_pod(app_id)
+        return pod is not None and pod.status.phase in AM_ALIVE_PHASES
+
+    def _store(self, app_id: str) -> dict[str, str]:
+        return self._config_map(app_id, m.Names(m.parse_app_id(app_id)[1]).store) or {}
+
+    def _am_address(self, app_id: str) -> str | None:
+        info = self._store(app_id).get(STORE_ADDRESS_KEY)
+        return json.loads(info)["address"] if info else None
+
+    def _token(self, app_id: str) -> str:
+        ns, app = m.parse_app_id(app_id)
+        secret = self.core.read_namespaced_secret(m.Names(app).token, ns)
+        return base64.b64decode(secret.data[m.TOKEN_KEY]).decode().strip()
+
+    def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
+        """The AM's pod address (reachable from inside the cluster only) and the token."""
+        if not self.am_alive(app_id):
+            return None
+        address = self._am_address(app_id)
+        return (address, self._token(app_id)) if address else None
+
+    def _proxy_path(self, app_id: str, address: str) -> str:
+        ns, app = m.parse_app_id(app_id)
+        return f"/api/v1/namespaces/{ns}/pods/{app}:{address.rsplit(':', 1)[1]}/proxy"
+
+    def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
+                   timeout: float) -> dict[str, Any] | None:
+        """Through the API server's pod proxy. The API server keeps the caller's ``Authorization``
+        for itself, so the job token travels in ``X-Primus-Token``."""
+        endpoint = self.am_endpoint(app_id)
+        if endpoint is None:
+            return None
+        address, token = endpoint
+        try:
+            response = self.api.call_api(
+                self._proxy_path(app_id, address) + protocol.API_PREFIX + path, method,
+                header_params={protocol.TOKEN_HEADER: token, "Content-Type": "application/json",
+                               "Accept": "application/json"},
+                body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - ApiException, or urllib3's connection errors
+            status, data = getattr(exc, "status", None), getattr(exc, "body", None) or b""
+            return self._proxy_error(status, data)
+        return json.loads(response[0].data if isinstance(response, tuple) else response.data)
+
+    @staticmethod
+    def _proxy_error(status: int | None, data: bytes | str) -> None:
+        """A 4xx of the AM is its refusal; the API server's own errors (a ``Status`` object: the
+        pod is gone, not serving yet...) mean the AM does not answer."""
+        try:
+            reply = json.loads(data)
+        except (ValueError, TypeError):
+            return None
+        if status is not None and 400 <= status < 500 and isinstance(reply, dict) and "error" in reply \
+                and reply.get("kind") != "Status":
+            raise AMRejected(status, str(reply["error"]))
+        return None
+
+    def am_web_url(self, app_id: str) -> str | None:
+        """The AM's status page through the API server's pod proxy (a browser needs credentials for
+        the API server; ``kubectl proxy`` gives a local one)."""
+        if not self.am_alive(app_id):
+            return None
+        address = self._am_address(app_id)
+        return f"{self.api.configuration.host}{self._proxy_path(app_id, address)}/" if address else None
+
+    def last_status(self, app_id: str) -> dict[str, Any] | None:
+        text = self._store(app_id).get(STORE_STATUS_KEY)
+        return json.loads(text) if text else None
+
+    def final_status(self, app_id: str) -> dict[str, Any] | None:
+        status = self.last_status(app_id)
+        if status and status["job"]["state"] in JOB_OUTCOMES:
+            return status
+        return None
+
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        selector = ",".join([f"{k}={v}" for k, v in m.MANAGED_BY.items()] + [f"{m.LABEL_COMPONENT}=am"]
+                            + [f"{k}={v}" for k, v in m.tag_labels(tags or {}).items()])
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        stores = {cm.metadata.name: cm.data or {} for cm in
+                  self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items}
+        out = []
+        for pod in pods:
+            annotations = pod.metadata.annotations or {}
+            job_tags = json.loads(annotations.get(m.ANNOTATION_TAGS, "{}"))
+            if tags and any(job_tags.get(k) != v for k, v in tags.items()):
+                continue  # the labels are sanitized; the annotation has the exact tags
+            app = pod.metadata.name
+            status = json.loads(stores.get(m.Names(app).store, {}).get(STORE_STATUS_KEY) or "{}")
+            state = status.get("job", {}).get("state", JobState.PENDING.value)
+            if pod.status.phase not in AM_ALIVE_PHASES and state not in JOB_OUTCOMES:
+                state = JobState.LOST.value
+            out.append({"app_id": m.app_id(self.namespace, app), "name": annotations.get(m.ANNOTATION_JOB_NAME, app),
+                        "state": state, "tags": job_tags,
+                        "created_at": pod.metadata.creation_timestamp.timestamp()})
+        return sorted(out, key=lambda j: j["created_at"], reverse=True)
+
+    # --- control ---
+
+    def force_kill(self, app_id: str) -> int:
+        """Delete the AM pod at once; the garbage collector deletes everything it owns (executor
+        pods, Service, ConfigMaps, Secret, RBAC). The number of the job's pods that go."""
+        ns, app = m.parse_app_id(app_id)
+        pods = self.core.list_namespaced_pod(ns, label_selector=f"{m.LABEL_APP}={app}").items
+        try:
+            self.core.delete_namespaced_pod(app, ns, grace_period_seconds=0, propagation_policy="Background")
+        except Exception as exc:
+            if _not_found(exc):
+                return 0
+            raise
+        return len(pods)
+
+    # --- logs ---
+
+    def am_log(self, app_id: str) -> str:
+        _, app = m.parse_app_id(app_id)
+        return log_path(app, m.AM_CONTAINER)
+
+    def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
+        """The newest pod of the executor (its container log holds the executor's and the trainer's
+        output: ``stream`` cannot be told apart there)."""
+        ns, app = m.parse_app_id(app_id)
+        selector = f"{m.LABEL_APP}={app},{m.LABEL_ROLE}={m.label_value(role)},{m.LABEL_INDEX}={index}"
+        pods = self.core.list_namespaced_pod(ns, label_selector=selector).items
+        if not pods:
+            return None
+        newest = max(pods, key=lambda p: p.metadata.creation_timestamp)
+        return log_path(newest.metadata.name, m.EXECUTOR_CONTAINER)
+
+    def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
+        """A container's log (``pods/<pod>/<container>``) from ``offset``. The API has no byte
+        offset: the whole log is read and sliced."""
+        ns, app = m.parse_app_id(app_id)
+        parts = path.split("/")
+        if len(parts) != 3 or parts[0] != "pods":
+            raise PermissionError(f"{path} is not a log of job {app_id}")
+        pod_name, container = parts[1], parts[2]
+        try:
+            pod = self.core.read_namespaced_pod(pod_name, ns)
+            if (pod.metadata.labels or {}).get(m.LABEL_APP) != app:
+                raise PermissionError(f"{path} is not a log of job {app_id}")
+            data = self.core.read_namespaced_pod_log(pod_name, ns, container=container, _preload_content=False).data
+        except PermissionError:
+            raise
+        except Exception as exc:
+            # Gone (404), or its container not started yet (400): no log to show.
+            if getattr(exc, "status", None) in (400, 404):
+                return b""
+            raise
+        return bytes(data)[offset:]
+
+
+def role_files(spec: JobSpec) -> tuple[dict[str, bytes], list[str]]:
+    """The roles' ``files`` by name, for the job's files ConfigMap, and why some cannot go there."""
+    files: dict[str, bytes] = {}
+    problems = []
+    for role in spec.roles:
+        for name in role.files:
+            path = Path(name)
+            if not path.is_file():
+                problems.append(f"roles.{role.name}.files: {name} is not a file (the Kubernetes backend "
+                                f"ships files, not directories, in a ConfigMap)")
+            elif files.setdefault(path.name, path.read_bytes()) != path.read_bytes():
+                problems.append(f"roles.{role.name}.files: two different files are named {path.name!r}")
+    size = sum(len(data) for data in files.values())
+    if size > MAX_FILES_BYTES:
+        problems.append(f"roles[].files: {size} bytes in all, more than the {MAX_FILES_BYTES} a ConfigMap "
+                        f"holds; put large files into the image or on HDFS")
+    return files, problems
+
+
+def submit_manifests(spec: JobSpec) -> list[m.Manifest]:
+    """What a submit would create, with placeholders for the random parts (``primus k8s manifests``)."""
+    files, problems = role_files(spec)
+    problems += m.name_clashes(spec)
+    if not isinstance(spec.backend, KubernetesBackend):
+        problems.insert(0, f"backend.type: must be kubernetes to make Kubernetes manifests, got {spec.backend.type!r}")
+    if problems:
+        raise SpecError(problems)
+    return m.submit_objects(spec, m.app_name(spec.name, "xxxxxx"), "<the job token, made at submit>",
+                            runtime_digest(), files)
+
+
+def log_path(pod: str, container: str) -> str:
+    return f"pods/{pod}/{container}"
+
+
+def cluster_client(options: ClientOptions) -> KubernetesClusterClient:
+    return KubernetesClusterClient(api_client(options), options.namespace)

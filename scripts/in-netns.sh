@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs CMD in a private network namespace (needs root): only `lo`, brought up, so 127.0.0.1 works
+# and nothing reaches another machine. scripts/k8s-cluster.sh needs it: its node agent puts pod
+# IPs (10.244.0.0/24) on this `lo`, which the machine's own network never sees. Everything that
+# downloads (pip, Maven, the Go build) has to run before, outside.
+#
+#   scripts/in-netns.sh CMD [ARGS...]
+set -euo pipefail
+[ $# -gt 0 ] || { echo "usage: $0 CMD [ARGS...]" >&2; exit 2; }
+exec unshare --net -- bash -c 'ip link set lo up && exec "$@"' in-netns "$@"
