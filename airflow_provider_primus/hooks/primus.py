@@ -201,9 +201,9 @@ class PrimusHook(BaseHook):
         ``wait``: seconds to wait for a just-submitted AM to publish its address."""
         deadline = time.monotonic() + wait
         while True:
-            endpoint = self.client.cluster_for(app_id).am_endpoint(app_id)
-            if endpoint is not None:
-                return f"http://{endpoint[0]}/"
+            url = self.client.cluster_for(app_id).am_web_url(app_id)
+            if url is not None:
+                return url
             if time.monotonic() > deadline or self.client.status(app_id)["job"]["state"] in FINISHED:
                 return None
             time.sleep(0.1)
@@ -303,8 +303,11 @@ class PrimusAsyncHook(PrimusHook):
                    ) -> dict[str, Any] | None:
         """The AM's JSON answer, or None when no AM serves the job (any more)."""
         client = await self._client()
+        cluster = client.cluster_for(app_id)
+        if not cluster.am_reachable_directly:  # through the cluster's proxy, with its own client
+            return await asyncio.to_thread(cluster.am_request, app_id, method, path, body, self.timeout)
         try:
-            endpoint = await asyncio.to_thread(client.cluster_for(app_id).am_endpoint, app_id)
+            endpoint = await asyncio.to_thread(cluster.am_endpoint, app_id)
         except KeyError:
             raise JobNotFound(app_id) from None
         if endpoint is None:

@@ -102,13 +102,12 @@ def test_a_ps_failure_fails_the_job_with_the_reason(primus, k8s_namespace, tmp_p
     assert "ps-" in status["job"]["reason"] and "exit" in status["job"]["reason"], status["job"]["reason"]
 
 
-@pytest.mark.xfail(strict=True, reason="open: the AM pod hands out no input task (no scan event, readers wait); "
-                   "not diagnosed yet")
 def test_node_local_input_is_read_once(primus, k8s_namespace, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     for part in range(3):
         (data / f"part-{part}.txt").write_text("".join(f"r{part}-{i}\n" for i in range(50)))
+    (data / "_SUCCESS").touch()
     out = tmp_path / "out"
     out.mkdir()
     spec = {"name": "read-once", "roles": [{"name": "reader", "replicas": 2, "consumes_input": True,

@@ -80,8 +80,10 @@ def test_the_am_pod():
     assert fields == {"POD_IP": "status.podIP", "POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     assert container["resources"] == {"requests": {"cpu": "2000m", "memory": "1024Mi"},
                                       "limits": {"cpu": "2000m", "memory": "1024Mi"}}
-    assert {v["name"]: v.get("configMap", v.get("secret")) for v in pod["spec"]["volumes"]} == {
-        "spec": {"name": "primus-x-abc123-spec"}, "token": {"secretName": "primus-x-abc123-token", "defaultMode": 0o400}}
+    assert {v["name"]: v.get("configMap", v.get("secret", v.get("emptyDir"))) for v in pod["spec"]["volumes"]} == {
+        "spec": {"name": "primus-x-abc123-spec"}, "token": {"secretName": "primus-x-abc123-token", "defaultMode": 0o400},
+        "work": {}}  # its own status file: on a node shared with other jobs' AMs too
+    assert {"name": "work", "mountPath": m.WORK_DIR} in container["volumeMounts"]
     assert pod["spec"]["serviceAccountName"] == "primus-x-abc123" and pod["spec"]["restartPolicy"] == "Never"
     assert pod["metadata"]["annotations"][m.ANNOTATION_RUNTIME] == "digest1"
     assert pod["metadata"]["labels"][m.LABEL_COMPONENT] == "am"

@@ -129,6 +129,10 @@ class ExecutorBackend(abc.ABC):
 class ClusterClient(abc.ABC):
     """Submit and find jobs from outside the cluster."""
 
+    #: Whether ``am_endpoint``'s address answers from where the client runs (else only
+    #: ``am_request`` reaches the AM, e.g. through the Kubernetes API server's proxy).
+    am_reachable_directly: bool = True
+
     @abc.abstractmethod
     def location(self) -> str:
         """Where this client looks for jobs, for messages (a directory, a cluster's address)."""

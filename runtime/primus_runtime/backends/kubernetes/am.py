@@ -32,7 +32,7 @@ async def run_am(args: list[str]) -> int:
     namespace, app = os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]
     pod = core.read_namespaced_pod(app, namespace)
     backend = KubernetesExecutorBackend(core, spec, app, namespace, pod.metadata.uid)
-    status_path = Path(os.environ.get("TMPDIR", "/tmp"), "primus-status.json")
+    status_path = Path(m.WORK_DIR, "status.json")  # the pod's own emptyDir: never another job's file
     am = ApplicationMaster(spec, m.app_id(namespace, app), backend, status_path=status_path)
     submitted = (pod.metadata.annotations or {}).get(m.ANNOTATION_RUNTIME)
     if submitted and submitted != runtime_digest():

@@ -57,6 +57,8 @@ class KubernetesClusterClient(ClusterClient):
     """Jobs in the cluster of ``api`` (a ``kubernetes.client.ApiClient``). ``namespace``: where
     ``list_jobs`` looks (a job's id names its own; submit uses the spec's)."""
 
+    am_reachable_directly = False  # pod IPs answer inside the cluster only: through the API server's proxy
+
     def __init__(self, api: Any, namespace: str | None = None):
         from kubernetes import client
 

@@ -272,7 +272,8 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str) -> Manifest:
         config, AM_CONTAINER, ["python", "-m", "primus_runtime.am", "--backend", "kubernetes"], env,
         {"requests": size, "limits": size},
         [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},
-         {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True}])
+         {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
+         {"name": "work", "mountPath": WORK_DIR}])
     if spec.am.port:
         container["ports"] = [{"name": "api", "containerPort": spec.am.port}]
     return {"apiVersion": "v1", "kind": "Pod",
@@ -281,7 +282,8 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str) -> Manifest:
             "spec": {**_pod_common(config), "serviceAccountName": names.service_account,
                      "containers": [container],
                      "volumes": [{"name": "spec", "configMap": {"name": names.spec}},
-                                 {"name": "token", "secret": {"secretName": names.token, "defaultMode": 0o400}}]}}
+                                 {"name": "token", "secret": {"secretName": names.token, "defaultMode": 0o400}},
+                                 {"name": "work", "emptyDir": {}}]}}
 
 
 # --- by the AM ---------------------------------------------------------------------
