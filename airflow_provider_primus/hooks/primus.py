@@ -160,14 +160,19 @@ class PrimusHook(BaseHook):
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
              wait: bool = True) -> dict[str, Any] | None:
-        """Stop the job (graceful, then by force); its final status. With ``wait=False`` only ask
-        its AM to stop it (forcing it when no AM answers) and return None at once."""
+        """Stop the job (graceful, then by force) and remove what it keeps on the cluster (on
+        Kubernetes the AM pod and everything it owns); its final status. With ``wait=False`` only
+        ask its AM to stop it (forcing it when no AM answers) and return None at once."""
         self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
+        cluster = self.client.cluster_for(app_id)
         if wait:
-            return self.client.kill(app_id, reason=reason, timeout=timeout)
-        if not self.client.request_kill(app_id, reason, patience=1.0):
-            self.client.cluster_for(app_id).force_kill(app_id)
-        return None
+            status = self.client.kill(app_id, reason=reason, timeout=timeout)
+        else:
+            status = None
+            if not self.client.request_kill(app_id, reason, patience=1.0):
+                cluster.force_kill(app_id)
+        cluster.remove(app_id)
+        return status
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
         """Resize ``role`` of a running job to ``replicas`` executors."""
@@ -335,17 +340,20 @@ class PrimusAsyncHook(PrimusHook):
         return await asyncio.to_thread(client.status_without_am, app_id)
 
     async def akill(self, app_id: str, reason: str = "") -> None:
-        """Ask the job's AM to stop the job; force-kill its processes when no AM answers."""
+        """Ask the job's AM to stop the job (force-kill it when no AM answers), then remove what it keeps
+        on the cluster (on Kubernetes the AM pod and everything it owns)."""
         self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
-        try:
-            if await self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by Airflow"}) is not None:
-                return
-        except AMRejected as exc:
-            if exc.status == 409:  # already ending
-                return
-            raise
         client = await self._client()
-        await asyncio.to_thread(client.cluster_for(app_id).force_kill, app_id)
+        cluster = client.cluster_for(app_id)
+        try:
+            answered = await self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by Airflow"})
+        except AMRejected as exc:
+            if exc.status != 409:  # 409: already ending
+                raise
+            answered = {}
+        if answered is None:
+            await asyncio.to_thread(cluster.force_kill, app_id)
+        await asyncio.to_thread(cluster.remove, app_id)
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -97,9 +97,12 @@ def _reachable(address: str, fallback_host: str | None) -> str:
     return f"{host}:{port}"
 
 
+ENV_HADOOP_USER = "HADOOP_USER_NAME"
+
+
 def hadoop_user() -> str:
     """Who we act as on a cluster with simple authentication (``HADOOP_USER_NAME``, else the login)."""
-    return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    return os.environ.get(ENV_HADOOP_USER) or getpass.getuser()
 
 
 def is_hdfs(url: str) -> bool:

@@ -198,6 +198,10 @@ class ClusterClient(abc.ABC):
     def default_work_preserve_root(self) -> str:
         """Where data checkpoints go when the user names no place (an AM on any node must reach it)."""
 
+    def remove(self, app_id: str) -> None:  # noqa: B027 - most backends keep nothing running after the end
+        """Remove what a job keeps on the cluster after it ended or was asked to stop (Airflow's
+        kill: nothing may stay behind). Its status is gone afterwards where the cluster held it."""
+
     @abc.abstractmethod
     def am_log(self, app_id: str) -> str:
         """Where the AM's log is, for ``read_log``."""

@@ -13,6 +13,7 @@ from typing import Any
 from ... import protocol
 from ...api_client import AMRejected
 from ...bundle import runtime_digest
+from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS, HadoopConf, HadoopConfigError, hadoop_user, is_hdfs
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient
@@ -59,11 +60,12 @@ class KubernetesClusterClient(ClusterClient):
 
     am_reachable_directly = False  # pod IPs answer inside the cluster only: through the API server's proxy
 
-    def __init__(self, api: Any, namespace: str | None = None):
+    def __init__(self, api: Any, namespace: str | None = None, hadoop_conf_dir: str | None = None):
         from kubernetes import client
 
         self.api = api
         self.namespace = namespace or "default"
+        self.hadoop_conf_dir = hadoop_conf_dir
         self.core = client.CoreV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -85,8 +87,9 @@ class KubernetesClusterClient(ClusterClient):
         if not isinstance(config, KubernetesBackend):
             raise SpecError([f"backend.type: the Kubernetes backend cannot run a {config.type!r} job"])
         files = self._check(spec, config)
+        cluster_env = hdfs_env(spec, self.hadoop_conf_dir)
         app = m.app_name(spec.name, secrets.token_hex(3))
-        objects = m.submit_objects(spec, app, secrets.token_urlsafe(32), runtime_digest(), files)
+        objects = m.submit_objects(spec, app, secrets.token_urlsafe(32), runtime_digest(), files, cluster_env)
         *others, am_pod = objects
         created: list[m.Manifest] = []
         try:
@@ -290,6 +293,16 @@ class KubernetesClusterClient(ClusterClient):
             raise
         return len(pods)
 
+    def remove(self, app_id: str) -> None:
+        """Delete the AM pod with its grace period (an AM still stopping the job finishes that: it
+        gets SIGTERM); the garbage collector deletes everything the AM pod owns."""
+        ns, app = m.parse_app_id(app_id)
+        try:
+            self.core.delete_namespaced_pod(app, ns, propagation_policy="Background")
+        except Exception as exc:
+            if not _not_found(exc):
+                raise
+
     # --- logs ---
 
     def am_log(self, app_id: str) -> str:
@@ -361,9 +374,32 @@ def submit_manifests(spec: JobSpec) -> list[m.Manifest]:
                             runtime_digest(), files)
 
 
+def hdfs_env(spec: JobSpec, conf_dir: str | None) -> dict[str, str]:
+    """Where the job's ``hdfs://`` input is, for pods that have no Hadoop configuration: the
+    NameNode's WebHDFS address from the submitting side's (``HADOOP_CONF_DIR``, the connection's
+    ``hadoop_conf_dir``) and the HDFS user. ``webhdfs://host:port/...`` paths need neither."""
+    if spec.input is None:
+        return {}
+    paths = {f"input.sources[{i}].path": s.path for i, s in enumerate(spec.input.sources)}
+    paths |= {f"input.{key}": value for key in ("work_preserve_dir", "restore_from")
+              if (value := getattr(spec.input, key))}
+    on_hdfs = {field: path for field, path in paths.items() if path.startswith("hdfs://")}
+    if not on_hdfs and not any(is_hdfs(path) for path in paths.values()):
+        return {}
+    env = {ENV_HADOOP_USER: hadoop_user()}
+    if on_hdfs:
+        try:
+            env[ENV_WEBHDFS] = HadoopConf(conf_dir).webhdfs()
+        except HadoopConfigError as exc:
+            raise SpecError([f"{field}: an hdfs:// path needs the Hadoop cluster's configuration where the job "
+                             f"is submitted ({exc}), got {path!r}; or name the NameNode: "
+                             f"webhdfs://HOST:PORT/..." for field, path in on_hdfs.items()]) from None
+    return env
+
+
 def log_path(pod: str, container: str) -> str:
     return f"pods/{pod}/{container}"
 
 
 def cluster_client(options: ClientOptions) -> KubernetesClusterClient:
-    return KubernetesClusterClient(api_client(options), options.namespace)
+    return KubernetesClusterClient(api_client(options), options.namespace, options.hadoop_conf_dir)

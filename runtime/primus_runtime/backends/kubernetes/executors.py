@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from typing import Any
 
 from ... import protocol
+from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS
 from ...spec import JobSpec, Resources
 from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
 from . import manifests as m
@@ -78,6 +80,10 @@ def pending_reason_of(pod: Any) -> str | None:
     return f"pod {pod.metadata.name} is pending"
 
 
+# What the client told the AM about the job's other clusters, handed on to every executor.
+CLUSTER_ENV = (ENV_WEBHDFS, ENV_HADOOP_USER)
+
+
 class KubernetesExecutorBackend(ExecutorBackend):
     def __init__(self, core: Any, spec: JobSpec, app: str, namespace: str, am_uid: str):
         self.core = core  # kubernetes.client.CoreV1Api
@@ -129,7 +135,8 @@ class KubernetesExecutorBackend(ExecutorBackend):
         from os.path import basename
 
         body = m.executor_pod(self.spec, self.app, self.am_uid, request, request.env[protocol.ENV_AM_ADDRESS],
-                              files=sorted({basename(f) for f in request.files}))
+                              files=sorted({basename(f) for f in request.files}),
+                              cluster_env={k: os.environ[k] for k in CLUSTER_ENV if k in os.environ})
         name = body["metadata"]["name"]
         self._requests[name] = request  # before it exists: its first event may come at once
         try:

@@ -182,9 +182,10 @@ def owner_reference(pod_name: str, uid: str) -> dict[str, Any]:
 
 
 def submit_objects(spec: JobSpec, app: str, token: str, runtime_digest: str,
-                   files: dict[str, bytes] | None = None) -> list[Manifest]:
+                   files: dict[str, bytes] | None = None, cluster_env: dict[str, str] | None = None) -> list[Manifest]:
     """Every object of a submit, in creation order: the AM pod last (its owner references go onto
-    the others once it exists)."""
+    the others once it exists). ``cluster_env``: where the job's other clusters are (HDFS), for
+    the AM, which hands it on to its executors."""
     config = _config(spec)
     ns = config.namespace
     names = Names(app)
@@ -207,7 +208,7 @@ def submit_objects(spec: JobSpec, app: str, token: str, runtime_digest: str,
         objects.append(files_config_map(spec, app, files))
     if config.gang == "volcano":
         objects.append(pod_group(spec, app))
-    objects.append(am_pod(spec, app, runtime_digest))
+    objects.append(am_pod(spec, app, runtime_digest, cluster_env or {}))
     return objects
 
 
@@ -262,12 +263,13 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def am_pod(spec: JobSpec, app: str, runtime_digest: str) -> Manifest:
+def am_pod(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, str] | None = None) -> Manifest:
     config = _config(spec)
     names = Names(app)
     size = {"cpu": _cpu(config.am_cpu), "memory": _memory(config.am_memory)}
     env = [_field_env("POD_IP", "status.podIP"), _field_env("POD_NAME", "metadata.name"),
-           _field_env("POD_NAMESPACE", "metadata.namespace"), {"name": "PYTHONUNBUFFERED", "value": "1"}]
+           _field_env("POD_NAMESPACE", "metadata.namespace"), {"name": "PYTHONUNBUFFERED", "value": "1"},
+           *({"name": k, "value": v} for k, v in sorted((cluster_env or {}).items()))]
     container = _container(
         config, AM_CONTAINER, ["python", "-m", "primus_runtime.am", "--backend", "kubernetes"], env,
         {"requests": size, "limits": size},
@@ -301,9 +303,11 @@ def headless_service(spec: JobSpec, app: str, owner_uid: str) -> Manifest:
 
 
 def executor_pod(spec: JobSpec, app: str, owner_uid: str, request: LaunchRequest,
-                 am_address: str, files: list[str] | None = None) -> Manifest:
+                 am_address: str, files: list[str] | None = None,
+                 cluster_env: dict[str, str] | None = None) -> Manifest:
     """The pod of one executor incarnation. ``files``: names in the job's files ConfigMap this
-    role's executors get (linked into their working directory by the executor)."""
+    role's executors get (linked into their working directory by the executor); ``cluster_env``:
+    the AM's (where HDFS is)."""
     config = _config(spec)
     names = Names(app)
     role = spec.role(request.role)
@@ -314,7 +318,7 @@ def executor_pod(spec: JobSpec, app: str, owner_uid: str, request: LaunchRequest
         annotations["scheduling.k8s.io/group-name"] = names.pod_group
     elif config.gang == "kueue" and config.queue:
         labels["kueue.x-k8s.io/queue-name"] = config.queue
-    env = {**request.env,
+    env = {**(cluster_env or {}), **request.env,
            protocol.ENV_AM_ADDRESS: am_address,
            protocol.ENV_TOKEN_FILE: f"{TOKEN_DIR}/{TOKEN_KEY}",
            protocol.ENV_EXECUTOR_HOST: executor_dns_name(app, config.namespace, request.role, request.index),
