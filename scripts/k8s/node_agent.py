@@ -464,19 +464,16 @@ class Agent:
 
     def write_hosts(self) -> None:
         """Every running pod's /etc/hosts: its own name, then the FQDNs of pods with a subdomain.
-        Rewritten in place: each file is bind-mounted, a rename would not reach the containers."""
+        Rewritten in place: each file is bind-mounted, a rename would not reach the containers.
+        (Short hostnames of other pods are left out: pod names are unique per namespace only.)"""
         with self.lock:
             runs = [r for r in self.runs.values() if r.ip and r.phase not in TERMINAL]
-            shared = []
+            names = {r.ip: hostnames(r.pod) for r in runs}
             for r in runs:
-                spec, meta = r.pod.spec, r.pod.metadata
-                if spec.subdomain:
-                    host = spec.hostname or meta.name
-                    fqdn = f"{host}.{spec.subdomain}.{meta.namespace}.svc.cluster.local"
-                    shared.append(f"{r.ip}\t{fqdn} {host}.{spec.subdomain}.{meta.namespace}.svc")
-            for r in runs:
-                own = f"{r.ip}\t{r.pod.spec.hostname or r.pod.metadata.name}"
-                text = "\n".join(["127.0.0.1\tlocalhost", "::1\tlocalhost", own, *shared]) + "\n"
+                # Its own line first, as the kubelet writes it: socket.getfqdn() in the pod finds it.
+                others = [f"{ip}\t{n[0]}" for ip, n in names.items() if ip != r.ip and len(n) > 1]
+                text = "\n".join(["127.0.0.1\tlocalhost", "::1\tlocalhost", f"{r.ip}\t{' '.join(names[r.ip])}",
+                                  *others]) + "\n"
                 with open(r.dir / "hosts", "r+") as f:
                     f.truncate()
                     f.write(text)
@@ -701,6 +698,15 @@ class Agent:
                 ip_addr("del", run.ip)
         ip_addr("del", self.node_ip)
         log(f"node agent stopped ({len(runs)} pods' processes killed)")
+
+
+def hostnames(pod: Any) -> list[str]:
+    """The pod's names in /etc/hosts: FQDN (with a subdomain, i.e. a headless Service) and hostname."""
+    spec, meta = pod.spec, pod.metadata
+    host = spec.hostname or meta.name
+    if not spec.subdomain:
+        return [host]
+    return [f"{host}.{spec.subdomain}.{meta.namespace}.svc.cluster.local", host]
 
 
 def expand(text: str, env: dict[str, str]) -> str:

@@ -204,6 +204,22 @@ def test_node_agent_kubelet_stand_in_gives_pods_ips_the_service_proxy_reaches(ru
     assert via_pod.data.decode() == "hello from web\n"
 
 
+def test_node_agent_kubelet_stand_in_resolves_pod_names_of_a_headless_service(run_pod, k8s_core, k8s_namespace):
+    """No cluster DNS: the node agent writes each pod's /etc/hosts as the kubelet does, plus the FQDNs of the
+    other running pods with a subdomain."""
+    k8s_core.create_namespaced_service(k8s_namespace, {
+        "metadata": {"name": "grp"}, "spec": {"clusterIP": "None", "selector": {"group": "grp"}}})
+    first = run_pod("first", ["sleep", "300"], until=("Running",), subdomain="grp", labels={"group": "grp"})
+    lookup = (f"import socket; print(socket.getfqdn(), "
+              f"socket.gethostbyname('first.grp.{k8s_namespace}.svc.cluster.local'))")
+    second = run_pod("second", ["python", "-c", lookup], subdomain="grp", labels={"group": "grp"})
+
+    assert second.status.phase == "Succeeded", pod_log(k8s_core, k8s_namespace, "second")
+    fqdn, ip = pod_log(k8s_core, k8s_namespace, "second").split()
+    assert fqdn == f"second.grp.{k8s_namespace}.svc.cluster.local"
+    assert ip == first.status.pod_ip
+
+
 def test_node_agent_kubelet_stand_in_test_hook_evicts_a_pod(run_pod, k8s_core, k8s_namespace, tmp_path):
     run_pod("victim", ["sh", "-c", f"echo $$$$ > {tmp_path}/pid; exec sleep 300"], until=("Running",))
     pid = written_pid(tmp_path / "pid")
