@@ -105,6 +105,25 @@ def test_node_agent_kubelet_stand_in_provides_env_configmaps_and_secrets(run_pod
     assert not Path("/etc/primus/job.yaml").exists()  # mounted in the container's namespace only
 
 
+def test_node_agent_kubelet_stand_in_waits_for_a_missing_configmap(run_pod, k8s_core, k8s_namespace):
+    pod = run_pod("early", ["cat", "/etc/late/key"], until=("Pending",),
+                  volumes=[{"name": "late", "configMap": {"name": "late"}}],
+                  container={"volumeMounts": [{"name": "late", "mountPath": "/etc/late"}]})
+    def waiting() -> client.V1ContainerStateWaiting | None:
+        statuses = k8s_core.read_namespaced_pod("early", k8s_namespace).status.container_statuses or []
+        state = statuses[0].state.waiting if statuses else None
+        return state if state and state.reason == "CreateContainerConfigError" else None
+
+    assert f"ConfigMap {k8s_namespace}/late not found" in wait_for(waiting, what="the config error").message
+    assert pod.status.phase == "Pending"
+
+    k8s_core.create_namespaced_config_map(k8s_namespace, {"metadata": {"name": "late"}, "data": {"key": "finally"}})
+
+    wait_for(lambda: k8s_core.read_namespaced_pod("early", k8s_namespace).status.phase == "Succeeded",
+             timeout=30, what="the pod to run once its ConfigMap exists")
+    assert pod_log(k8s_core, k8s_namespace, "early") == "finally"
+
+
 def test_node_agent_kubelet_stand_in_mounts_a_working_service_account_token(
         k8s_cluster: K8sCluster, run_pod, k8s_core, k8s_namespace):
     rbac = client.RbacAuthorizationV1Api(k8s_cluster.api_client())
