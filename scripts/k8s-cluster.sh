@@ -158,11 +158,11 @@ start() {
   in_private_netns || die "start needs a private network namespace (pod IPs go on lo): run it under scripts/in-netns.sh"
   [ -x "$PYTHON" ] || die "no Python for the node agent at $PYTHON (set PRIMUS_K8S_PYTHON)"
   local t0=$SECONDS
+  mkdir -p "$DIR/logs"
+  DIR=$(cd "$DIR" && pwd)  # the certificates' and kubeconfigs' paths must not depend on the cwd
   build
   stop >/dev/null 2>&1 || true
   rm -rf "$DIR/etcd" "$DIR/pki" "$DIR/pods" "$DIR/ready.json" "$DIR/node-agent.ready"
-  mkdir -p "$DIR/logs"
-  DIR=$(cd "$DIR" && pwd)
   certs
   local pki=$DIR/pki
   launch etcd "$BIN/etcd" --name primus-test --data-dir "$DIR/etcd" --unsafe-no-fsync --log-level=warn \
