@@ -158,11 +158,11 @@ start() {
   in_private_netns || die "start needs a private network namespace (pod IPs go on lo): run it under scripts/in-netns.sh"
   [ -x "$PYTHON" ] || die "no Python for the node agent at $PYTHON (set PRIMUS_K8S_PYTHON)"
   local t0=$SECONDS
+  mkdir -p "$DIR/logs"
+  DIR=$(cd "$DIR" && pwd)  # the certificates' and kubeconfigs' paths must not depend on the cwd
   build
   stop >/dev/null 2>&1 || true
   rm -rf "$DIR/etcd" "$DIR/pki" "$DIR/pods" "$DIR/ready.json" "$DIR/node-agent.ready"
-  mkdir -p "$DIR/logs"
-  DIR=$(cd "$DIR" && pwd)
   certs
   local pki=$DIR/pki
   launch etcd "$BIN/etcd" --name primus-test --data-dir "$DIR/etcd" --unsafe-no-fsync --log-level=warn \
@@ -206,22 +206,11 @@ EOF
   echo "k8s-cluster: ready in $((SECONDS - t0))s; use it with: . $DIR/env.sh" >&2
 }
 
-# SIGTERM each component's process group (the node agent kills its pods and removes its
-# addresses), SIGKILL what is left after 10 s.
+# SIGTERM the node agent's process group (it kills its pods and removes its addresses), then the
+# control plane's all at once; SIGKILL what is left after 10 s.
 stop() {
-  local i name pid
-  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
-    name=${COMPONENTS[i]}
-    [ -f "$DIR/$name.pid" ] || continue
-    pid=$(cat "$DIR/$name.pid")
-    kill -TERM -- "-$pid" 2>/dev/null || true
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    rm -f "$DIR/$name.pid"
-  done
+  terminate node-agent
+  terminate kube-controller-manager kube-apiserver etcd
   rm -f "$DIR/ready.json"
   # Pod processes left by a node agent that could not clean up (killed): those in a pod folder.
   local p cwd
@@ -230,6 +219,29 @@ stop() {
     case "$cwd" in "$DIR"/pods/*) kill -KILL "${p#/proc/}" 2>/dev/null || true ;; esac
   done
   echo "k8s-cluster: stopped ($DIR)" >&2
+}
+
+terminate() {  # NAME...
+  local name pid alive pids=()
+  for name in "$@"; do
+    [ -f "$DIR/$name.pid" ] || continue
+    pids+=("$(cat "$DIR/$name.pid")")
+    kill -TERM -- "-${pids[-1]}" 2>/dev/null || true
+  done
+  for _ in $(seq 100); do
+    alive=""
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && alive=1
+    done
+    [ -n "$alive" ] || break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done
+  for name in "$@"; do
+    rm -f "$DIR/$name.pid"
+  done
 }
 
 status() {

@@ -2,43 +2,77 @@
 # The whole test suite, from a fresh machine: installs what it needs, then runs pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
-scripts/install-hdfs-provider.sh
-scripts/install-framework.sh
 
-# The Hadoop minicluster (YARN + HDFS, one JVM; Java 17 and Maven) for tests/cluster: started
-# in the background while the linters run, stopped on exit. Its directory (minicluster.log,
-# container logs) is kept when a test fails. PRIMUS_NO_MINICLUSTER=1 leaves it out (tests/cluster
-# then start their own).
-minicluster_pid=""
-if [ -z "${PRIMUS_NO_MINICLUSTER:-}" ]; then
-  MINICLUSTER_DIR=$(mktemp -d /tmp/primus-minicluster.XXXXXX)
-  scripts/minicluster.sh start "$MINICLUSTER_DIR" &
-  minicluster_pid=$!
-  # On an early exit (a linter failed) the start may still be running: end it first.
-  trap 'kill "$minicluster_pid" 2>/dev/null || true; wait "$minicluster_pid" 2>/dev/null || true
-        scripts/minicluster.sh stop "$MINICLUSTER_DIR" 2>/dev/null || true' EXIT
+# Phase 1, with the network: everything that downloads (PyPI, Maven Central, the Go module proxy).
+# The two cluster builds are cached (~/.m2 and ~/.cache/primus-minicluster, ~/.cache/primus-k8s and
+# Go's caches): a warm machine rebuilds nothing. Then the script runs again (phase 2) inside a
+# private network namespace with only `lo` (scripts/in-netns.sh), where the Kubernetes test
+# cluster's node agent puts its pod IPs: nothing of it reaches the machine's own network.
+if [ -z "${PRIMUS_TEST_IN_NETNS:-}" ]; then
+  scripts/bootstrap.sh
+  scripts/install-hdfs-provider.sh
+  scripts/install-framework.sh
+  [ -n "${PRIMUS_NO_MINICLUSTER:-}" ] || scripts/minicluster.sh build >/dev/null
+  [ -n "${PRIMUS_NO_K8S:-}" ] || scripts/k8s-cluster.sh build >/dev/null
+  PRIMUS_TEST_IN_NETNS=1 exec scripts/in-netns.sh scripts/test.sh "$@"
 fi
 
-.venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags
+# Phase 2. The clusters start in the background while the linters run and are stopped on exit;
+# their directories (logs) are kept when a test fails.
+# - the Hadoop minicluster (YARN + HDFS, one JVM) for tests/cluster; PRIMUS_NO_MINICLUSTER=1 leaves
+#   it out (tests/cluster then start their own);
+# - the Kubernetes test cluster (etcd, kube-apiserver, kube-controller-manager and the node agent,
+#   a kubelet stand-in) for tests/k8s; PRIMUS_NO_K8S=1 leaves it out (tests/k8s then start their own).
+clusters=()  # "SCRIPT DIR PID" of each cluster started, PID of its start command
+started=""   # set once every start command has finished
+start_cluster() {  # SCRIPT DIR
+  "$1" start "$2" &
+  clusters+=("$1 $2 $!")
+}
+stop_clusters() {  # on an early exit (a linter failed) a start may still be running: end it first
+  local c script dir pid
+  for c in "${clusters[@]}"; do
+    read -r script dir pid <<<"$c"
+    if [ -z "$started" ]; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+    "$script" stop "$dir" 2>/dev/null || true
+  done
+}
+trap stop_clusters EXIT
+if [ -z "${PRIMUS_NO_MINICLUSTER:-}" ]; then
+  MINICLUSTER_DIR=$(mktemp -d /tmp/primus-minicluster.XXXXXX)
+  start_cluster scripts/minicluster.sh "$MINICLUSTER_DIR"
+fi
+if [ -z "${PRIMUS_NO_K8S:-}" ]; then
+  K8S_DIR=$(mktemp -d /tmp/primus-k8s.XXXXXX)
+  start_cluster scripts/k8s-cluster.sh "$K8S_DIR"
+fi
+
+.venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags scripts/k8s
 .venv/bin/mypy
 export PRIMUS_HOME="${PRIMUS_HOME:-$(mktemp -d /tmp/primus-test-home.XXXXXX)}"
 
-if [ -n "$minicluster_pid" ]; then
-  wait "$minicluster_pid"
-  # HADOOP_CONF_DIR, PATH with its bin/yarn (for skein), JAVA_HOME, PRIMUS_MINICLUSTER_DIR.
+for c in "${clusters[@]}"; do
+  read -r script dir pid <<<"$c"
+  wait "$pid"
+  # minicluster: HADOOP_CONF_DIR, PATH with its bin/yarn (for skein), JAVA_HOME,
+  # PRIMUS_MINICLUSTER_DIR. k8s-cluster: KUBECONFIG, PRIMUS_K8S_CLUSTER_DIR.
   # shellcheck disable=SC1091
-  . "$MINICLUSTER_DIR/env.sh"
-fi
+  . "$dir/env.sh"
+done
+started=1
 rc=0
 .venv/bin/python -m pytest -q -ra "$@" || rc=$?
-if [ -n "$minicluster_pid" ]; then
-  scripts/minicluster.sh stop "$MINICLUSTER_DIR"
-  trap - EXIT
+stop_clusters
+trap - EXIT
+for c in "${clusters[@]}"; do
+  read -r script dir pid <<<"$c"
   if [ "$rc" = 0 ]; then
-    rm -rf "$MINICLUSTER_DIR"
+    rm -rf "$dir"
   else
-    echo "test: minicluster logs kept in $MINICLUSTER_DIR (minicluster.log, target/)" >&2
+    echo "test: $script kept its logs in $dir" >&2
   fi
-fi
+done
 exit "$rc"

@@ -146,6 +146,8 @@ class PodRun:
     evicted: str | None = None
     gone: bool = False
     wake: threading.Event = field(default_factory=threading.Event)
+    start_time: str = field(default_factory=now)
+    transitions: dict[str, tuple[bool, str]] = field(default_factory=dict)  # condition -> (value, since)
 
     @property
     def key(self) -> str:
@@ -212,16 +214,18 @@ class PodRun:
         self.agent.take_ip(self)
         self.report()
         while not self.prepare():
-            self.wait_or_stop(1.0)
+            if self.wait_or_stop(1.0):
+                break
         if self.stop_at is not None or self.gone:
-            return self.finish("Failed", "", "deleted or evicted before it started")
+            return self.finish_stopped("stopped before its containers started")
         for c in self.init:
             self.start(c)
             while c.exit_code is None:
                 self.step(0.1)
-            if c.exit_code != 0 or self.stop_at is not None:
-                self.finish("Failed", "", f"init container {c.name} exited with {c.exit_code}")
-                return
+            if self.stop_at is not None:
+                return self.finish_stopped(f"stopped during init container {c.name}")
+            if c.exit_code != 0:
+                return self.finish("Failed", "", f"init container {c.name} exited with {c.exit_code}")
         for c in self.main:
             self.start(c)
         self.phase = "Running"
@@ -229,11 +233,15 @@ class PodRun:
         log(f"{self.key}: Running on {self.ip}")
         while any(c.exit_code is None for c in self.main):
             self.step(0.1)
-        failed = [c for c in self.main if c.exit_code != 0]
+        if self.evicted is not None:
+            return self.finish_stopped("")
+        self.finish("Failed" if any(c.exit_code != 0 for c in self.main) else "Succeeded", "", "")
+
+    def finish_stopped(self, message: str) -> None:
         if self.evicted is not None:
             self.finish("Failed", "Evicted", self.evicted)
         else:
-            self.finish("Failed" if failed else "Succeeded", "", "")
+            self.finish("Failed", "", message)
 
     def wait_or_stop(self, seconds: float) -> bool:
         self.wake.wait(seconds)
@@ -349,13 +357,15 @@ class PodRun:
         initialized = all(c.exit_code == 0 for c in self.init)
 
         def condition(kind: str, value: bool) -> dict[str, Any]:
-            return {"type": kind, "status": "True" if value else "False", "lastTransitionTime": now()}
+            if self.transitions.get(kind, (None,))[0] != value:
+                self.transitions[kind] = (value, now())
+            return {"type": kind, "status": "True" if value else "False",
+                    "lastTransitionTime": self.transitions[kind][1]}
 
         status: dict[str, Any] = {
             "phase": self.phase, "hostIP": self.agent.node_ip, "hostIPs": [{"ip": self.agent.node_ip}],
             "podIP": self.ip or None, "podIPs": [{"ip": self.ip}] if self.ip else None,
-            "startTime": self.pod.status.start_time.strftime("%Y-%m-%dT%H:%M:%SZ")
-            if self.pod.status and self.pod.status.start_time else now(),
+            "startTime": self.start_time,
             "reason": self.reason or None, "message": self.message or None,
             "conditions": [condition("PodScheduled", True), condition("Initialized", initialized),
                            condition("ContainersReady", ready), condition("Ready", ready)],
@@ -465,19 +475,16 @@ class Agent:
 
     def write_hosts(self) -> None:
         """Every running pod's /etc/hosts: its own name, then the FQDNs of pods with a subdomain.
-        Rewritten in place: each file is bind-mounted, a rename would not reach the containers."""
+        Rewritten in place: each file is bind-mounted, a rename would not reach the containers.
+        (Short hostnames of other pods are left out: pod names are unique per namespace only.)"""
         with self.lock:
             runs = [r for r in self.runs.values() if r.ip and r.phase not in TERMINAL]
-            shared = []
+            names = {r.ip: hostnames(r.pod) for r in runs}
             for r in runs:
-                spec, meta = r.pod.spec, r.pod.metadata
-                if spec.subdomain:
-                    host = spec.hostname or meta.name
-                    fqdn = f"{host}.{spec.subdomain}.{meta.namespace}.svc.cluster.local"
-                    shared.append(f"{r.ip}\t{fqdn} {host}.{spec.subdomain}.{meta.namespace}.svc")
-            for r in runs:
-                own = f"{r.ip}\t{r.pod.spec.hostname or r.pod.metadata.name}"
-                text = "\n".join(["127.0.0.1\tlocalhost", "::1\tlocalhost", own, *shared]) + "\n"
+                # Its own line first, as the kubelet writes it: socket.getfqdn() in the pod finds it.
+                others = [f"{ip}\t{n[0]}" for ip, n in names.items() if ip != r.ip and len(n) > 1]
+                text = "\n".join(["127.0.0.1\tlocalhost", "::1\tlocalhost", f"{r.ip}\t{' '.join(names[r.ip])}",
+                                  *others]) + "\n"
                 with open(r.dir / "hosts", "r+") as f:
                     f.truncate()
                     f.write(text)
@@ -617,6 +624,8 @@ class Agent:
         if kind == "DELETED":
             with self.lock:
                 run = self.runs.pop(uid, None)
+                if run is not None and self.by_name.get(run.key) is run:
+                    del self.by_name[run.key]
             if run is not None:
                 log(f"{run.key}: deleted")
                 run.vanish()
@@ -702,6 +711,15 @@ class Agent:
                 ip_addr("del", run.ip)
         ip_addr("del", self.node_ip)
         log(f"node agent stopped ({len(runs)} pods' processes killed)")
+
+
+def hostnames(pod: Any) -> list[str]:
+    """The pod's names in /etc/hosts: FQDN (with a subdomain, i.e. a headless Service) and hostname."""
+    spec, meta = pod.spec, pod.metadata
+    host = spec.hostname or meta.name
+    if not spec.subdomain:
+        return [host]
+    return [f"{host}.{spec.subdomain}.{meta.namespace}.svc.cluster.local", host]
 
 
 def expand(text: str, env: dict[str, str]) -> str:

@@ -93,8 +93,8 @@ def k8s_cluster() -> Iterator[K8sCluster]:
     if reason:
         pytest.skip(reason)
     directory = Path(tempfile.mkdtemp(prefix="primus-k8s-"))
-    subprocess.run([str(SCRIPT), "start", str(directory)], check=True)
     try:
+        subprocess.run([str(SCRIPT), "start", str(directory)], check=True)
         yield K8sCluster(directory)
     finally:
         subprocess.run([str(SCRIPT), "stop", str(directory)], check=False)

@@ -105,6 +105,25 @@ def test_node_agent_kubelet_stand_in_provides_env_configmaps_and_secrets(run_pod
     assert not Path("/etc/primus/job.yaml").exists()  # mounted in the container's namespace only
 
 
+def test_node_agent_kubelet_stand_in_waits_for_a_missing_configmap(run_pod, k8s_core, k8s_namespace):
+    pod = run_pod("early", ["cat", "/etc/late/key"], until=("Pending",),
+                  volumes=[{"name": "late", "configMap": {"name": "late"}}],
+                  container={"volumeMounts": [{"name": "late", "mountPath": "/etc/late"}]})
+    def waiting() -> client.V1ContainerStateWaiting | None:
+        statuses = k8s_core.read_namespaced_pod("early", k8s_namespace).status.container_statuses or []
+        state = statuses[0].state.waiting if statuses else None
+        return state if state and state.reason == "CreateContainerConfigError" else None
+
+    assert f"ConfigMap {k8s_namespace}/late not found" in wait_for(waiting, what="the config error").message
+    assert pod.status.phase == "Pending"
+
+    k8s_core.create_namespaced_config_map(k8s_namespace, {"metadata": {"name": "late"}, "data": {"key": "finally"}})
+
+    wait_for(lambda: k8s_core.read_namespaced_pod("early", k8s_namespace).status.phase == "Succeeded",
+             timeout=30, what="the pod to run once its ConfigMap exists")
+    assert pod_log(k8s_core, k8s_namespace, "early") == "finally"
+
+
 def test_node_agent_kubelet_stand_in_mounts_a_working_service_account_token(
         k8s_cluster: K8sCluster, run_pod, k8s_core, k8s_namespace):
     rbac = client.RbacAuthorizationV1Api(k8s_cluster.api_client())
@@ -202,6 +221,22 @@ def test_node_agent_kubelet_stand_in_gives_pods_ips_the_service_proxy_reaches(ru
     via_pod = k8s_core.connect_get_namespaced_pod_proxy_with_path("web:18081", k8s_namespace, "hello.txt",
                                                                   _preload_content=False)
     assert via_pod.data.decode() == "hello from web\n"
+
+
+def test_node_agent_kubelet_stand_in_resolves_pod_names_of_a_headless_service(run_pod, k8s_core, k8s_namespace):
+    """No cluster DNS: the node agent writes each pod's /etc/hosts as the kubelet does, plus the FQDNs of the
+    other running pods with a subdomain."""
+    k8s_core.create_namespaced_service(k8s_namespace, {
+        "metadata": {"name": "grp"}, "spec": {"clusterIP": "None", "selector": {"group": "grp"}}})
+    first = run_pod("first", ["sleep", "300"], until=("Running",), subdomain="grp", labels={"group": "grp"})
+    lookup = (f"import socket; print(socket.getfqdn(), "
+              f"socket.gethostbyname('first.grp.{k8s_namespace}.svc.cluster.local'))")
+    second = run_pod("second", ["python", "-c", lookup], subdomain="grp", labels={"group": "grp"})
+
+    assert second.status.phase == "Succeeded", pod_log(k8s_core, k8s_namespace, "second")
+    fqdn, ip = pod_log(k8s_core, k8s_namespace, "second").split()
+    assert fqdn == f"second.grp.{k8s_namespace}.svc.cluster.local"
+    assert ip == first.status.pod_ip
 
 
 def test_node_agent_kubelet_stand_in_test_hook_evicts_a_pod(run_pod, k8s_core, k8s_namespace, tmp_path):
