@@ -45,16 +45,18 @@ def test_ps_worker_succeeds_with_owned_labelled_pods(primus, k8s_core, k8s_names
     app_id = primus.submit(ps_worker(tmp_path, k8s_namespace))
     namespace, app = m.parse_app_id(app_id)
     assert namespace == k8s_namespace
-    status = primus.wait(app_id, timeout=180)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    # Looked at while they run: once the workers are done the AM stops the ps and deletes their pods.
+    pods = wait_for(lambda: len(found := pods_of(k8s_core, namespace, app)) == 4 and found, timeout=120,
+                    what="the job's four executor pods")
     am = k8s_core.read_namespaced_pod(app, namespace)
-    pods = pods_of(k8s_core, namespace, app)
     assert sorted((p.metadata.labels[m.LABEL_ROLE], p.metadata.labels[m.LABEL_INDEX]) for p in pods) == [
         ("ps", "0"), ("ps", "1"), ("worker", "0"), ("worker", "1")]
     for pod in pods:
         owner = pod.metadata.owner_references[0]
         assert (owner.kind, owner.name, owner.uid, owner.block_owner_deletion) == ("Pod", app, am.metadata.uid, True)
         assert pod.metadata.labels["tags.primus.io/run_id"] == "manual__2026-12-03T10-00-00-00-00"
+    status = primus.wait(app_id, timeout=180)
+    assert status["job"]["state"] == "succeeded", status["job"]
     for kind in ("config_map", "secret", "service_account", "service"):
         names = [o.metadata.name for o in getattr(k8s_core, f"list_namespaced_{kind}")(namespace).items
                  if (o.metadata.owner_references or [None])[0] and o.metadata.owner_references[0].uid == am.metadata.uid]

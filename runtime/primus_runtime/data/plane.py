@@ -92,7 +92,8 @@ class DataPlane:
         if not url.startswith("hdfs://"):
             return url
         if self._namenode_http is None:
-            self._namenode_http = hadoop.HadoopConf().webhdfs().split("://", 1)[1]
+            # The AM's Hadoop configuration, else the address its client handed it (PRIMUS_WEBHDFS).
+            self._namenode_http = hadoop.webhdfs_base(url).split("://", 1)[1]
         return f"webhdfs://{self._namenode_http}{hadoop.hdfs_path(url)}"
 
     def checkpoint(self, slot: str) -> str | None:
