@@ -8,14 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from primus_runtime.backends.base import LaunchRequest
+from primus_runtime.backends.base import LaunchRequest, launched_at_start
 from primus_runtime.backends.yarn.client import log_contents
 from primus_runtime.backends.yarn.cluster import (
     application_tags,
     container_resources,
     never_fits,
     parse_prelaunched,
-    prelaunched,
 )
 from primus_runtime.backends.yarn.executors import YarnExecutorBackend, exited_from
 from primus_runtime.client import PrimusClient, local_paths_on_a_cluster
@@ -104,10 +103,10 @@ def test_hadoop_conf_reads_addresses_and_names_what_is_missing(tmp_path, monkeyp
 def test_roles_launched_at_once_are_started_with_the_application():
     roles = [{"name": "ps", "replicas": 2, "command": "x"}, {"name": "worker", "replicas": 3, "command": "x"}]
     gang = JobSpec.from_dict({"name": "t", "roles": roles, "backend": {"type": "yarn"}})
-    assert prelaunched(gang) == {"ps": 2, "worker": 3}
+    assert launched_at_start(gang) == {"ps": 2, "worker": 3}
     ordered = JobSpec.from_dict({"name": "t", "roles": roles, "backend": {"type": "yarn"},
                                  "scheduling": {"policy": "ordered", "order": ["worker", "ps"]}})
-    assert prelaunched(ordered) == {"worker": 3}  # ps waits for the workers: asked for later
+    assert launched_at_start(ordered) == {"worker": 3}  # ps waits for the workers: asked for later
     assert parse_prelaunched("ps=2,worker=3") == {"ps": 2, "worker": 3} and parse_prelaunched("") == {}
 
 

@@ -60,7 +60,7 @@ def test_submit_objects_come_in_order_with_the_am_pod_last_and_rbac_exactly_what
     spec = job()
     objects = m.submit_objects(spec, "primus-x-abc123", "tok", "digest1")
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
-                                            "ConfigMap", "Pod"]
+                                            "ConfigMap", "Service", "Pod"]
     assert all(o["metadata"]["namespace"] == "ml" for o in objects)
     role = objects[1]
     assert {(r["resources"][0], tuple(r["verbs"])) for r in role["rules"]} == {
@@ -142,11 +142,36 @@ def test_gang_scheduling():
     assert "PodGroup" not in [o["kind"] for o in m.submit_objects(kueue, "a", "t", "d")]
 
 
-def test_the_headless_service_publishes_every_executor():
+def test_the_headless_service_publishes_the_am_and_every_executor():
     service = m.headless_service(job(), "primus-x-abc123", "uid-1")
     assert service["spec"] == {"clusterIP": "None", "publishNotReadyAddresses": True,
-                               "selector": {m.LABEL_APP: "primus-x-abc123", m.LABEL_COMPONENT: "executor"}}
+                               "selector": {m.LABEL_APP: "primus-x-abc123"}}
     assert service["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    am = m.am_pod(job(), "primus-x-abc123", "digest1")["spec"]
+    assert (am["hostname"], am["subdomain"]) == ("am", "primus-x-abc123")
+    assert am["containers"][0]["ports"] == [{"name": "api", "containerPort": m.DEFAULT_AM_PORT}]
+    assert m.am_address(job(), "primus-x-abc123") == f"am.primus-x-abc123.ml.svc:{m.DEFAULT_AM_PORT}"
+
+
+def test_the_first_executors_start_with_the_job_under_the_incarnations_the_am_adopts():
+    from primus_runtime.backends.kubernetes.client import first_executor_pods
+    from primus_runtime.backends.kubernetes.executors import KubernetesExecutorBackend
+
+    spec = JobSpec.model_validate({**job().to_dict(), "scheduling": {"policy": "ordered", "order": ["worker", "ps"]},
+                                   "roles": [{"name": "worker", "replicas": 2, "command": "x"},
+                                             {"name": "ps", "replicas": 1, "command": "x"}]})
+    pods = first_executor_pods(spec, "primus-x-abc123", "uid-1", {}, {})
+    # Ordered: only the first role's executors start with the job; the AM launches the ps later.
+    assert [(p["metadata"]["labels"][m.LABEL_ROLE], p["metadata"]["labels"][m.LABEL_INDEX]) for p in pods] == [
+        ("worker", "0"), ("worker", "1")]
+    env = {e["name"]: e.get("value") for e in pods[1]["spec"]["containers"][0]["env"]}
+    assert env[protocol.ENV_AM_ADDRESS] == m.am_address(spec, "primus-x-abc123")
+    assert env[protocol.ENV_INCARNATION] == m.first_incarnation("primus-x-abc123", "worker", 1)
+    assert pods[1]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    backend = KubernetesExecutorBackend(None, spec, "primus-x-abc123", "ml", "uid-1")
+    assert backend.incarnation_for("worker", 1) == env[protocol.ENV_INCARNATION]
+    assert backend.incarnation_for("worker", 1) is None  # a replacement gets a new name
+    assert backend.incarnation_for("ps", 0) is None
 
 
 @pytest.mark.parametrize("backend,field", [
@@ -185,10 +210,10 @@ def test_cli_prints_the_submit_manifests_as_yaml(tmp_path, capsys):
     assert cli_main(["k8s", "manifests", str(spec)]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret", "ConfigMap",
-                                         "ConfigMap", "Pod"]
+                                         "Service", "ConfigMap", "Pod"]
     import base64
 
-    assert base64.b64decode(docs[6]["binaryData"][m.file_key("train.py")]) == b"print('hi')\n"
+    assert base64.b64decode(docs[7]["binaryData"][m.file_key("train.py")]) == b"print('hi')\n"
     local = tmp_path / "local.yaml"
     local.write_text(yaml.safe_dump({"name": "j", "roles": [{"name": "w", "command": "x"}]}))
     assert cli_main(["k8s", "manifests", str(local)]) == 2

@@ -26,7 +26,8 @@ log = logging.getLogger("primus.am")
 LINGER_SECONDS = 1.0
 
 
-async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore) -> int:
+async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore,
+                port: int | None = None) -> int:
     """Run the AM's API until the job ends. ``store`` learns the API's address, and gets the status
     while the job runs (when it asks for copies) and the moment the outcome is known, not after
     lingering."""
@@ -35,7 +36,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     # being set up wait in the socket's backlog instead of failing.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, spec.am.port))
+    sock.bind((host, spec.am.port if port is None else port))
     sock.listen(2048)
     address = f"{advertise or host}:{sock.getsockname()[1]}"
     store.publish_address(address)

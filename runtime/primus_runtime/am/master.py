@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
-from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, role_env
+from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launch_env
 from ..data.dispatcher import Ending
 from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
@@ -422,13 +422,7 @@ class ApplicationMaster(BackendEvents):
 
     async def _launch(self, ex: Executor) -> None:
         role = self.spec.role(ex.role)
-        env = {
-            protocol.ENV_AM_ADDRESS: self.address,
-            protocol.ENV_APP_ID: self.record.app_id,
-            protocol.ENV_INDEX: str(ex.index),
-            protocol.ENV_INCARNATION: ex.incarnation,
-            **role_env(self.spec, ex.role),
-        }
+        env = launch_env(self.spec, self.record.app_id, ex.role, ex.index, ex.incarnation, self.address)
         request = LaunchRequest(ex.role, ex.index, ex.incarnation, ex.attempt, role.resources, env, role.files)
         try:
             await self.backend.launch(request)

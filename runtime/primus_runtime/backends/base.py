@@ -81,6 +81,26 @@ def role_env(spec: JobSpec, role_name: str) -> dict[str, str]:
     }
 
 
+def launch_env(spec: JobSpec, app_id: str, role: str, index: int, incarnation: str, am_address: str) -> dict[str, str]:
+    """The environment of one executor incarnation (the AM's launches, and a backend that starts
+    the first executors with the job before its AM runs)."""
+    return {
+        protocol.ENV_AM_ADDRESS: am_address,
+        protocol.ENV_APP_ID: app_id,
+        protocol.ENV_INDEX: str(index),
+        protocol.ENV_INCARNATION: incarnation,
+        **role_env(spec, role),
+    }
+
+
+def launched_at_start(spec: JobSpec) -> dict[str, int]:
+    """Roles whose executors the AM launches the moment it starts, and how many: every role, or the
+    first of an ``ordered`` start. A backend may start these with the job itself, before the AM
+    runs (it then names their first incarnations through ``ExecutorBackend.incarnation_for``)."""
+    first = spec.start_order()[:1] if spec.scheduling.policy == "ordered" else spec.start_order()
+    return {name: spec.role(name).replicas for name in first}
+
+
 class BackendEvents(abc.ABC):
     """Callbacks the AM gives its ExecutorBackend (called on the AM's event loop)."""
 

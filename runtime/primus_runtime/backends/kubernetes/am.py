@@ -42,4 +42,6 @@ async def run_am(args: list[str]) -> int:
         am.record.add_event("am", None, "warning", warning)
     store = ConfigMapStore(core, namespace, m.Names(app).store)
     token = Path(m.TOKEN_DIR, m.TOKEN_KEY).read_text().strip()
-    return await serve(am, token, spec.am.host or "0.0.0.0", os.environ["POD_IP"], store)
+    # On its pod IP (other pods of the node may use the same port on theirs), at the port the
+    # executors started with the job were told (manifests.am_address).
+    return await serve(am, token, spec.am.host or os.environ["POD_IP"], None, store, port=m.am_port(spec))

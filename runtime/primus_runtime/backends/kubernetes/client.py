@@ -16,7 +16,7 @@ from ...bundle import runtime_digest
 from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS, HadoopConf, HadoopConfigError, hadoop_user, is_hdfs
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
-from ..base import ClientOptions, ClusterClient
+from ..base import ClientOptions, ClusterClient, LaunchRequest, launch_env, launched_at_start
 from . import manifests as m
 from .settings import KubernetesBackend
 
@@ -98,6 +98,11 @@ class KubernetesClusterClient(ClusterClient):
                 created.append(body)
             am_uid = self._call("create", am_pod).metadata.uid
             created.append(am_pod)
+            # The executors the AM would launch first start now, beside the AM: they wait for it at
+            # its stable address instead of for its start-up (a Python process importing its stack).
+            for body in first_executor_pods(spec, app, am_uid, files, cluster_env):
+                self._call("create", body)
+                created.append(body)
             for body in others:
                 self._call("patch", body, {"metadata": {"ownerReferences": [m.owner_reference(app, am_uid)]}})
         except Exception:
@@ -372,6 +377,26 @@ def submit_manifests(spec: JobSpec) -> list[m.Manifest]:
         raise SpecError(problems)
     return m.submit_objects(spec, m.app_name(spec.name, "xxxxxx"), "<the job token, made at submit>",
                             runtime_digest(), files)
+
+
+def first_executor_pods(spec: JobSpec, app: str, am_uid: str, files: dict[str, bytes],
+                        cluster_env: dict[str, str]) -> list[m.Manifest]:
+    """The pods of the executors the AM launches the moment it starts (``launched_at_start``), under
+    the first incarnations it will adopt them by (``manifests.first_incarnation``)."""
+    config = spec.backend
+    assert isinstance(config, KubernetesBackend)
+    pods = []
+    for role_name, replicas in launched_at_start(spec).items():
+        role = spec.role(role_name)
+        for index in range(replicas):
+            incarnation = m.first_incarnation(app, role_name, index)
+            env = launch_env(spec, m.app_id(config.namespace, app), role_name, index, incarnation,
+                             m.am_address(spec, app))
+            request = LaunchRequest(role_name, index, incarnation, 0, role.resources, env, role.files)
+            pods.append(m.executor_pod(spec, app, am_uid, request, env[protocol.ENV_AM_ADDRESS],
+                                       files=sorted({Path(f).name for f in role.files} & set(files)),
+                                       cluster_env=cluster_env))
+    return pods
 
 
 def hdfs_env(spec: JobSpec, conf_dir: str | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any
 from ... import protocol
 from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS
 from ...spec import JobSpec, Resources
-from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
+from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launched_at_start
 from . import manifests as m
 from .client import log_path
 
@@ -100,6 +100,9 @@ class KubernetesExecutorBackend(ExecutorBackend):
         self._stopping: set[str] = set()
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
+        # Executors the client started with the job (their pods exist already), until adopted.
+        self._unclaimed = {(role, i) for role, n in launched_at_start(spec).items() for i in range(n)}
+        self._started_with_job: set[str] = set()
 
     # --- setup ---
 
@@ -120,6 +123,14 @@ class KubernetesExecutorBackend(ExecutorBackend):
     def check_fits(self, role: str, resources: Resources) -> str | None:
         return None  # the scheduler says it on the pod (pending_reason)
 
+    def incarnation_for(self, role: str, index: int) -> str | None:
+        if (role, index) not in self._unclaimed:
+            return None
+        self._unclaimed.discard((role, index))
+        incarnation = m.first_incarnation(self.app, role, index)
+        self._started_with_job.add(incarnation)
+        return incarnation
+
     def pending_reason(self, incarnation: str) -> str | None:
         for name, request in self._requests.items():
             if request.incarnation == incarnation and name in self._pods:
@@ -139,12 +150,28 @@ class KubernetesExecutorBackend(ExecutorBackend):
                               cluster_env={k: os.environ[k] for k in CLUSTER_ENV if k in os.environ})
         name = body["metadata"]["name"]
         self._requests[name] = request  # before it exists: its first event may come at once
+        if request.incarnation in self._started_with_job and await self._adopt(name):
+            return
         try:
             await asyncio.to_thread(self.core.create_namespaced_pod, self.namespace, body)
         except Exception:
             self._requests.pop(name, None)
             raise
         log.info("%s: created pod %s", protocol.executor_id(request.role, request.index), name)
+
+    async def _adopt(self, name: str) -> bool:
+        """Take over the pod the client created with the job; False when it is gone (then the AM
+        creates it as any other). Its state so far is handed in now: the watch dropped the events
+        of a pod no executor claimed yet."""
+        try:
+            pod = await asyncio.to_thread(self.core.read_namespaced_pod, name, self.namespace)
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404:
+                return False
+            raise
+        log.info("adopted pod %s, started with the job", name)
+        self._on_pod("MODIFIED", pod)
+        return True
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         name = next((n for n, r in self._requests.items() if r.incarnation == incarnation), None)

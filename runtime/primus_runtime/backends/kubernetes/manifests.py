@@ -49,6 +49,10 @@ SPEC_KEY = "spec.json"
 TOKEN_KEY = "token"
 READY_MARKER = "executor-ready"  # written into LOG_DIR by the executor once its trainer is ready
 AM_CONTAINER = "am"
+AM_HOSTNAME = "am"  # with the job's headless Service: am.<service>.<namespace>.svc
+# The AM listens on its pod IP at this port unless the spec's am.port names one: executors started
+# with the job (before the AM runs) are told where it will be.
+DEFAULT_AM_PORT = 17070
 EXECUTOR_CONTAINER = "executor"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -127,6 +131,21 @@ def executor_dns_name(app: str, namespace: str, role: str, index: int) -> str:
     return f"{hostname(role, index)}.{Names(app).service}.{namespace}.svc"
 
 
+def am_port(spec: JobSpec) -> int:
+    return spec.am.port or DEFAULT_AM_PORT
+
+
+def am_address(spec: JobSpec, app: str) -> str:
+    """``am.<service>.<namespace>.svc:<port>``: where the AM will listen, known before it runs."""
+    return f"{AM_HOSTNAME}.{Names(app).service}.{_config(spec).namespace}.svc:{am_port(spec)}"
+
+
+def first_incarnation(app: str, role: str, index: int) -> str:
+    """The first incarnation of an executor started with the job: the client that creates its pod
+    and the AM that adopts it name it alike, without telling each other."""
+    return hashlib.sha256(f"{app}/{role}/{index}".encode()).hexdigest()[:12]
+
+
 def app_id(namespace: str, app: str) -> str:
     return f"k8s.{namespace}.{app}"
 
@@ -203,6 +222,7 @@ def submit_objects(spec: JobSpec, app: str, token: str, runtime_digest: str,
         {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(names.token, ns, labels), "type": "Opaque",
          "stringData": {TOKEN_KEY: token}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(names.store, ns, labels), "data": {}},
+        headless_service(spec, app),
     ]
     if files:
         objects.append(files_config_map(spec, app, files))
@@ -276,13 +296,12 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
         [{"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},
          {"name": "token", "mountPath": TOKEN_DIR, "readOnly": True},
          {"name": "work", "mountPath": WORK_DIR}])
-    if spec.am.port:
-        container["ports"] = [{"name": "api", "containerPort": spec.am.port}]
+    container["ports"] = [{"name": "api", "containerPort": am_port(spec)}]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": _meta(app, config.namespace, job_labels(spec, app, "am"),
                               annotations={**job_annotations(spec), ANNOTATION_RUNTIME: runtime_digest}),
             "spec": {**_pod_common(config), "serviceAccountName": names.service_account,
-                     "containers": [container],
+                     "hostname": AM_HOSTNAME, "subdomain": names.service, "containers": [container],
                      "volumes": [{"name": "spec", "configMap": {"name": names.spec}},
                                  {"name": "token", "secret": {"secretName": names.token, "defaultMode": 0o400}},
                                  {"name": "work", "emptyDir": {}}]}}
@@ -291,15 +310,14 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
 # --- by the AM ---------------------------------------------------------------------
 
 
-def headless_service(spec: JobSpec, app: str, owner_uid: str) -> Manifest:
-    """Gives each executor pod (``hostname``/``subdomain``) a stable DNS name. Not-ready pods are
-    published too: executors resolve each other before their trainers are ready."""
+def headless_service(spec: JobSpec, app: str, owner_uid: str | None = None) -> Manifest:
+    """Gives the AM and each executor pod (``hostname``/``subdomain``) a stable DNS name. Not-ready
+    pods are published too: executors resolve the AM and each other before anyone is ready."""
     config = _config(spec)
+    owners = {"ownerReferences": [owner_reference(app, owner_uid)]} if owner_uid else {}
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": _meta(Names(app).service, config.namespace, job_labels(spec, app, "executor"),
-                              ownerReferences=[owner_reference(app, owner_uid)]),
-            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                     "selector": {LABEL_APP: app, LABEL_COMPONENT: "executor"}}}
+            "metadata": _meta(Names(app).service, config.namespace, job_labels(spec, app, "am"), **owners),
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {LABEL_APP: app}}}
 
 
 def executor_pod(spec: JobSpec, app: str, owner_uid: str, request: LaunchRequest,

@@ -22,7 +22,7 @@ from ...bundle import build_bundle
 from ...hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
 from ...spec import JobSpec, SpecError, YarnBackend
 from ...states import JOB_OUTCOMES, JobState
-from ..base import ClientOptions, ClusterClient, role_env
+from ..base import ClientOptions, ClusterClient, launched_at_start, role_env
 from ..local.jobs import default_home
 from .cluster import (
     BUNDLE_NAME,
@@ -43,7 +43,6 @@ from .cluster import (
     default_store_root,
     executor_script,
     never_fits,
-    prelaunched,
     skein_client,
 )
 
@@ -116,7 +115,7 @@ class YarnClusterClient(ClusterClient):
             # skein uploads these two to the application's private staging directory.
             common = {BUNDLE_NAME: skein.File(bundle, type="file"), TOKEN_NAME: skein.File(str(token_file))}
             services = {}
-            early = prelaunched(spec)
+            early = launched_at_start(spec)
             store_env = {ENV_JOB_STORE: self.store.root, ENV_WEBHDFS: self.conf.webhdfs(),
                          ENV_HDFS_USER: hadoop_user()}
             for role in spec.roles:

@@ -126,14 +126,6 @@ def application_tags(spec: JobSpec, config: YarnBackend) -> list[str]:
     return [t.lower() for t in tags]
 
 
-def prelaunched(spec: JobSpec) -> dict[str, int]:
-    """Roles whose executors the AM launches the moment it starts, and how many: these containers
-    are asked for with the application itself. Containers the AM asks for later wait for a
-    heartbeat of skein's master that is 5 s apart while it has nothing pending; these do not."""
-    first = spec.start_order()[:1] if spec.scheduling.policy == "ordered" else spec.start_order()
-    return {name: spec.role(name).replicas for name in first}
-
-
 def parse_prelaunched(value: str) -> dict[str, int]:
     return {role: int(n) for role, _, n in (item.partition("=") for item in value.split(",") if item)}
 
