@@ -66,6 +66,7 @@ class KubernetesClusterClient(ClusterClient):
         self.api = api
         self.namespace = namespace or "default"
         self.hadoop_conf_dir = hadoop_conf_dir
+        self._endpoints: dict[str, tuple[str, str]] = {}
         self.core = client.CoreV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -204,8 +205,17 @@ class KubernetesClusterClient(ClusterClient):
         """The AM's pod address (reachable from inside the cluster only) and the token."""
         if not self.am_alive(app_id):
             return None
-        address = self._am_address(app_id)
-        return (address, self._token(app_id)) if address else None
+        return self._endpoint(app_id)
+
+    def _endpoint(self, app_id: str) -> tuple[str, str] | None:
+        """Read once per job: an AM pod keeps its address and a job its token (a watcher polling
+        the status then costs one proxied request, not four API calls)."""
+        if app_id not in self._endpoints:
+            address = self._am_address(app_id)
+            if address is None:
+                return None
+            self._endpoints[app_id] = (address, self._token(app_id))
+        return self._endpoints[app_id]
 
     def _proxy_path(self, app_id: str, address: str) -> str:
         ns, app = m.parse_app_id(app_id)
@@ -214,8 +224,9 @@ class KubernetesClusterClient(ClusterClient):
     def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
                    timeout: float) -> dict[str, Any] | None:
         """Through the API server's pod proxy. The API server keeps the caller's ``Authorization``
-        for itself, so the job token travels in ``X-Primus-Token``."""
-        endpoint = self.am_endpoint(app_id)
+        for itself, so the job token travels in ``X-Primus-Token``. An AM that is gone answers
+        through the proxy with the API server's error: None, as for any AM that does not answer."""
+        endpoint = self._endpoints.get(app_id) or self.am_endpoint(app_id)
         if endpoint is None:
             return None
         address, token = endpoint
