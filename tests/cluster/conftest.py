@@ -123,3 +123,31 @@ def skein_client(minicluster: Minicluster):
         yield client
     finally:
         client.close()
+
+
+def put_day_on_hdfs(minicluster: Minicluster, tmp_path: Path, prefix: str) -> str:
+    """The upstream pipeline's part of the daily-retraining example: 3000 samples of 2026-12-01 and
+    their _SUCCESS marker (written last) under a fresh HDFS directory; that directory."""
+    import getpass
+    import sys
+    import time
+
+    import hdfs
+
+    local = tmp_path / "20261201"
+    trainer = Path(__file__).resolve().parents[2] / "examples" / "ps_worker" / "trainer.py"
+    assert subprocess.run([sys.executable, str(trainer), "make-partition", str(local), "3000"]).returncode == 0
+    base = f"/tests/{prefix}-{time.time_ns()}"
+    webhdfs = hdfs.InsecureClient(minicluster.webhdfs, user=getpass.getuser())
+    for path in sorted(local.iterdir(), key=lambda p: p.name == "_SUCCESS"):  # the marker last
+        webhdfs.upload(f"{base}/20261201/{path.name}", str(path))
+    return base
+
+
+def webhdfs_connection(minicluster: Minicluster) -> str:
+    """``AIRFLOW_CONN_WEBHDFS_DEFAULT`` for the minicluster's NameNode (the partition sensor's)."""
+    import getpass
+    from urllib.parse import urlparse
+
+    url = urlparse(minicluster.webhdfs)
+    return json.dumps({"conn_type": "webhdfs", "host": url.hostname, "port": url.port, "login": getpass.getuser()})

@@ -4,22 +4,16 @@ Airflow (the operator's on_kill, the trigger's on_kill) leaves no YARN applicati
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import re
 import sqlite3
-import subprocess
-import sys
-import threading
-import time
-from urllib.parse import urlparse
 
 import pytest
-from provider.conftest import make_context
+from provider.conftest import execute_in_thread
 
 from conftest import make_spec, wait_for
 
-from .conftest import Minicluster, processes_of
+from .conftest import Minicluster, processes_of, put_day_on_hdfs, webhdfs_connection
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,16 +52,7 @@ def test_a_spec_without_backend_runs_on_the_connections_yarn_and_on_kill_stops_i
 
     op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), primus_conn_id="primus_yarn",
                                  poll_interval=0.5)
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["result"] = op.execute(make_context())
-        except BaseException as exc:  # noqa: BLE001
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, outcome = execute_in_thread(op)
     wait_for(lambda: op.app_id and yarn_conn.status(op.app_id)["job"]["state"] == "running", timeout=180,
              what="the job running on YARN", poll=0.5)
     assert op.app_id.startswith("application_")
@@ -100,29 +85,17 @@ def test_the_triggers_on_kill_stops_the_yarn_application(yarn_conn):
 def test_daily_retraining_dag_runs_on_yarn_with_its_data_on_hdfs(minicluster: Minicluster, tmp_path):
     """The scheduled-retraining example, unchanged, with the connection pointing at YARN and the
     partitions on HDFS: partition sensor (WebHDFSHook), train, data watermark, job, evaluation."""
-    import hdfs
-    from provider.conftest import EXAMPLE_DAGS, airflow_env, run_airflow
+    from provider.conftest import airflow_env, run_airflow
 
     airflow_home, primus_home = tmp_path / "airflow", tmp_path / "primus-home"
     env = airflow_env(airflow_home, primus_home)
     migrated = run_airflow("db", "migrate", env=env)
     assert migrated.returncode == 0, migrated.stderr[-3000:]
 
-    # The upstream pipeline's part: the day's samples and their _SUCCESS marker, on HDFS.
-    local = tmp_path / "20261201"
-    trainer = EXAMPLE_DAGS.parent / "examples" / "ps_worker" / "trainer.py"
-    assert subprocess.run([sys.executable, str(trainer), "make-partition", str(local), "3000"]).returncode == 0
-    user = getpass.getuser()
-    base = f"/tests/retrain-{time.time_ns()}"
-    webhdfs = hdfs.InsecureClient(minicluster.webhdfs, user=user)
-    for path in sorted(local.iterdir(), key=lambda p: p.name == "_SUCCESS"):  # the marker last
-        webhdfs.upload(f"{base}/20261201/{path.name}", str(path))
-
-    url = urlparse(minicluster.webhdfs)
+    base = put_day_on_hdfs(minicluster, tmp_path, "retrain")
     env["AIRFLOW_CONN_PRIMUS_DEFAULT"] = json.dumps(
         {"conn_type": "primus", "extra": {"backend": "yarn", "hadoop_conf_dir": str(minicluster.dir / "conf")}})
-    env["AIRFLOW_CONN_WEBHDFS_DEFAULT"] = json.dumps(
-        {"conn_type": "webhdfs", "host": url.hostname, "port": url.port, "login": user})
+    env["AIRFLOW_CONN_WEBHDFS_DEFAULT"] = webhdfs_connection(minicluster)
     conf = {"data_root": f"hdfs://{base}", "model_root": str(tmp_path / "models")}
     got = run_airflow("dags", "test", "primus_daily_retraining", "2026-12-01", "-c", json.dumps(conf),
                       env=env, timeout=600)

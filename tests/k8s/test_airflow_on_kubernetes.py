@@ -6,18 +6,12 @@ kill from Airflow leaves nothing of the job in the cluster."""
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 import sqlite3
-import subprocess
-import sys
-import threading
-import time
-from urllib.parse import urlparse
 
 import pytest
-from cluster.conftest import Minicluster, minicluster  # noqa: F401 - the session's Hadoop minicluster
-from provider.conftest import EXAMPLE_DAGS, airflow_env, make_context, run_airflow
+from cluster.conftest import Minicluster, minicluster, put_day_on_hdfs, webhdfs_connection  # noqa: F401
+from provider.conftest import airflow_env, execute_in_thread, run_airflow
 
 from conftest import make_spec, wait_for
 from primus_runtime.backends.kubernetes import manifests as m
@@ -89,16 +83,7 @@ def test_on_kill_deletes_the_am_pod_and_everything_it_owns(k8s_conn, k8s_core, k
     from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 
     op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.5)
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["result"] = op.execute(make_context())
-        except BaseException as exc:  # noqa: BLE001
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, outcome = execute_in_thread(op)
     wait_for(lambda: op.app_id and k8s_conn.status(op.app_id)["job"]["state"] == "running", timeout=120,
              what="the job running on Kubernetes", poll=0.5)
     _, app = m.parse_app_id(op.app_id)
@@ -133,27 +118,15 @@ def test_daily_retraining_dag_runs_on_kubernetes_with_its_data_on_hdfs(k8s_clust
     """The scheduled-retraining example, unchanged, with the connection pointing at Kubernetes and
     the day's partition on HDFS: the AM pod and the executors read it over WebHDFS (the client hands
     them the NameNode's address from its Hadoop configuration); the data checkpoint is on HDFS."""
-    import hdfs
-
     airflow_home, primus_home = tmp_path / "airflow", tmp_path / "primus-home"
     env = airflow_env(airflow_home, primus_home)
     migrated = run_airflow("db", "migrate", env=env)
     assert migrated.returncode == 0, migrated.stderr[-3000:]
 
-    local = tmp_path / "20261201"
-    trainer = EXAMPLE_DAGS.parent / "examples" / "ps_worker" / "trainer.py"
-    assert subprocess.run([sys.executable, str(trainer), "make-partition", str(local), "3000"]).returncode == 0
-    user = getpass.getuser()
-    base = f"/tests/retrain-k8s-{time.time_ns()}"
-    webhdfs = hdfs.InsecureClient(minicluster.webhdfs, user=user)
-    for path in sorted(local.iterdir(), key=lambda p: p.name == "_SUCCESS"):  # the marker last
-        webhdfs.upload(f"{base}/20261201/{path.name}", str(path))
-
-    url = urlparse(minicluster.webhdfs)
+    base = put_day_on_hdfs(minicluster, tmp_path, "retrain-k8s")
     connections(env, str(k8s_cluster.kubeconfig), k8s_namespace, hadoop_conf_dir=str(minicluster.dir / "conf"),
                 work_preserve_root=f"hdfs://{base}/work-preserve")
-    env["AIRFLOW_CONN_WEBHDFS_DEFAULT"] = json.dumps(
-        {"conn_type": "webhdfs", "host": url.hostname, "port": url.port, "login": user})
+    env["AIRFLOW_CONN_WEBHDFS_DEFAULT"] = webhdfs_connection(minicluster)
     conf = {"data_root": f"hdfs://{base}", "model_root": str(tmp_path / "models")}
     got = run_airflow("dags", "test", "primus_daily_retraining", "2026-12-01", "-c", json.dumps(conf),
                       env=env, timeout=780)

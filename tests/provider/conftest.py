@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -68,3 +69,19 @@ def make_context(try_number: int = 1, map_index: int = -1, store: FakeStateStore
     if store is not None:
         context["task_state_store"] = store
     return context
+
+
+def execute_in_thread(op: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``op.execute`` in a thread, as a worker runs a task (so a test can kill it meanwhile);
+    the thread, and the outcome it fills in: ``result`` or ``error``."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = op.execute(make_context())
+        except BaseException as exc:  # noqa: BLE001 - the test looks at whatever ended the task
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome

@@ -6,7 +6,6 @@ import asyncio
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -19,7 +18,7 @@ from airflow_provider_primus.operators.primus import STATE_KEY, PrimusSubmitJobO
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import FakeStateStore, make_context
+from .conftest import FakeStateStore, execute_in_thread, make_context
 
 SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 SHORT = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 1.5"}]
@@ -188,16 +187,7 @@ def test_spec_dict_is_templated():
 @pytest.mark.parametrize("action", ["kill", "keep"])
 def test_on_kill_makes_the_wait_raise_and_kills_or_keeps_the_job(primus_home, client, action):
     op = operator(make_spec(SLEEPY), on_kill_action=action)
-    outcome: dict = {}
-
-    def run():
-        try:
-            outcome["result"] = op.execute(make_context())
-        except BaseException as exc:  # noqa: BLE001
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, outcome = execute_in_thread(op)
     hook = PrimusHook()
     wait_for(lambda: op.app_id and running(hook, op.app_id), what="job running")
     started = time.monotonic()
