@@ -52,6 +52,7 @@ fi
 
 .venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags scripts/k8s
 .venv/bin/mypy
+.venv/bin/hadolint docker/runtime.Dockerfile
 export PRIMUS_HOME="${PRIMUS_HOME:-$(mktemp -d /tmp/primus-test-home.XXXXXX)}"
 
 for c in "${clusters[@]}"; do
