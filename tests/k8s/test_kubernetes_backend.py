@@ -4,6 +4,7 @@ controller manager (garbage collection, Endpoints) and the node agent running po
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,30 @@ def test_cli_status_logs_and_kill(primus, k8s_cluster, k8s_core, k8s_namespace, 
              and not [c for c in k8s_core.list_namespaced_config_map(k8s_namespace).items
                       if c.metadata.name.startswith(app)], timeout=60, what="the job's objects gone")
     assert not primus.cluster("kubernetes").exists(app_id)
+
+
+def test_pod_readiness_follows_the_trainers_readiness(primus, k8s_core, k8s_namespace, tmp_path):
+    """A trainer that says it is ready (readiness probe `file`) makes its pod Ready; before, the pod
+    runs but is not Ready, as Kubernetes users (Services, kubectl) expect."""
+    go = tmp_path / "go"
+    spec = {"name": "ready", "roles": [{"name": "worker", "replicas": 1, "ports": 0, "readiness": {"probe": "file"},
+                                        "command": f"while [ ! -e {go} ]; do sleep 0.1; done; "
+                                                   'touch "$PRIMUS_READY_FILE"; sleep 600'}],
+            "backend": {"type": "kubernetes", "image": "primus-runtime:test", "namespace": k8s_namespace}}
+    app_id = primus.submit(spec)
+    _, app = m.parse_app_id(app_id)
+
+    def pod_ready() -> bool | None:
+        pods = [p for p in pods_of(k8s_core, k8s_namespace, app) if p.status.phase == "Running"]
+        if not pods:
+            return None
+        return any(c.type == "Ready" and c.status == "True" for c in pods[0].status.conditions or [])
+
+    wait_for(lambda: pod_ready() is not None, timeout=60, what="the worker's pod running")
+    time.sleep(3)  # more than a probe period (2 s): a pod reported Ready now would be wrong
+    assert pod_ready() is False
+    assert primus.status(app_id)["job"]["state"] == "starting"  # the job waits for its trainer too
+    go.touch()
+    wait_for(lambda: pod_ready() is True, timeout=30, what="the worker's pod Ready")
+    wait_for(lambda: primus.status(app_id)["job"]["state"] == "running", timeout=30, what="the job running")
+    primus.cluster_for(app_id).force_kill(app_id)
