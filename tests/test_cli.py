@@ -123,3 +123,10 @@ def test_progress_line_summarises_every_role():
     ]}
     assert progress_line(status) == "ps x2: 2 running | worker x2: 1 running, 1 succeeded (1 restart)"
     assert progress_line({"roles": []}) == "no executors yet"
+
+
+def test_backend_flag_of_a_backend_with_required_settings_names_them(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "x"}])
+    code, out, err = primus(home, "submit", str(spec), "--backend", "kubernetes")
+    assert code == 2 and out == ""
+    assert "--backend kubernetes: backend.image: is required; put a backend section with it in the spec" in err

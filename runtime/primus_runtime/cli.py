@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import backends, hadoop
 from .api_client import AMRejected
 from .backends.base import ClientOptions
 from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .hadoop import HadoopConfigError, is_hdfs
-from .spec import JobSpec, SpecError, load_spec
+from .spec import JobSpec, SpecError, format_validation_error, load_spec
 from .states import JOB_OUTCOMES, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
@@ -135,7 +137,12 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.backend and args.backend != spec.backend.type:
-        spec = spec.model_copy(update={"backend": backends.default_settings(args.backend)})
+        try:
+            section = backends.default_settings(args.backend)
+        except ValidationError as exc:  # a backend with required settings (Kubernetes' image)
+            raise SpecError([f"--backend {args.backend}: backend.{problem}; put a backend section with it in the spec"
+                             for problem in format_validation_error(exc)]) from None
+        spec = spec.model_copy(update={"backend": section})
     app_id = client.submit(spec)
     print(app_id, flush=True)
     if not args.wait:
