@@ -18,8 +18,8 @@ kubelet would, so that a Kubernetes backend can be tested against a real control
   Volumes (configMap, secret, emptyDir, hostPath, projected incl. the service account token from a
   TokenRequest) are directories under the pod's folder bind-mounted on their ``mountPath`` (and
   ``subPath``); ``readOnly`` is not enforced. ``/etc/hosts`` maps the pod's name to its IP and
-  ``HOST.SUBDOMAIN.NS.svc.cluster.local`` of every running pod with a subdomain to its IP (there is
-  no cluster DNS). Without ``workingDir`` a container starts in its pod's scratch folder ``work/``.
+  ``HOST.SUBDOMAIN.NS.svc.cluster.local`` (and ``HOST.SUBDOMAIN.NS.svc``, which a real pod's search
+  list resolves) of every running pod with a subdomain to its IP (there is no cluster DNS). Without ``workingDir`` a container starts in its pod's scratch folder ``work/``.
   Init containers run one after the other first. Only ``restartPolicy: Never`` is supported: other
   policies fail the pod with reason ``UnsupportedRestartPolicy``.
 - Networking: every pod gets its own IP from the node's /24 (added to ``lo`` as a /32, removed when the
@@ -482,7 +482,7 @@ class Agent:
             names = {r.ip: hostnames(r.pod) for r in runs}
             for r in runs:
                 # Its own line first, as the kubelet writes it: socket.getfqdn() in the pod finds it.
-                others = [f"{ip}\t{n[0]}" for ip, n in names.items() if ip != r.ip and len(n) > 1]
+                others = [f"{ip}\t{' '.join(n[:-1])}" for ip, n in names.items() if ip != r.ip and len(n) > 1]
                 text = "\n".join(["127.0.0.1\tlocalhost", "::1\tlocalhost", f"{r.ip}\t{' '.join(names[r.ip])}",
                                   *others]) + "\n"
                 with open(r.dir / "hosts", "r+") as f:
@@ -714,12 +714,15 @@ class Agent:
 
 
 def hostnames(pod: Any) -> list[str]:
-    """The pod's names in /etc/hosts: FQDN (with a subdomain, i.e. a headless Service) and hostname."""
+    """The pod's names in /etc/hosts: with a subdomain (a headless Service) its FQDN and the
+    ``...svc`` name a real pod resolves through its resolv.conf search list (``cluster.local``),
+    then its hostname."""
     spec, meta = pod.spec, pod.metadata
     host = spec.hostname or meta.name
     if not spec.subdomain:
         return [host]
-    return [f"{host}.{spec.subdomain}.{meta.namespace}.svc.cluster.local", host]
+    service = f"{host}.{spec.subdomain}.{meta.namespace}.svc"
+    return [f"{service}.cluster.local", service, host]
 
 
 def expand(text: str, env: dict[str, str]) -> str:

@@ -230,13 +230,14 @@ def test_node_agent_kubelet_stand_in_resolves_pod_names_of_a_headless_service(ru
         "metadata": {"name": "grp"}, "spec": {"clusterIP": "None", "selector": {"group": "grp"}}})
     first = run_pod("first", ["sleep", "300"], until=("Running",), subdomain="grp", labels={"group": "grp"})
     lookup = (f"import socket; print(socket.getfqdn(), "
-              f"socket.gethostbyname('first.grp.{k8s_namespace}.svc.cluster.local'))")
+              f"socket.gethostbyname('first.grp.{k8s_namespace}.svc.cluster.local'), "
+              f"socket.gethostbyname('first.grp.{k8s_namespace}.svc'))")  # as a real pod's search list does
     second = run_pod("second", ["python", "-c", lookup], subdomain="grp", labels={"group": "grp"})
 
     assert second.status.phase == "Succeeded", pod_log(k8s_core, k8s_namespace, "second")
-    fqdn, ip = pod_log(k8s_core, k8s_namespace, "second").split()
+    fqdn, ip, short_ip = pod_log(k8s_core, k8s_namespace, "second").split()
     assert fqdn == f"second.grp.{k8s_namespace}.svc.cluster.local"
-    assert ip == first.status.pod_ip
+    assert ip == short_ip == first.status.pod_ip
 
 
 def test_node_agent_kubelet_stand_in_test_hook_evicts_a_pod(run_pod, k8s_core, k8s_namespace, tmp_path):
