@@ -71,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("spec")
     p.add_argument("--wait", action="store_true", help="show progress and exit with the job's outcome")
     p.add_argument("--backend", choices=backends.NAMES,
-                   help="run on this backend instead of the spec's (with its default settings)")
+                   help="run on this backend instead of the spec's (with its default settings): "
+                   + "; ".join(f"{info.name}: {info.summary}" for info in backends.BACKENDS.values()))
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="show a job's state, roles and executors")
