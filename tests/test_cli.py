@@ -125,8 +125,9 @@ def test_progress_line_summarises_every_role():
     assert progress_line({"roles": []}) == "no executors yet"
 
 
-def test_backend_flag_of_a_backend_with_required_settings_names_them(tmp_path, home):
+def test_a_backend_setting_required_at_submit_is_named_before_any_cluster_is_contacted(tmp_path, home, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # no cluster configuration: never read
     spec = write_spec(tmp_path, [{"name": "worker", "command": "x"}])
     code, out, err = primus(home, "submit", str(spec), "--backend", "kubernetes")
     assert code == 2 and out == ""
-    assert "--backend kubernetes: backend.image: is required; put a backend section with it in the spec" in err
+    assert "backend.image: is required: the image of the AM and executor pods" in err

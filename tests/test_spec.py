@@ -55,7 +55,7 @@ BAD_SPECS = [
     (spec_with(am={"heartbeat_timeout": "soon"}), "am.heartbeat_timeout: must be a duration"),
     (spec_with(backend={"type": "mesos"}), "backend: must be one of 'local', 'yarn', 'kubernetes', got 'mesos'"),
     (spec_with(backend={"type": "local", "cpus": -1}), "backend.cpus: must be > 0, got -1"),
-    (spec_with(backend={"type": "kubernetes"}), "backend.image: is required"),
+    (spec_with(backend={"type": "kubernetes", "gang": "kueue"}), "backend.queue: gang: kueue needs the LocalQueue's name"),
     (spec_with(roles=[{**WORKER, "placement": {"anti_affinity": ["ghost"]}}]),
      "roles[0].placement.anti_affinity: unknown role 'ghost'"),
     (spec_with(roles=[{**WORKER, "failover": {"retryable_exit_codes": [1, 127]}}]),

@@ -127,7 +127,7 @@ class PrimusClient:
     def submit(self, spec: JobSpec | dict[str, Any] | str | Path) -> str:
         """Validate the spec and start its AM; the application id."""
         job = load_spec(spec)
-        problems = local_paths_on_a_cluster(job)
+        problems = job.backend.submit_problems() + local_paths_on_a_cluster(job)
         if problems:
             raise SpecError(problems)
         return self.cluster(job.backend.type).submit(job)

@@ -100,3 +100,8 @@ class BackendSettings(StrictModel):
     backend and tells the sections apart."""
 
     type: str
+
+    def submit_problems(self) -> list[str]:
+        """What this section still lacks to submit (settings a connection may fill in after the spec
+        was loaded), one line per field, checked before the cluster is contacted."""
+        return []

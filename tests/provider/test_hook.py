@@ -104,3 +104,17 @@ def test_a_spec_without_backend_takes_the_connections(monkeypatch, tmp_path):
     assert submitted[1].backend.queue == "ml" and submitted[1].backend.am_vcores == 2
     hook.submit({**spec, "backend": {"type": "yarn", "queue": "prod"}})
     assert submitted[2].backend.queue == "prod"
+
+
+def test_the_connections_image_and_namespace_fill_a_kubernetes_section_that_leaves_them_out(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_K8S", json.dumps(
+        {"conn_type": "primus", "extra": {"backend": "kubernetes", "namespace": "ml", "image": "trainer:1"}}))
+    hook = PrimusHook("primus_k8s")
+    spec = {"name": "t", "roles": [{"name": "w", "command": "x"}]}
+    named = hook.with_connection_defaults(JobSpec.from_dict({**spec, "backend": {"type": "kubernetes", "am_cpu": 2}}))
+    assert (named.backend.image, named.backend.namespace, named.backend.am_cpu) == ("trainer:1", "ml", 2)
+    unnamed = hook.with_connection_defaults(JobSpec.from_dict(spec))
+    assert (unnamed.backend.type, unnamed.backend.image) == ("kubernetes", "trainer:1")
+    own = hook.with_connection_defaults(JobSpec.from_dict({**spec, "backend": {"type": "kubernetes", "image": "mine:2"}}))
+    assert own.backend.image == "mine:2" and own.backend.submit_problems() == []
+

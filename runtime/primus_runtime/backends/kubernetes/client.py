@@ -124,7 +124,7 @@ class KubernetesClusterClient(ClusterClient):
             if _not_found(exc):
                 problems.append(f"backend.namespace: no namespace {config.namespace!r} in the cluster at "
                                 f"{self.api.configuration.host}")
-        problems += m.name_clashes(spec)
+        problems += m.spec_problems(spec)
         files, not_shippable = role_files(spec)
         problems += not_shippable
         if problems:
@@ -380,10 +380,10 @@ def role_files(spec: JobSpec) -> tuple[dict[str, bytes], list[str]]:
 
 def submit_manifests(spec: JobSpec) -> list[m.Manifest]:
     """What a submit would create, with placeholders for the random parts (``primus k8s manifests``)."""
-    files, problems = role_files(spec)
-    problems += m.name_clashes(spec)
     if not isinstance(spec.backend, KubernetesBackend):
-        problems.insert(0, f"backend.type: must be kubernetes to make Kubernetes manifests, got {spec.backend.type!r}")
+        raise SpecError([f"backend.type: must be kubernetes to make Kubernetes manifests, got {spec.backend.type!r}"])
+    files, problems = role_files(spec)
+    problems += m.spec_problems(spec)
     if problems:
         raise SpecError(problems)
     return m.submit_objects(spec, m.app_name(spec.name, "xxxxxx"), "<the job token, made at submit>",

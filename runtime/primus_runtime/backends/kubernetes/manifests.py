@@ -119,6 +119,11 @@ def hostname(role: str, index: int) -> str:
     return dns_name(role, str(index))
 
 
+def spec_problems(spec: JobSpec) -> list[str]:
+    """Why the spec cannot run on Kubernetes, checked before anything is created."""
+    return _config(spec).submit_problems() + name_clashes(spec)
+
+
 def name_clashes(spec: JobSpec) -> list[str]:
     """Roles whose executors would get the same hostname (``_`` and ``-`` look alike in DNS)."""
     hostnames = Counter(hostname(role.name, 0) for role in spec.roles)
@@ -272,7 +277,7 @@ def _pod_common(config: KubernetesBackend) -> dict[str, Any]:
 
 def _container(config: KubernetesBackend, name: str, command: list[str], env: list[dict[str, Any]],
                resources: dict[str, Any], mounts: list[dict[str, Any]]) -> dict[str, Any]:
-    container = {"name": name, "image": config.image, "command": command, "env": env,
+    container = {"name": name, "image": config.image or "<backend.image>", "command": command, "env": env,
                  "resources": resources, "volumeMounts": mounts}
     if config.image_pull_policy:
         container["imagePullPolicy"] = config.image_pull_policy

@@ -22,7 +22,9 @@ class KubernetesBackend(BackendSettings):
 
     type: Literal["kubernetes"]
     namespace: str = Field("default", description="Namespace of every object of the job (it must exist).")
-    image: str = Field(description="Image of the AM and executor pods: the Primus runtime image or one FROM it.")
+    image: str | None = Field(
+        None, description="Image of the AM and executor pods: the Primus runtime image or one FROM it. "
+        "Required at submit: here, or the Airflow connection's image for a spec that leaves it out.")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         None, description="Pull policy of every container; default Kubernetes' (Always for :latest).")
     service_account: str | None = Field(
@@ -74,3 +76,8 @@ class KubernetesBackend(BackendSettings):
         if self.gang == "kueue" and not self.queue:
             raise ValueError("queue: gang: kueue needs the LocalQueue's name, got none")
         return self
+
+    def submit_problems(self) -> list[str]:
+        return [] if self.image else [
+            "backend.image: is required: the image of the AM and executor pods (the spec's backend.image, "
+            "or the Airflow connection's image)"]
