@@ -190,6 +190,19 @@ class EmptyRequest(_Message):
     """A body without fields (an empty body is fine too)."""
 
 
+class TaskActionRequest(_Message):
+    """Body of /data/tasks/requeue and /data/tasks/skip."""
+
+    task: str = Field(min_length=1, max_length=_MAX_TEXT, description="The task id (as in the task table)")
+    reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
+
+
+class RestartRequest(_Message):
+    """Body of /executors/{id}/restart (optional)."""
+
+    reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
+
+
 class StatusQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
     events: int = Field(50, ge=0, le=_MAX_COUNT, description="How many recent events")
@@ -198,6 +211,32 @@ class StatusQuery(BaseModel):
 class EventsQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
     since: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip the first N events")
+    subject: str | None = Field(None, max_length=_MAX_ID, description="Only events whose subject starts with this "
+                                                                      "(`job`, `data`, `task/`, `role/`, `worker-`)")
+    q: str | None = Field(None, max_length=_MAX_ID, description="Only events whose subject, states, reason or actor "
+                                                                "contain this text (case-insensitive)")
+    limit: int = Field(100_000, ge=1, le=100_000, description="At most this many events (the first ones matching)")
+
+
+class TasksQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    state: Literal["queued", "running", "done", "failed", "quarantined"] | None = Field(
+        None, description="Only tasks in this state")
+    q: str | None = Field(None, max_length=_MAX_TEXT, description="Only tasks whose id contains this text")
+    offset: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip this many matching tasks (in reading order)")
+    limit: int = Field(50, ge=1, le=1000, description="At most this many tasks")
+
+
+class TimelineQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    since: float = Field(0.0, ge=0, description="Only samples taken after this time (epoch seconds)")
+
+
+class LogQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    offset: int = Field(-65536, ge=-(2**40), le=2**40, description="First byte to return; negative: that many bytes "
+                                                                   "before the end (a tail)")
+    limit: int = Field(65536, ge=1, le=1 << 20, description="At most this many bytes")
 
 
 class ExecutorsQuery(BaseModel):
@@ -260,12 +299,14 @@ class ExecutorView(_Reply):
 class EventView(_Reply):
     seq: int
     time: float
-    subject: str = Field(description='"job", "data", "role/<name>" or an executor id')
+    subject: str = Field(description='"job", "data", "task/<id>", "role/<name>" or an executor id')
     from_state: str | None
     to_state: str
     reason: str
     exit_code: int | None
     incarnation: str | None
+    actor: str | None = Field(None, description="Who asked for it, for changes a user requested (the web UI's "
+                                                "signed-in name, or the API caller's X-Primus-User)")
 
 
 class DataStatus(BaseModel):
@@ -299,6 +340,100 @@ class StatusDocument(_Reply):
     history: list[ExecutorView] | None = Field(None, description="Earlier incarnations (status file only)")
     events: list[EventView]
     data: DataStatus | None
+
+
+class TaskView(_Reply):
+    id: str
+    partition: str = Field(description='Its time partition ("" without a time range)')
+    source: str
+    url: str
+    start: int = Field(description="First byte (row group for parquet) of its range")
+    end: int
+    size: int = Field(description="Bytes it stands for")
+    state: Literal["queued", "running", "done", "failed", "quarantined"]
+    attempts: int = Field(description="Attempts charged to it (reader failures, poison records)")
+    interruptions: int = Field(description="Times the executor reading it ended (uncharged)")
+    records: int = Field(description="Records delivered: the position a retry resumes from")
+    bytes_done: int
+    holder: str | None = Field(description="The executor reading it (`<role>-<index>`)")
+    error: str = Field(description="The last error charged to it")
+
+
+class TasksPage(_Reply):
+    """GET /data/tasks: one page of the task table, in reading order."""
+
+    total: int = Field(description="Tasks matching the query")
+    offset: int
+    limit: int
+    tasks: list[TaskView]
+
+
+class PartitionView(_Reply):
+    source: str
+    partition: str = Field(description='"" without a time range')
+    tasks: int
+    done: int
+    quarantined: int
+    running: int
+    bytes: int
+    bytes_done: int
+
+
+class SourceView(_Reply):
+    name: str
+    watermark: str | None = Field(description="Latest partition of this source consumed completely, with all "
+                                              "before it")
+
+
+class PartitionsReply(_Reply):
+    """GET /data/partitions: progress per source and partition, and what the scan still waits for."""
+
+    partitions: list[PartitionView]
+    sources: list[SourceView]
+    watermark: str | None
+    waiting_for: str | None = Field(description="The marker or path the scan waits for (a partition not there yet)")
+    scan_complete: bool
+
+
+class TimelineSample(_Reply):
+    time: float
+    records_done: int
+    bytes_done: int
+    tasks_done: int
+    tasks_quarantined: int
+    executors: dict[ExecutorState, int] = Field(description="Current executors by state, all roles")
+    ready: int
+    restarts: int = Field(description="Replacements so far, all roles")
+
+
+class TimelineReply(_Reply):
+    """GET /timeline: the job's life in samples (at most a few thousand: older ones are thinned out)."""
+
+    interval: float = Field(description="Seconds between samples now")
+    samples: list[TimelineSample]
+
+
+class LogChunk(_Reply):
+    """GET /executors/{id}/logs/{stream}: a slice of one log file of the executor's current incarnation."""
+
+    executor: str
+    stream: str
+    offset: int = Field(description="Where this slice starts")
+    size: int | None = Field(description="The file's size when read (null when the backend cannot tell)")
+    text: str = Field(description="The bytes read, decoded as UTF-8 (invalid bytes replaced)")
+
+
+class WhoAmI(_Reply):
+    """GET /whoami: who the caller is and what the server behind the page is."""
+
+    user: str = Field(description="The signed-in name, or `token` for a caller with the job token")
+    live: bool = Field(description="The job's AM (actions allowed) rather than the history of a finished job")
+    app_id: str
+
+
+class RestartReply(_Reply):
+    executor: str
+    incarnation: str = Field(description="The incarnation being stopped; its replacement follows once it ended")
 
 
 class RolesReply(_Reply):
