@@ -132,6 +132,10 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     async def openapi(request: web.Request) -> web.Response:
         return _json(openapi_document())
 
+    async def metrics(request: web.Request) -> web.Response:
+        body, content_type = am.metrics.render(request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
     # --- control ---
 
     async def kill(request: web.Request) -> web.Response:
@@ -188,6 +192,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         ("GET", prefix + "/executors", executors),
         ("GET", prefix + "/events", events),
         ("GET", prefix + "/openapi.json", openapi),
+        ("GET", "/metrics", metrics),
         ("POST", prefix + "/job/kill", kill),
         ("POST", prefix + "/job/succeed", succeed),
         ("POST", prefix + "/roles/{role}/scale", scale),
