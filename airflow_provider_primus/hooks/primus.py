@@ -201,14 +201,15 @@ class PrimusHook(BaseHook):
         return "\n".join(tail)
 
     def job_url(self, app_id: str, wait: float = 10.0) -> str | None:
-        """The job's live status page (served by its AM), or None once the AM is gone.
+        """The job's web page (served by its AM; it asks for the job token, or a one-time link from
+        ``primus ui APP``), or None once the AM is gone. No secret: it goes to XCom and the task log.
 
         ``wait``: seconds to wait for a just-submitted AM to publish its address."""
         deadline = time.monotonic() + wait
         while True:
             url = self.client.cluster_for(app_id).am_web_url(app_id)
             if url is not None:
-                return url
+                return url + "ui/"
             if time.monotonic() > deadline or self.client.status(app_id)["job"]["state"] in FINISHED:
                 return None
             time.sleep(0.1)

@@ -12,11 +12,12 @@ if TYPE_CHECKING:
 
 
 class PrimusJobLink(BaseOperatorLink):
-    """"Primus job": the status page the job's AM serves (roles, executors, data, events).
+    """"Primus job": the web page the job's AM serves (roles, executors, data, events, actions).
 
     The operator pushes the URL under ``xcom_key`` as soon as the AM publishes its address, so
-    the link works while the task runs or is deferred. The page lives as long as the AM does:
-    after the job ended, ``primus status APP_ID`` shows the same facts.
+    the link works while the task runs or is deferred. The page asks for the job token (or open
+    the one-time link ``primus ui APP_ID`` prints). It lives as long as the AM does: after the job
+    ended, ``primus ui APP_ID`` serves it again from the job's history.
     """
 
     name = "Primus job"

@@ -130,7 +130,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         url = self.hook.job_url(app_id)
         if url is not None:
             ti.xcom_push(key=PrimusJobLink.xcom_key, value=url)
-            self.log.info("Primus job %s status page: %s", app_id, url)
+            self.log.info("Primus job %s page: %s (sign in with the job token, or open the one-time link "
+                          "`primus ui %s` prints)", app_id, url, app_id)
 
         if self.wait_for_completion and self.deferrable:
             self.defer(

@@ -209,8 +209,11 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
         code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
         print(f"    {ex['id']:<14} {ex['state']:<10} {ex.get('host') or '-':<15} ports {ports or '-':<12} "
               f"restarts {ex.get('restarts', 0)}  exit {code}  {ex.get('reason', '')}")
-    link = client.page_link(args.app_id) if job["state"] not in JOB_OUTCOMES else None
-    print(f"  page: {link}  (one-time sign-in link)" if link else f"  page: primus ui {args.app_id}  (its history)")
+    link = client.page_link(args.app_id) if job["state"] not in JOB_FINISHED else None
+    if link is not None:
+        print(f"  page: {link}  (one-time sign-in link)")
+    else:
+        print(f"  page: primus ui {args.app_id}  ({'its history' if job['state'] in JOB_FINISHED else 'once its AM runs'})")
     return EXIT_OK
 
 

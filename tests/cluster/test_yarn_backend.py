@@ -225,3 +225,30 @@ def test_a_role_larger_than_any_node_is_refused_before_submitting(minicluster: M
         yarn_client.submit(make_spec([{"name": "worker", "command": ["true"], "resources": {"gpu": 1}}],
                                      backend=YARN))
     assert {j["app_id"] for j in yarn_client.list(backend="yarn")} == before  # nothing was submitted
+
+
+def test_the_page_of_a_yarn_job_and_its_history(minicluster: Minicluster, yarn_client, tmp_path):
+    import requests
+
+    from primus_runtime.ui.auth import ACTION_HEADER
+    from primus_runtime.ui.history import archive_view
+
+    spec = make_spec([{"name": "worker", "replicas": 1, "command": "echo hi-from-yarn; sleep 60",
+                       "resources": SMALL}], backend=YARN)
+    app_id = yarn_client.submit(spec)
+    link = wait_for(lambda: yarn_client.page_link(app_id, user="yuri"), 90, "the AM's page")
+    browser = requests.Session()
+    page = browser.get(link, timeout=10)
+    base = page.url.split("/ui/")[0]
+    assert page.status_code == 200 and browser.get(base + "/api/v1/whoami").json()["user"] == "yuri"
+    tail = wait_for(lambda: browser.get(base + "/api/v1/executors/worker-0/logs/stdout").json()["text"], 60,
+                    "worker-0's stdout through its NodeManager")
+    assert tail == "hi-from-yarn\n"
+    browser.post(base + "/api/v1/job/kill", json={"reason": "seen enough"}, headers={ACTION_HEADER: "1"})
+    assert yarn_client.wait(app_id, timeout=90)["job"]["state"] == "killed"
+    wait_app_done(yarn_client, app_id)
+    # The history comes from the job store on HDFS: the event log next to the final status.
+    view = archive_view(yarn_client, app_id)
+    kill = [e for e in view.all_events() if e["to_state"] == "stopping"]
+    assert kill and kill[0]["actor"] == "yuri" and "seen enough" in kill[0]["reason"]
+    assert view.status()["job"]["state"] == "killed" and view.timeline(0)["samples"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -47,12 +49,20 @@ def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
     assert context["ti"].xcoms[PrimusJobLink.xcom_key].startswith("http://127.0.0.1:")
 
 
-def test_the_pushed_link_opens_the_live_status_page(primus_home, client):
+def test_the_pushed_link_opens_the_jobs_page_which_asks_for_the_token(primus_home, client):
     context = make_context()
     op = operator(make_spec(SLEEPY), wait_for_completion=False)
     app_id = op.execute(context)
-    with urllib.request.urlopen(context["ti"].xcoms[PrimusJobLink.xcom_key], timeout=10) as page:
-        assert f"({app_id})" in page.read().decode()
+    url = context["ti"].xcoms[PrimusJobLink.xcom_key]
+    _, token = client.local.am_endpoint(app_id)
+    assert token not in url
+    with urllib.request.urlopen(url, timeout=10) as page:
+        assert 'name="token"' in page.read().decode()  # the sign-in form: no data without the token
+    form = urllib.parse.urlencode({"token": token, "name": "tester"}).encode()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    opener.open(url + "login", data=form, timeout=10)
+    with opener.open(url.removesuffix("ui/") + "api/v1/whoami", timeout=10) as whoami:
+        assert json.loads(whoami.read()) == {"user": "tester", "live": True, "app_id": app_id}
     client.kill(app_id)
 
 
