@@ -306,6 +306,8 @@ class ExecutorView(_Reply):
     ready: bool = Field(description="Its trainer passed the role's readiness probe")
     ready_at: float | None
     stop_reason: str | None = Field(description="Set once the AM asked it to stop")
+    preempted: bool = Field(False, description="It ended preempted (the backend said so, or a preemption exit "
+                                               "code): not charged to its failure budget")
     restarts: int | None = Field(None, description="Current executors only: replacements so far")
 
 

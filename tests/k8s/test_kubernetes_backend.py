@@ -3,6 +3,7 @@ controller manager (garbage collection, Endpoints) and the node agent running po
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -193,3 +194,28 @@ def test_pod_readiness_follows_the_trainers_readiness(primus, k8s_core, k8s_name
     wait_for(lambda: pod_ready() is True, timeout=30, what="the worker's pod Ready")
     wait_for(lambda: primus.status(app_id)["job"]["state"] == "running", timeout=30, what="the job running")
     primus.cluster_for(app_id).force_kill(app_id)
+
+
+def test_the_page_through_the_api_servers_proxy(primus, k8s_namespace, tmp_path):
+    """What a browser behind `kubectl proxy` does: the one-time link, the session cookie the AM
+    sets through the API server's pod proxy, then a signed-in action (the API server's own
+    authentication is the kubeconfig's, as kubectl proxy adds it)."""
+    app_id = primus.submit(ps_worker(tmp_path, k8s_namespace, worker={"env": {"STEPS": 100000}}))
+    link = wait_for(lambda: primus.page_link(app_id, user="kira"), 120, "the AM's page")
+    api = primus.cluster("kubernetes").api  # type: ignore[attr-defined]
+    pool, auth = api.rest_client.pool_manager, {}
+    api.configuration.update_params_for_auth(auth, {}, ["BearerToken"], "", "GET", None)
+
+    redeemed = pool.request("GET", link, headers=auth, redirect=False)
+    assert redeemed.status == 303, redeemed.data[:300]
+    cookie = redeemed.headers["Set-Cookie"].split(";", 1)[0]
+    base = link.split("/ui/")[0]
+    whoami = pool.request("GET", base + "/api/v1/whoami", headers={**auth, "Cookie": cookie})
+    assert json.loads(whoami.data) == {"user": "kira", "live": True, "app_id": app_id}
+    scaled = pool.request("POST", base + "/api/v1/roles/worker/scale", body=b'{"replicas": 1}',
+                          headers={**auth, "Cookie": cookie, "X-Primus-Action": "1",
+                                   "Content-Type": "application/json"})
+    assert scaled.status == 200, scaled.data[:300]
+    events = primus.status(app_id)["events"]
+    assert [e["actor"] for e in events if e["subject"] == "role/worker"] == ["kira"]
+    primus.kill(app_id)

@@ -350,6 +350,9 @@ class ApplicationMaster(BackendEvents):
                preempted: bool = False) -> None:
         if ex.stop_reason is not None:
             state, reason = ExecutorState.STOPPED, ex.stop_reason
+        policy = self.spec.role(ex.role).failover
+        ex.preempted = state is ExecutorState.FAILED and (
+            preempted or (policy is not None and policy.is_preemption(exit_code)))
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
         if self.data is not None and ex.role in self._fed_roles:

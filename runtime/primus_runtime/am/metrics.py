@@ -38,18 +38,18 @@ _JOB_STATES = [JobState.PENDING, JobState.STARTING, JobState.RUNNING, *sorted(JO
 _SIGNALS = range(1, 65)  # 128+N is how a shell (and the executor) reports death by signal N
 
 
-def end_cause(ex: Executor, preemption: bool) -> str:
+def end_cause(ex: Executor) -> str:
     """Why an executor ended, as a label: ``succeeded``, ``stopped`` (by the AM), ``lost`` (silent),
-    and for a failure ``preempted`` (``preemption``: its exit code is one of the role's preemption
-    codes), ``signal`` (negative code or 128+N), ``failed_exit`` (any other non-zero code) or
+    and for a failure ``preempted`` (the backend said so, or its exit code is one of the role's
+    preemption codes), ``signal`` (negative code or 128+N), ``failed_exit`` (any other non-zero code) or
     ``no_exit_code`` (it never ran: launch failed, or its backend could not tell)."""
     if ex.state is not ExecutorState.FAILED:
         return ex.state.value
+    if ex.preempted:
+        return "preempted"
     code = ex.exit_code
     if code is None:
         return "no_exit_code"
-    if preemption:
-        return "preempted"
     if code < 0 or code - 128 in _SIGNALS:
         return "signal"
     return "failed_exit"
@@ -133,14 +133,10 @@ class _StateCollector(Collector):
         counted: Counter[tuple[str, str, str]] = Counter()
         for ex in (*record.executors.values(), *record.history):
             if ex.state.terminal:  # one scaled down may still be stopping
-                counted[ex.role, ex.state.value, end_cause(ex, self._preemption(ex))] += 1
+                counted[ex.role, ex.state.value, end_cause(ex)] += 1
         for labels, count in sorted(counted.items()):
             ends.add_metric(list(labels), count)
         return ends
-
-    def _preemption(self, ex: Executor) -> bool:
-        policy = self.am.spec.role(ex.role).failover
-        return policy is not None and policy.is_preemption(ex.exit_code)
 
     def _data(self) -> Iterator[Metric]:
         assert self.am.data is not None

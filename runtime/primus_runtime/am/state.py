@@ -76,6 +76,7 @@ class Executor:
     # Set when the AM asked it to stop: its ending is then STOPPED, never a failure.
     stop_reason: str | None = None
     stop_deadline: float | None = None  # monotonic time after which it is force-killed
+    preempted: bool = False  # it ended because its node or slot was taken back (not charged)
     replace_when_stopped: bool = False  # a user asked to restart it: a new incarnation follows its stop
     last_seen: float = 0.0  # monotonic time of the last report (not part of snapshots)
 
