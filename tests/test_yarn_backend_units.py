@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from primus_runtime.backends.base import LaunchRequest, launched_at_start
-from primus_runtime.backends.yarn.client import log_contents
 from primus_runtime.backends.yarn.cluster import (
     application_tags,
     container_resources,
+    log_contents,
     never_fits,
     parse_prelaunched,
 )

@@ -29,11 +29,14 @@ sys.exit(main())
 '''
 
 
+# Files besides the modules: the web page the AM serves (read through importlib.resources, which
+# works from the zip as well).
+_DATA = ("ui/static/*",)
+
+
 def _sources() -> list[tuple[str, bytes]]:
-    files = []
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        files.append((str(Path("primus_runtime") / path.relative_to(PACKAGE_DIR)), path.read_bytes()))
-    return files
+    paths = sorted(PACKAGE_DIR.rglob("*.py")) + sorted(p for pattern in _DATA for p in PACKAGE_DIR.glob(pattern))
+    return [(str(Path("primus_runtime") / path.relative_to(PACKAGE_DIR)), path.read_bytes()) for path in paths]
 
 
 def _pyc(source: bytes, name: str) -> bytes:
@@ -74,6 +77,7 @@ def build_bundle(cache_dir: Path) -> Path:
         zf.writestr("__main__.py", _MAIN)
         for name, data in files:
             zf.writestr(name, data)
-            zf.writestr(name + "c", _pyc(data, name))
+            if name.endswith(".py"):
+                zf.writestr(name + "c", _pyc(data, name))
     os.replace(tmp, target)  # atomic: concurrent submits never see half a zip
     return target

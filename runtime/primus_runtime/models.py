@@ -473,6 +473,15 @@ class ErrorReply(_Reply):
 # --- errors -----------------------------------------------------------------------------------------
 
 
+class RequestError(Exception):
+    """A request the AM (or the history server) refuses; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+
 def describe(exc: ValidationError, what: str) -> str:
     """``what: field.path: should be a valid integer, got 'many'; ...`` for a user to read."""
     problems = []

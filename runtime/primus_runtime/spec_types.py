@@ -105,3 +105,19 @@ class BackendSettings(StrictModel):
         """What this section still lacks to submit (settings a connection may fill in after the spec
         was loaded), one line per field, checked before the cluster is contacted."""
         return []
+
+
+# Key names whose values are secrets wherever they appear in a spec (a trainer's env, a consumer's
+# config): shown as "***" on the page, in logs and in status documents.
+_SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|credential|private.?key|api.?key|auth", re.IGNORECASE)
+MASK = "***"
+
+
+def mask_secrets(value: Any) -> Any:
+    """``value`` (JSON-like) with the values of secret-looking keys replaced by ``***``."""
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(k, str) and _SECRET_KEY.search(k) and v not in (None, "")
+                else mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_secrets(v) for v in value]
+    return value

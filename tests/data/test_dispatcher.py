@@ -16,7 +16,7 @@ class Events:
         self.events: list[tuple[str, str | None, str, str]] = []
         self.failed: list[str] = []
 
-    def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None:
+    def data_event(self, subject: str, old: str | None, new: str, reason: str, actor: str | None = None) -> None:
         self.events.append((subject, old, new, reason))
 
     def data_failed(self, reason: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import socket
@@ -63,6 +64,10 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
             await asyncio.to_thread(_save_status, am, store, True)
         except Exception:  # noqa: BLE001 - e.g. HDFS unavailable: clients still get the cluster's outcome
             log.exception("saving the outcome failed")
+        try:
+            await asyncio.to_thread(_save_history, am, store)
+        except Exception:  # noqa: BLE001 - the history page then lacks the task table, nothing else
+            log.exception("saving the job's history failed")
         await asyncio.sleep(LINGER_SECONDS)
     finally:
         await am.close()
@@ -100,6 +105,25 @@ def _save_status(am: ApplicationMaster, store: JobStore, final: bool) -> None:
     with _saving:
         if am.status_path is not None and am.status_path.exists():
             store.save_status(am.status_path.read_bytes(), final)
+
+
+def _save_history(am: ApplicationMaster, store: JobStore) -> None:
+    """What the history page shows besides the status and the event log: the task and partition
+    tables, written beside the status file; a store whose clients cannot read that directory gets
+    copies of all three."""
+    if am.status_path is None:
+        return
+    from ..ui.views import PARTITIONS, TASK_TABLE, LiveView, task_table
+    from .timeline import EVENT_LOG
+
+    directory = am.status_path.parent
+    view = LiveView(am)
+    table = task_table(view)
+    if table is not None:
+        (directory / TASK_TABLE).write_bytes(table)
+        (directory / PARTITIONS).write_text(json.dumps(view.partitions()))
+    store.save_history({name: directory / name for name in (EVENT_LOG, TASK_TABLE, PARTITIONS)
+                        if (directory / name).exists()})
 
 
 def _use_fast_loop() -> None:

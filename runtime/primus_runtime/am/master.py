@@ -24,14 +24,15 @@ from typing import Any
 
 from .. import protocol
 from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launch_env
-from ..data.dispatcher import Ending
+from ..data.dispatcher import Ending, Task, TaskActionRefused
 from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
-from ..models import HeartbeatRequest, RegisterRequest, UnregisterRequest
+from ..models import HeartbeatRequest, RegisterRequest, RequestError, UnregisterRequest
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
 from .scheduler import RoleScheduler, Verdict
 from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
+from .timeline import EVENT_LOG, EventLog, Timeline
 from .trainer_env import cluster_payload, trainer_env
 
 log = logging.getLogger("primus.am")
@@ -42,14 +43,6 @@ NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
 STATUS_SNAPSHOT_SECONDS = 2.0
 # Executors that may still run a trainer (or are about to).
 _NOT_ENDED = tuple(state for state in ExecutorState if not state.terminal)
-
-
-class RequestError(Exception):
-    """A user request the AM refuses; ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 class ApplicationMaster(BackendEvents):
@@ -82,6 +75,8 @@ class ApplicationMaster(BackendEvents):
         if spec.input is not None:
             self.data = DataPlane(spec.input, self)
             self.record.data_view = self.data.status
+        self.timeline = Timeline(self.record)
+        self.event_log = EventLog(status_path.parent / EVENT_LOG, self.record) if status_path is not None else None
 
     # --- life cycle -------------------------------------------------------------
 
@@ -110,14 +105,14 @@ class ApplicationMaster(BackendEvents):
             self.data.close()
         await self.backend.close()
 
-    def finish(self, state: JobState, reason: str) -> None:
+    def finish(self, state: JobState, reason: str, actor: str | None = None) -> None:
         """Decide the job's outcome; it is recorded once every executor has stopped."""
         if self.record.finishing is not None or self.record.state.terminal:
             return
         log.info("job %s: %s", state.value, reason)
         self.record.finishing = state
         # The verdict, when it is reached: the final state follows once every executor has stopped.
-        self.record.add_event("job", self.record.state.value, "stopping", f"{state.value}: {reason}")
+        self.record.add_event("job", self.record.state.value, "stopping", f"{state.value}: {reason}", actor=actor)
         self._finish_reason = reason
         for ex in list(self._live.values()):
             self._stop(ex, f"job {state.value}")
@@ -125,15 +120,54 @@ class ApplicationMaster(BackendEvents):
 
     # --- user requests (REST API) ---------------------------------------------------
 
-    def request_kill(self, reason: str = "") -> None:
+    def request_kill(self, reason: str = "", actor: str | None = None) -> None:
         self._check_not_finished()
-        self.finish(JobState.KILLED, reason or "killed on request")
+        self.finish(JobState.KILLED, reason or "killed on request", actor)
 
-    def request_succeed(self, reason: str = "") -> None:
+    def request_succeed(self, reason: str = "", actor: str | None = None) -> None:
         self._check_not_finished()
-        self.finish(JobState.SUCCEEDED, reason or "marked succeeded on request")
+        self.finish(JobState.SUCCEEDED, reason or "marked succeeded on request", actor)
 
-    def request_scale(self, role_name: str, replicas: int) -> dict[str, Any]:
+    def request_restart(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
+        """Stop one executor and start a new incarnation of its index once it stopped (uncharged)."""
+        self._check_not_finished()
+        ex = self.record.executors.get(executor_id)
+        if ex is None:
+            raise RequestError(404, f"no executor {executor_id!r} (executors: "
+                                    f"{', '.join(sorted(self.record.executors)[:20])})")
+        if ex.state.terminal or ex.stop_reason is not None:
+            raise RequestError(409, f"{executor_id} is {ex.state.value}"
+                                    f"{' and stopping: ' + ex.stop_reason if ex.stop_reason else ''}")
+        why = reason or "restart requested"
+        self.record.add_event(ex.id, ex.state.value, "restarting", why, incarnation=ex.incarnation, actor=actor)
+        self._restart(ex, why)
+        self._reconcile()
+        return {"executor": ex.id, "incarnation": ex.incarnation}
+
+    def _restart(self, ex: Executor, why: str) -> None:
+        ex.replace_when_stopped = True
+        self._stop(ex, why)
+
+    def request_task(self, action: str, task_id: str, reason: str = "", actor: str | None = None) -> Task:
+        """A user's ``requeue`` or ``skip`` of one input task; the task as it is now. Skipping a task an
+        executor reads restarts that executor: its trainer must stop getting the task's records."""
+        if self.data is None:
+            raise RequestError(404, "this job has no input")
+        self._check_not_finished()
+        dispatcher = self.data.dispatcher
+        try:
+            if action == "requeue":
+                return dispatcher.requeue(task_id, f"re-queued on request{': ' + reason if reason else ''}", actor)
+            task, holder = dispatcher.skip(task_id, f"skipped on request{': ' + reason if reason else ''}", actor)
+        except TaskActionRefused as exc:
+            raise RequestError(exc.status, str(exc)) from None
+        ex = self._live.get(holder) if holder is not None else None
+        if ex is not None and ex.stop_reason is None:
+            self._restart(ex, f"it was reading task {task_id}, skipped on request")
+        self._reconcile()
+        return task
+
+    def request_scale(self, role_name: str, replicas: int, actor: str | None = None) -> dict[str, Any]:
         self._check_not_finished()
         if role_name not in self.record.roles:
             raise RequestError(404, f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
@@ -149,7 +183,8 @@ class ApplicationMaster(BackendEvents):
         if replicas == old:
             return {"role": role_name, "replicas": old}
         role.replicas = replicas
-        self.record.add_event(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}")
+        self.record.add_event(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}",
+                              actor=actor)
         log.info("role %s scaled %d -> %d", role_name, old, replicas)
         for index in range(replicas, old):
             ex = self.record.drop_executor(f"{role_name}-{index}")
@@ -161,16 +196,16 @@ class ApplicationMaster(BackendEvents):
         self._reconcile()
         return {"role": role_name, "replicas": replicas}
 
-    def request_data(self, action: str) -> dict[str, Any]:
+    def request_data(self, action: str, actor: str | None = None) -> dict[str, Any]:
         """``suspend`` or ``resume`` handing out input tasks; the data status."""
         if self.data is None:
             raise RequestError(404, "this job has no input")
         if action != "status":
             self._check_not_finished()
         if action == "suspend":
-            return self.data.suspend()
+            return self.data.suspend(actor)
         if action == "resume":
-            return self.data.resume()
+            return self.data.resume(actor)
         return self.data.status()
 
     async def request_savepoint(self, directory: str) -> dict[str, Any]:
@@ -189,9 +224,9 @@ class ApplicationMaster(BackendEvents):
 
     # --- the data plane's reports (DataEvents) ---------------------------------------
 
-    def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None:
-        log.info("%s: %s", subject, reason)
-        self.record.add_event(subject, old, new, reason)
+    def data_event(self, subject: str, old: str | None, new: str, reason: str, actor: str | None = None) -> None:
+        log.info("%s: %s%s", subject, reason, f" (by {actor})" if actor else "")
+        self.record.add_event(subject, old, new, reason, actor=actor)
 
     def data_failed(self, reason: str) -> None:
         # Called from inside the data plane: decide once it has returned.
@@ -315,7 +350,12 @@ class ApplicationMaster(BackendEvents):
             self.data.release(ex.incarnation, self._data_ending(ex, preempted), f"{ex.id} {ex.state.value}: {reason}",
                               slot=ex.id)
         self._membership_changed()
-        if self.record.finishing is None and self.record.executors.get(ex.id) is ex:
+        if self.record.finishing is None and self.record.executors.get(ex.id) is ex and ex.replace_when_stopped:
+            log.info("%s: restarting on request", ex.id)
+            self.record.history.append(ex)
+            self.record.roles[ex.role].restarts += 1
+            self._new_incarnation(ex.role, ex.index, ex.attempt + 1)
+        elif self.record.finishing is None and self.record.executors.get(ex.id) is ex:
             decision = self.failover.decide(self.record.roles[ex.role], ex, preempted)
             if decision.action is Action.RESTART:
                 log.info("%s: restarting (%s)", ex.id, decision.reason)
@@ -368,6 +408,8 @@ class ApplicationMaster(BackendEvents):
                     except Exception:  # noqa: BLE001 - saving the positions failed: the job still ends
                         log.exception("finishing the data plane failed")
                 self._set_job(record.finishing, self._finish_reason)
+                self.timeline.interval = 0.0  # the last sample shows the end
+                self._log_history()
                 self._write_status()
                 self.done.set()
             return
@@ -484,6 +526,14 @@ class ApplicationMaster(BackendEvents):
         written_at, events = self._snapshot
         if len(self.record.events) != events and now - written_at >= STATUS_SNAPSHOT_SECONDS:
             self._write_status()
+        self._log_history()
+
+    def _log_history(self) -> None:
+        sample = self.timeline.maybe_sample()
+        if self.event_log is not None:
+            if sample is not None:
+                self.event_log.add_sample(sample)
+            self.event_log.flush()
 
     # --- helpers ------------------------------------------------------------------------------
 

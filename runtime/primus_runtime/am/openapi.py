@@ -54,6 +54,25 @@ OPERATIONS = (
               body=models.EmptyRequest),
     Operation("post", f"{_V1}/data/savepoint", "Write every input task's position to a directory; a job with "
               "input.restore_from there resumes from it", models.SavepointReply, body=models.SavepointRequest),
+    Operation("post", f"{_V1}/executors/{{executor}}/restart", "Stop one executor (`<role>-<index>`) and start a "
+              "new incarnation of it once stopped; not charged to its failure budget", models.RestartReply,
+              body=models.RestartRequest),
+    Operation("get", f"{_V1}/executors/{{executor}}/logs/{{stream}}", "A slice of one log (stdout, stderr, "
+              "executor) of an executor's current incarnation: a tail by default", models.LogChunk,
+              query=models.LogQuery),
+    Operation("get", f"{_V1}/data/tasks", "One page of the input's task table, in reading order, filtered by "
+              "state and text", models.TasksPage, query=models.TasksQuery),
+    Operation("get", f"{_V1}/data/partitions", "Progress per source and partition, each source's watermark, and "
+              "what the scan waits for", models.PartitionsReply),
+    Operation("post", f"{_V1}/data/tasks/requeue", "Put a quarantined or done task back at the front of the queue, "
+              "read from its start with a fresh attempt budget", models.TaskView, body=models.TaskActionRequest),
+    Operation("post", f"{_V1}/data/tasks/skip", "Quarantine a queued or running task (the executor reading it is "
+              "restarted, uncharged)", models.TaskView, body=models.TaskActionRequest),
+    Operation("get", f"{_V1}/timeline", "The job's life in samples: records and tasks done, executors by state, "
+              "restarts", models.TimelineReply, query=models.TimelineQuery),
+    Operation("get", f"{_V1}/spec", "The resolved job spec, secret-looking values masked", None),
+    Operation("get", f"{_V1}/whoami", "Who the caller is, and whether this is the live job or its history",
+              models.WhoAmI),
     Operation("post", protocol.REGISTER_PATH, "Executor protocol: register an incarnation", models.RegisterReply,
               body=models.RegisterRequest),
     Operation("post", protocol.HEARTBEAT_PATH, "Executor protocol: heartbeat (with the data report of a "
@@ -65,8 +84,9 @@ OPERATIONS = (
 
 def _parameters(op: Operation) -> list[dict[str, Any]]:
     params = []
-    if "{role}" in op.path:
-        params.append({"name": "role", "in": "path", "required": True, "schema": {"type": "string"}})
+    for name in ("role", "executor", "stream"):
+        if f"{{{name}}}" in op.path:
+            params.append({"name": name, "in": "path", "required": True, "schema": {"type": "string"}})
     if op.query is not None:
         for name, schema in op.query.model_json_schema()["properties"].items():
             params.append({"name": name, "in": "query", "required": False,

@@ -1,11 +1,12 @@
-"""The AM's REST API (aiohttp): status, control, and the executor protocol.
+"""The AM's REST API (aiohttp): the executor protocol, the job's control, and (``ui/web.py``) its
+read side and web page.
 
-Every API endpoint, the OpenAPI document included, requires the job's token as
-``Authorization: Bearer <token>`` or in the header ``X-Primus-Token`` (requests that pass through
-the Kubernetes API server's proxy: it consumes the ``Authorization`` of a caller that authenticates
-with a bearer token); a request without it gets 401 and nothing else. The one exception is the read-only status page at ``/`` (status_page.py). The executor endpoints are the hot path (thousands of heartbeats a
-second), so handlers check the token inline instead of through middleware
-and reply with pre-encoded bytes when there is nothing to say.
+Every endpoint requires the job's token as ``Authorization: Bearer <token>`` or in the header
+``X-Primus-Token`` (requests that pass through the Kubernetes API server's proxy: it consumes the
+``Authorization`` of a caller that authenticates with a bearer token), or, for the page and the
+user's endpoints, a browser's session (``ui/auth.py``); a request without it gets 401 and nothing
+else. The executor endpoints are the hot path (thousands of heartbeats a second), so their
+handlers check the token inline and reply with pre-encoded bytes when there is nothing to say.
 """
 
 from __future__ import annotations
@@ -22,19 +23,20 @@ from .. import protocol
 from ..models import (
     EmptyRequest,
     EndRequest,
-    EventsQuery,
-    ExecutorsQuery,
     HeartbeatRequest,
     RegisterRequest,
+    RequestError,
+    RestartRequest,
     SavepointRequest,
     ScaleRequest,
-    StatusQuery,
+    TaskActionRequest,
     UnregisterRequest,
     describe,
 )
-from .master import NONE_REPLY, ApplicationMaster, RequestError
-from .openapi import openapi_document
-from .status_page import render as render_status_page
+from ..ui.auth import WebAuth
+from ..ui.views import LiveView, task_view
+from ..ui.web import Guard, GuardedHandler, add_page_routes, add_read_routes, error_reply, json_errors
+from .master import NONE_REPLY, ApplicationMaster
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -46,10 +48,6 @@ M = TypeVar("M", bound=BaseModel)
 def _json(data: Any, status: int = 200) -> web.Response:
     body = _NONE_BYTES if data is NONE_REPLY else json.dumps(data).encode()
     return web.Response(body=body, status=status, content_type=_JSON)
-
-
-def _error(status: int, message: str) -> web.Response:
-    return _json({"error": message}, status)
 
 
 def parse(model: type[M], raw: bytes, what: str) -> M:
@@ -64,30 +62,25 @@ def parse(model: type[M], raw: bytes, what: str) -> M:
         raise RequestError(400, describe(exc, f"{what} body")) from None
 
 
-def query(model: type[M], request: web.Request) -> M:
-    """The query parameters as ``model``; a 400 naming each bad parameter and its value."""
-    try:
-        return model.model_validate({name: request.query[name] for name in request.query})
-    except ValidationError as exc:
-        raise RequestError(400, describe(exc, "query parameter")) from None
-
-
 def build_app(am: ApplicationMaster, token: str) -> web.Application:
+    auth = WebAuth(token, am.record.app_id)
+    guard = Guard(auth)
+    view = LiveView(am)
     expected = ("Bearer " + token).encode()
     expected_plain = token.encode()
 
-    def authorized(handler: Handler) -> Handler:
+    def executor_only(handler: Handler) -> Handler:
         async def check(request: web.Request) -> web.StreamResponse:
             bearer = request.headers.get("Authorization", "").encode()
             plain = request.headers.get(protocol.TOKEN_HEADER, "").encode()
             # Both compared, always: the time taken says nothing about which one was close.
             if not (hmac.compare_digest(bearer, expected) | hmac.compare_digest(plain, expected_plain)):
-                return _error(401, f"missing or wrong job token (Authorization: Bearer <token>, "
-                                   f"or {protocol.TOKEN_HEADER}: <token>)")
+                return error_reply(401, f"missing or wrong job token (Authorization: Bearer <token>, "
+                                        f"or {protocol.TOKEN_HEADER}: <token>)")
             try:
                 return await handler(request)
             except RequestError as exc:
-                return _error(exc.status, str(exc))
+                return error_reply(exc.status, str(exc))
 
         return check
 
@@ -102,100 +95,59 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     async def unregister(request: web.Request) -> web.Response:
         return _json(am.unregister(parse(UnregisterRequest, await request.read(), "unregister")))
 
-    # --- status ---
+    # --- control (each recorded with who asked) ---
 
-    async def status(request: web.Request) -> web.Response:
-        wanted = query(StatusQuery, request).events
-        data = am.record.to_dict()
-        data["events"] = data["events"][max(0, len(data["events"]) - wanted):]
-        data.pop("history")
-        return _json(data)
-
-    async def job(request: web.Request) -> web.Response:
-        return _json(am.record.summary())
-
-    async def roles(request: web.Request) -> web.Response:
-        return _json({"roles": am.record.roles_view()})
-
-    async def executors(request: web.Request) -> web.Response:
-        asked = query(ExecutorsQuery, request)
-        role = asked.role
-        data: dict[str, Any] = {"executors": am.record.executors_view(role)}
-        if asked.history:
-            data["history"] = [ex.to_dict() for ex in am.record.history if role is None or ex.role == role]
-        return _json(data)
-
-    async def events(request: web.Request) -> web.Response:
-        since = query(EventsQuery, request).since
-        return _json({"events": [e.__dict__ for e in am.record.events[since:]]})
-
-    async def openapi(request: web.Request) -> web.Response:
-        return _json(openapi_document())
-
-    # --- control ---
-
-    async def kill(request: web.Request) -> web.Response:
-        am.request_kill(parse(EndRequest, await request.read(), "kill").reason)
+    async def kill(request: web.Request, actor: str) -> web.Response:
+        am.request_kill(parse(EndRequest, await request.read(), "kill").reason, actor)
         return _json({"accepted": True, "state": "killing"}, 202)
 
-    async def succeed(request: web.Request) -> web.Response:
-        am.request_succeed(parse(EndRequest, await request.read(), "succeed").reason)
+    async def succeed(request: web.Request, actor: str) -> web.Response:
+        am.request_succeed(parse(EndRequest, await request.read(), "succeed").reason, actor)
         return _json({"accepted": True, "state": "succeeding"}, 202)
 
-    async def scale(request: web.Request) -> web.Response:
+    async def scale(request: web.Request, actor: str) -> web.Response:
         replicas = parse(ScaleRequest, await request.read(), "scale").replicas
-        return _json(am.request_scale(request.match_info["role"], replicas))
+        return _json(am.request_scale(request.match_info["role"], replicas, actor))
 
-    async def status_page(request: web.Request) -> web.Response:
-        # The one route without the token: read-only, for a browser (see status_page.py).
-        return web.Response(text=render_status_page(am.record.to_dict()), content_type="text/html")
+    async def restart(request: web.Request, actor: str) -> web.Response:
+        reason = parse(RestartRequest, await request.read(), "restart").reason
+        return _json(am.request_restart(request.match_info["executor"], reason, actor))
 
-    async def data(request: web.Request) -> web.Response:
-        return _json(am.request_data("status"))
-
-    async def data_suspend(request: web.Request) -> web.Response:
+    async def data_suspend(request: web.Request, actor: str) -> web.Response:
         parse(EmptyRequest, await request.read(), "suspend")
-        return _json(am.request_data("suspend"))
+        return _json(am.request_data("suspend", actor))
 
-    async def data_resume(request: web.Request) -> web.Response:
+    async def data_resume(request: web.Request, actor: str) -> web.Response:
         parse(EmptyRequest, await request.read(), "resume")
-        return _json(am.request_data("resume"))
+        return _json(am.request_data("resume", actor))
 
-    async def data_savepoint(request: web.Request) -> web.Response:
+    def task_action(action: str) -> GuardedHandler:
+        async def act(request: web.Request, actor: str) -> web.Response:
+            body = parse(TaskActionRequest, await request.read(), action)
+            task = am.request_task(action, body.task, body.reason, actor)
+            return _json(task_view(task, view.holder_name(task.holder)))
+
+        return act
+
+    async def data_savepoint(request: web.Request, actor: str) -> web.Response:
         directory = parse(SavepointRequest, await request.read(), "savepoint").dir
         return _json(await am.request_savepoint(directory))
 
-    @web.middleware
-    async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        # aiohttp answers unknown paths and methods in plain text; API clients always get JSON.
-        try:
-            return await handler(request)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return _error(exc.status, f"{exc.reason}: {request.method} {request.path}")
-
     app = web.Application(client_max_size=1 << 20, middlewares=[json_errors])
-    app.router.add_get("/", status_page)
+    executor_routes: tuple[tuple[str, Handler], ...] = (
+        (protocol.REGISTER_PATH, register), (protocol.HEARTBEAT_PATH, heartbeat),
+        (protocol.UNREGISTER_PATH, unregister))
+    for path, handler in executor_routes:
+        app.router.add_post(path, executor_only(handler))
     prefix = protocol.API_PREFIX
-    routes = [
-        ("POST", protocol.REGISTER_PATH, register),
-        ("POST", protocol.HEARTBEAT_PATH, heartbeat),
-        ("POST", protocol.UNREGISTER_PATH, unregister),
-        ("GET", prefix + "/status", status),
-        ("GET", prefix + "/job", job),
-        ("GET", prefix + "/roles", roles),
-        ("GET", prefix + "/executors", executors),
-        ("GET", prefix + "/events", events),
-        ("GET", prefix + "/openapi.json", openapi),
-        ("POST", prefix + "/job/kill", kill),
-        ("POST", prefix + "/job/succeed", succeed),
-        ("POST", prefix + "/roles/{role}/scale", scale),
-        ("GET", prefix + "/data", data),
-        ("POST", prefix + "/data/suspend", data_suspend),
-        ("POST", prefix + "/data/resume", data_resume),
-        ("POST", prefix + "/data/savepoint", data_savepoint),
-    ]
-    for method, path, handler in routes:
-        app.router.add_route(method, path, authorized(handler))
+    control_routes: tuple[tuple[str, GuardedHandler], ...] = (
+        ("/job/kill", kill), ("/job/succeed", succeed), ("/roles/{role}/scale", scale),
+        ("/executors/{executor}/restart", restart), ("/data/suspend", data_suspend),
+        ("/data/resume", data_resume), ("/data/tasks/requeue", task_action("requeue")),
+        ("/data/tasks/skip", task_action("skip")), ("/data/savepoint", data_savepoint),
+    )
+    for path, control in control_routes:
+        app.router.add_post(prefix + path, guard(control, action=True))
+    add_read_routes(app, view, guard)
+    add_page_routes(app, auth)
     return app

@@ -47,6 +47,7 @@ class Event:
     reason: str = ""
     exit_code: int | None = None
     incarnation: str | None = None
+    actor: str | None = None  # who asked, for changes a user requested
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Executor:
     # Set when the AM asked it to stop: its ending is then STOPPED, never a failure.
     stop_reason: str | None = None
     stop_deadline: float | None = None  # monotonic time after which it is force-killed
+    replace_when_stopped: bool = False  # a user asked to restart it: a new incarnation follows its stop
     last_seen: float = 0.0  # monotonic time of the last report (not part of snapshots)
 
     @property
@@ -91,7 +93,7 @@ class Executor:
         data = asdict(self)
         data["id"] = self.id
         data["state"] = self.state.value
-        for private in ("last_seen", "stop_deadline"):
+        for private in ("last_seen", "stop_deadline", "replace_when_stopped"):
             data.pop(private)
         return data
 
@@ -172,8 +174,8 @@ class JobRecord:
     # --- transitions ---
 
     def add_event(self, subject: str, old: str | None, new: str, reason: str,
-                exit_code: int | None = None, incarnation: str | None = None) -> Event:
-        event = Event(len(self.events) + 1, time.time(), subject, old, new, reason, exit_code, incarnation)
+                  exit_code: int | None = None, incarnation: str | None = None, actor: str | None = None) -> Event:
+        event = Event(len(self.events) + 1, time.time(), subject, old, new, reason, exit_code, incarnation, actor)
         self.events.append(event)
         return event
 

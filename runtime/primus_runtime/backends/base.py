@@ -16,7 +16,10 @@ kills it even when the AM is gone.
 from __future__ import annotations
 
 import abc
+import asyncio
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import protocol
@@ -145,6 +148,27 @@ class ExecutorBackend(abc.ABC):
     async def close(self) -> None:
         """Force-stop every executor still running and release the resources."""
 
+    async def read_log(self, path: str, offset: int, limit: int) -> tuple[bytes, int | None]:
+        """Up to ``limit`` bytes of an executor's log (a path from its ``logs``) from ``offset``
+        (negative: that many bytes before the end), and the log's size. Default: a local file."""
+        return await asyncio.to_thread(read_file_slice, path, offset, limit)
+
+
+def read_file_slice(path: str, offset: int, limit: int) -> tuple[bytes, int | None]:
+    try:
+        with open(path, "rb") as log:
+            size = os.fstat(log.fileno()).st_size
+            log.seek(max(0, size + offset) if offset < 0 else offset)
+            return log.read(limit), size
+    except FileNotFoundError:
+        return b"", None
+
+
+def slice_log(data: bytes, offset: int, limit: int) -> tuple[bytes, int]:
+    """``read_log`` of a backend that can only read a log whole."""
+    start = max(0, len(data) + offset) if offset < 0 else offset
+    return data[start:start + limit], len(data)
+
 
 class ClusterClient(abc.ABC):
     """Submit and find jobs from outside the cluster."""
@@ -234,6 +258,10 @@ class ClusterClient(abc.ABC):
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
         """Bytes of one log file from ``offset`` (a path from the executor's ``logs``)."""
 
+    def history_file(self, app_id: str, name: str) -> bytes | None:
+        """A file of a finished job's history (``JobStore.save_history``), None where not kept."""
+        return None
+
 
 
 class JobStore(abc.ABC):
@@ -250,3 +278,7 @@ class JobStore(abc.ABC):
 
     def save_status(self, document: bytes, final: bool) -> None:  # noqa: B027 - most stores need no copy
         """Keep the status document where clients read it once the AM is gone."""
+
+    def save_history(self, files: dict[str, Path]) -> None:  # noqa: B027 - most stores need no copy
+        """Keep the files of the job's history page (event log, task and partition tables, by name)
+        where ``ClusterClient.history_file`` reads them once the AM is gone."""

@@ -21,10 +21,11 @@ backstop for a task that takes down every executor reading it), ``on_bad_data`` 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
@@ -105,10 +106,30 @@ class Task:
                 "size": self.size}
 
 
+@dataclass(slots=True)
+class PartitionProgress:
+    """One source's share of one partition: what the page's partition table shows, kept as tasks
+    change so that showing it costs O(partitions), not O(tasks)."""
+
+    tasks: int = 0
+    bytes: int = 0
+    bytes_done: int = 0
+    states: Counter = field(default_factory=Counter)
+
+
+class TaskActionRefused(Exception):
+    """A user's re-queue or skip that cannot be done now; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
 class DataEvents(Protocol):
     """What the dispatcher tells the AM."""
 
-    def data_event(self, subject: str, old: str | None, new: str, reason: str) -> None: ...
+    def data_event(self, subject: str, old: str | None, new: str, reason: str, actor: str | None = None) -> None:
+        """``actor``: who asked, for a change a user requested."""
 
     def data_failed(self, reason: str) -> None: ...
 
@@ -144,6 +165,7 @@ class Dispatcher:
         self.bytes_done = 0
         self.records_done = 0
         self.unresolved: dict[str, int] = {}  # partition -> tasks not done yet
+        self.progress_by_partition: dict[tuple[str, str], PartitionProgress] = {}  # (source, partition) -> ...
         # Per granularity of the sources (day, hour): its partitions in time order, and how many of the
         # first ones are fully consumed.
         granularities = {s.granularity for s in spec.sources} if spec.time_range is not None else set()
@@ -185,6 +207,11 @@ class Dispatcher:
                     task.bytes_done = task.size if old is TaskState.DONE else task.bytes_done
             self.counts[task.state] += 1
             self.bytes_done += task.bytes_done
+            part = self.progress_by_partition.setdefault((task.source, label), PartitionProgress())
+            part.tasks += 1
+            part.bytes += task.size
+            part.bytes_done += task.bytes_done
+            part.states[task.state] += 1
             self.records_done += task.records
             if task.state.resolved:
                 continue
@@ -322,17 +349,71 @@ class Dispatcher:
 
     # --- from the user ---
 
-    def suspend(self) -> None:
+    def suspend(self, actor: str | None = None) -> None:
         if not self.suspended:
             self.suspended = True
             if self.state in ("running", "scanning"):
-                self._set_state("suspended", "suspended on request")
+                self._set_state("suspended", "suspended on request", actor)
 
-    def resume(self) -> None:
+    def resume(self, actor: str | None = None) -> None:
         if self.suspended:
             self.suspended = False
             if self.state == "suspended":
-                self._set_state("running" if self.tasks else "scanning", "resumed on request")
+                self._set_state("running" if self.tasks else "scanning", "resumed on request", actor)
+
+    def requeue(self, task_id: str, why: str, actor: str | None = None) -> Task:
+        """A user puts a quarantined or done task back at the front of the queue, read from its start
+        with a fresh attempt budget (a done task's records are fed again)."""
+        task = self._task_for_action(task_id, "re-queue")
+        if task.state not in (TaskState.QUARANTINED, TaskState.DONE):
+            holder = " (being read: restart its executor to move it)" if task.state is TaskState.RUNNING else ""
+            raise TaskActionRefused(409, f"task {task_id} is {task.state.value}{holder}: only a quarantined or "
+                                         f"done task can be re-queued")
+        old = task.state
+        if old is TaskState.QUARANTINED:
+            self.quarantined.remove(task.id)
+        self.records_done -= task.records
+        self.bytes_done -= task.bytes_done
+        self.progress_by_partition[(task.source, task.partition)].bytes_done -= task.bytes_done
+        task.records = task.bytes_done = task.attempts = task.interruptions = 0
+        task.error, task.crashed_on, task.crashed_at = "", "", -1
+        self._set(task, TaskState.QUEUED)
+        self.unresolved[task.partition] += 1
+        self._rewind_watermark(task.partition)
+        self.queue.appendleft(task.id)
+        self.events.data_event(f"task/{task.id}", old.value, TaskState.QUEUED.value, why, actor)
+        return task
+
+    def skip(self, task_id: str, why: str, actor: str | None = None) -> tuple[Task, str | None]:
+        """A user quarantines a queued or running task; (the task, the incarnation that was reading it:
+        the AM restarts that executor so that its trainer stops getting the task's records)."""
+        task = self._task_for_action(task_id, "skip")
+        if task.state not in (TaskState.QUEUED, TaskState.RUNNING):
+            raise TaskActionRefused(409, f"task {task_id} is {task.state.value}: only a queued or running task "
+                                         f"can be skipped")
+        holder = task.holder
+        if holder is not None:
+            self.held.get(holder, {}).pop(task.id, None)
+        task.error = why
+        self._resolve(task, TaskState.QUARANTINED, why, actor)
+        return task, holder
+
+    def _task_for_action(self, task_id: str, action: str) -> Task:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise TaskActionRefused(404, f"no task {task_id!r}")
+        if self.state in ("exhausted", "succeeded", "incomplete", "failed"):
+            raise TaskActionRefused(409, f"cannot {action} task {task_id}: the input is {self.state}")
+        return task
+
+    def _rewind_watermark(self, label: str) -> None:
+        """A partition has an unresolved task again: the watermark may not stay past it."""
+        if not label:
+            return
+        labels = self.partitions[label_granularity(label)]
+        position = labels.index(label)
+        granularity = label_granularity(label)
+        self._consumed[granularity] = min(self._consumed[granularity], position)
 
     @property
     def consumed(self) -> bool:
@@ -361,6 +442,35 @@ class Dispatcher:
             self._set_state("incomplete", f"the job succeeded with the input not read to the end: {self.left()}")
 
     # --- views ---
+
+    def task_page(self, state: TaskState | None, text: str | None, offset: int, limit: int) -> tuple[int, list[Task]]:
+        """(how many tasks match, the ``limit`` of them after ``offset``), in reading order. Without a
+        text filter the count is kept, so a page costs O(offset + limit), not O(tasks)."""
+        tasks: Iterable[Task] = self.tasks.values()
+        if state is not None:
+            tasks = (t for t in tasks if t.state is state)
+        if not text:
+            total = self.counts[state] if state is not None else len(self.tasks)
+            return total, list(itertools.islice(tasks, offset, offset + limit))
+        matching = [t for t in tasks if text in t.id]
+        return len(matching), matching[offset:offset + limit]
+
+    def source_watermarks(self) -> dict[str, str | None]:
+        """Per source, its latest partition consumed completely with every earlier one of its own."""
+        marks: dict[str, str | None] = {}
+        for labels in self.partitions.values():
+            for source in {source for source, _ in self.progress_by_partition}:
+                mark = None
+                for label in labels:
+                    part = self.progress_by_partition.get((source, label))
+                    if part is None:
+                        continue  # this source has no files in that partition
+                    if part.states[TaskState.DONE] + part.states[TaskState.QUARANTINED] < part.tasks:
+                        break
+                    mark = label
+                if any((source, label) in self.progress_by_partition for label in labels):
+                    marks[source] = mark
+        return marks
 
     def saved_state(self) -> dict[str, dict[str, Any]]:
         """Every task's position, as a savepoint keeps it (``journal.write_snapshot``)."""
@@ -424,20 +534,23 @@ class Dispatcher:
         nbytes = min(nbytes, task.size)
         if nbytes > task.bytes_done:
             self.bytes_done += nbytes - task.bytes_done
+            self.progress_by_partition[(task.source, task.partition)].bytes_done += nbytes - task.bytes_done
             task.bytes_done = nbytes
         if self.store is not None:
             self.store.changed(task)
 
-    def _resolve(self, task: Task, state: TaskState, why: str) -> None:
+    def _resolve(self, task: Task, state: TaskState, why: str, actor: str | None = None) -> None:
+        old = task.state
         if state is TaskState.DONE:
             self.bytes_done += task.size - task.bytes_done
+            self.progress_by_partition[(task.source, task.partition)].bytes_done += task.size - task.bytes_done
             task.bytes_done = task.size
         task.holder = None
         self._set(task, state)
         self.unresolved[task.partition] -= 1
         if state is TaskState.QUARANTINED:
             self.quarantined.append(task.id)
-            self.events.data_event(f"task/{task.id}", "running", "quarantined", why)
+            self.events.data_event(f"task/{task.id}", old.value, "quarantined", why, actor)
         self._advance_watermark()
         self._check_complete()
 
@@ -479,13 +592,16 @@ class Dispatcher:
     def _set(self, task: Task, state: TaskState) -> None:
         self.counts[task.state] -= 1
         self.counts[state] += 1
+        states = self.progress_by_partition[(task.source, task.partition)].states
+        states[task.state] -= 1
+        states[state] += 1
         task.state = state
         if self.store is not None:
             self.store.changed(task)
 
-    def _set_state(self, state: str, reason: str) -> None:
+    def _set_state(self, state: str, reason: str, actor: str | None = None) -> None:
         if state != self.state:
-            self.events.data_event("data", self.state, state, reason)
+            self.events.data_event("data", self.state, state, reason, actor)
             self.state = state
 
     def _advance_watermark(self) -> None:

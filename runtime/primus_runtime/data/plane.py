@@ -111,12 +111,12 @@ class DataPlane:
     def left(self) -> str:
         return self.dispatcher.left()
 
-    def suspend(self) -> dict[str, Any]:
-        self.dispatcher.suspend()
+    def suspend(self, actor: str | None = None) -> dict[str, Any]:
+        self.dispatcher.suspend(actor)
         return self.status()
 
-    def resume(self) -> dict[str, Any]:
-        self.dispatcher.resume()
+    def resume(self, actor: str | None = None) -> dict[str, Any]:
+        self.dispatcher.resume(actor)
         return self.status()
 
     def status(self) -> dict[str, Any]:

@@ -156,6 +156,12 @@ class LocalClusterClient(ClusterClient):
             job.status.write_text(json.dumps(status, indent=1))
         return len(pids)
 
+    def history_file(self, app_id: str, name: str) -> bytes | None:
+        try:
+            return (self.job(app_id).path / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
         job = self.job(app_id)
         target = Path(path).resolve()

@@ -53,6 +53,10 @@ class AppStore(JobStore):
     def save_status(self, document: bytes, final: bool) -> None:
         self.store.write(self.app_id, "status.json", document)
 
+    def save_history(self, files: dict[str, Path]) -> None:
+        for name, path in files.items():
+            self.store.write(self.app_id, name, path.read_bytes())
+
 
 async def run_am(args: list[str]) -> int:
     import skein

@@ -42,6 +42,7 @@ from .cluster import (
     container_resources,
     default_store_root,
     executor_script,
+    log_contents,
     never_fits,
     skein_client,
 )
@@ -247,6 +248,9 @@ class YarnClusterClient(ClusterClient):
             raise KeyError(f"{app_id}: YARN reports no AM container yet")
         return f"{match.group(1)}/ws/v1/node/containers/{match.group(2)}/logs/application.driver.log"
 
+    def history_file(self, app_id: str, name: str) -> bytes | None:
+        return self.store.read(app_id, name)
+
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
         """A log file from the NodeManager that ran the container (``path`` is its REST URL)."""
         parts = urlsplit(path)
@@ -264,15 +268,6 @@ class YarnClusterClient(ClusterClient):
             raise
         return log_contents(data)[offset:]
 
-
-def log_contents(body: bytes) -> bytes:
-    """The file inside the NodeManager's framing (``Container: ...`` ``LogContents:`` the bytes
-    ``End of LogType:...``). It frames the file by its length, so the content is cut by it too."""
-    head, sep, rest = body.partition(b"\nLogContents:\n")
-    if not sep:
-        return body
-    length = re.search(rb"\nLogLength:(\d+)", head)
-    return rest[: int(length.group(1))] if length else rest.rpartition(b"\nEnd of LogType:")[0]
 
 
 def cluster_client(options: ClientOptions) -> YarnClusterClient:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import secrets
 import shlex
 import urllib.error
@@ -235,3 +236,13 @@ def skein_client() -> Any:
 
 def default_store_root() -> str:
     return f"/user/{hadoop_user()}/.primus"
+
+
+def log_contents(body: bytes) -> bytes:
+    """The file inside the NodeManager's framing (``Container: ...`` ``LogContents:`` the bytes
+    ``End of LogType:...``). It frames the file by its length, so the content is cut by it too."""
+    head, sep, rest = body.partition(b"\nLogContents:\n")
+    if not sep:
+        return body
+    length = re.search(rb"\nLogLength:(\d+)", head)
+    return rest[: int(length.group(1))] if length else rest.rpartition(b"\nEnd of LogType:")[0]

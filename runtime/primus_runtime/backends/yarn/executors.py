@@ -14,8 +14,8 @@ from typing import Any
 from ... import protocol
 from ...hadoop import hadoop_user
 from ...spec import Resources
-from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
-from .cluster import ResourceManager, container_resources, never_fits
+from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
+from .cluster import ResourceManager, container_resources, log_contents, never_fits
 
 log = logging.getLogger("primus.yarn")
 
@@ -138,6 +138,18 @@ class YarnExecutorBackend(ExecutorBackend):
                 await asyncio.to_thread(self.app.kill_container, container_id)
             except Exception as exc:  # noqa: BLE001 - the container may have ended meanwhile
                 log.info("kill %s: %s", container_id, exc)
+
+    async def read_log(self, path: str, offset: int, limit: int) -> tuple[bytes, int | None]:
+        """From the NodeManager's REST API (``path`` is its URL), which serves a log only whole."""
+        def fetch() -> bytes:
+            try:
+                with urllib.request.urlopen(path, timeout=10) as response:
+                    return log_contents(response.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:  # not written yet, or the container is gone
+                    return b""
+                raise
+        return slice_log(await asyncio.to_thread(fetch), offset, limit)
 
     async def close(self) -> None:
         if self._watcher is not None:
