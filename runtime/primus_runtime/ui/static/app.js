@@ -492,13 +492,15 @@ function drawCharts() {
     Math.max(0, (x.records_done - s[i - 1].records_done) / Math.max(1e-3, x.time - s[i - 1].time)));
   const executors = EXECUTOR_STATES.filter((state) => s.some((x) => x.executors[state]))
     .map((state) => ({name: state, color: PALETTE[state], values: s.map((x) => x.executors[state] || 0)}));
-  const charts = [
+  const dataCharts = !page.hasData ? [] : [
     ["records/s fed", [{name: "records/s", color: "#2563eb", values: rate}]],
     ["tasks", [{name: "done", color: "#16a34a", values: s.map((x) => x.tasks_done)},
       {name: "quarantined", color: "#dc2626", values: s.map((x) => x.tasks_quarantined)}]],
+  ];
+  const charts = dataCharts.concat([
     ["executors by state", executors.concat([{name: "ready", color: "#0891b2", values: s.map((x) => x.ready), dash: true}])],
     ["restarts", [{name: "restarts", color: "#b45309", values: s.map((x) => x.restarts)}]],
-  ];
+  ]);
   setHTML($("chart-grid"), charts.map(([title, series]) => chart(title, times, series)).join(""));
 }
 
