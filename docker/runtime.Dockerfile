@@ -19,7 +19,7 @@ COPY airflow_provider_primus ./airflow_provider_primus
 # versions the project is tested with).
 RUN pip install --no-deps . \
  && pip install pydantic==2.14.4 aiohttp==3.14.5 PyYAML==6.0.4 uvloop==0.23.0 fsspec==2026.9.0 \
-                kubernetes==36.0.3
+                prometheus-client==0.26.0 kubernetes==36.0.3
 
 RUN useradd --create-home --uid 1000 primus
 USER 1000

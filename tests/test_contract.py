@@ -101,7 +101,7 @@ def test_protocol_constants_are_the_models_values():
     assert {c.value for c in models.Command} == {protocol.CMD_NONE, protocol.CMD_START, protocol.CMD_KILL,
                                                  protocol.CMD_CLUSTER}
     # protocol.py documents every field the models know.
-    for model in (*REQUESTS.values(), models.DataReport, models.Commit, models.TaskPosition):
+    for model in (*REQUESTS.values(), models.DataReport, models.Commit, models.TaskPosition, models.FeedStats):
         for field in model.model_fields:
             assert f'"{field}"' in protocol.__doc__, f"protocol.py does not document {model.__name__}.{field}"
 

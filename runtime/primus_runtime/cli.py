@@ -22,7 +22,7 @@ from .backends.base import ClientOptions
 from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .hadoop import HadoopConfigError, is_hdfs
 from .spec import JobSpec, SpecError, format_validation_error, load_spec
-from .states import JOB_OUTCOMES, JobState
+from .states import JOB_FINISHED, JOB_OUTCOMES, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
 _OUTCOME_EXIT = {JobState.SUCCEEDED: EXIT_OK, JobState.FAILED: EXIT_FAILED, JobState.LOST: EXIT_FAILED,
@@ -106,6 +106,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the data status as JSON")
     p.set_defaults(func=cmd_data)
 
+    p = sub.add_parser("ui", help="the job's web page: a sign-in link to its AM's page while it runs, else a "
+                                  "local history server showing the page as the job left it")
+    p.add_argument("app_id")
+    p.add_argument("--host", default="127.0.0.1", help="history server: the address to listen on")
+    p.add_argument("--port", type=int, default=0, help="history server: the port (default: any free one)")
+    p.set_defaults(func=cmd_ui)
+    p = sub.add_parser("history", help="list finished jobs, newest first (primus ui APP shows one)")
+    p.add_argument("--backend", choices=backends.NAMES, default="local")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_history)
     p = sub.add_parser("list", help="list jobs, newest first")
     p.add_argument("--backend", choices=backends.NAMES, default="local")
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
@@ -199,6 +209,48 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
         code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
         print(f"    {ex['id']:<14} {ex['state']:<10} {ex.get('host') or '-':<15} ports {ports or '-':<12} "
               f"restarts {ex.get('restarts', 0)}  exit {code}  {ex.get('reason', '')}")
+    link = client.page_link(args.app_id) if job["state"] not in JOB_OUTCOMES else None
+    print(f"  page: {link}  (one-time sign-in link)" if link else f"  page: primus ui {args.app_id}  (its history)")
+    return EXIT_OK
+
+
+def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
+    link = client.page_link(args.app_id)
+    if link is not None:
+        print(f"{args.app_id} is running; its page (a one-time sign-in link, valid 5 minutes):\n{link}")
+        return EXIT_OK
+    import asyncio
+    import getpass
+
+    from .ui.history import NoHistory, archive_view, start_history_server
+
+    try:
+        view = archive_view(client, args.app_id)
+    except NoHistory as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+    async def serve() -> None:
+        runner, link = await start_history_server(view, args.host, args.port, getpass.getuser())
+        print(f"{args.app_id} ended {view.status()['job']['state']}; its page as it ended (one-time sign-in "
+              f"link; Ctrl-C stops the server):\n{link}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(serve())
+    return EXIT_OK
+
+
+def cmd_history(client: PrimusClient, args: argparse.Namespace) -> int:
+    jobs = [job for job in client.list(backend=args.backend) if job["state"] in JOB_FINISHED]
+    if args.json:
+        print(json.dumps(jobs, indent=2))
+        return EXIT_OK
+    for job in jobs:
+        ended = _clock(job["finished_at"]) if job.get("finished_at") else "-"
+        print(f"{job['app_id']}  {job['state']:<10} ended {ended}  {job['name']}  {job.get('reason') or ''}")
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ the AM is gone it reads the status the AM left behind.
 
 from __future__ import annotations
 
+import getpass
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, JobState
+from .ui.auth import make_ticket
 
 
 def role_progress(role: dict[str, Any]) -> str:
@@ -280,6 +282,17 @@ class PrimusClient:
 
     def spec(self, app_id: str) -> JobSpec:
         return self._known(app_id).spec(app_id)
+
+    def page_link(self, app_id: str, user: str | None = None) -> str | None:
+        """A one-time sign-in link (valid a few minutes) to the page of the job's running AM, for
+        ``user`` (default: this process's user); None when the AM is not running. Give it to one
+        person: it signs them in as ``user``, whose name goes with their actions."""
+        cluster = self._known(app_id)
+        page = cluster.am_web_url(app_id)
+        endpoint = cluster.am_endpoint(app_id) if page is not None else None
+        if page is None or endpoint is None:
+            return None
+        return f"{page}ui/login?ticket={make_ticket(endpoint[1], user or getpass.getuser())}"
 
     def _known(self, app_id: str) -> ClusterClient:
         cluster = self.cluster_for(app_id)

@@ -66,6 +66,18 @@ class Commit(_Message):
     records: int = Field(0, ge=0, le=_MAX_COUNT, description="Records of the stream that checkpoint covers")
 
 
+class FeedStats(_Message):
+    """How a consuming executor's feeding goes, over its last few seconds (exported as metrics)."""
+
+    bytes_per_s: float = Field(0.0, ge=0, le=_MAX_COUNT, allow_inf_nan=False,
+                               description="Bytes written into the trainer's stdin per second")
+    records_per_s: float = Field(0.0, ge=0, le=_MAX_COUNT, allow_inf_nan=False,
+                                 description="Records written into the trainer's stdin per second")
+    buffer_fill: float = Field(0.0, ge=0, le=1, allow_inf_nan=False,
+                               description="0..1, share of the read-ahead buffer (readers -> writer) in use: "
+                                           "full, the trainer is the bottleneck; empty, the input's storage")
+
+
 class DataReport(_Message):
     """The data part of a consuming executor's heartbeat (roles with ``consumes_input``)."""
 
@@ -80,6 +92,7 @@ class DataReport(_Message):
     reading: str | None = Field(None, max_length=_MAX_ID,
                                 description="The task the trainer was reading last (the only one its death "
                                             "can be charged to)")
+    feed: FeedStats | None = Field(None, description="Feed throughput and buffer fill")
 
 
 class HeartbeatRequest(DataReport):

@@ -32,8 +32,11 @@ Executor -> AM (all POST, JSON bodies):
     ``"progress": {task_id: {"records": n, "bytes": b}}`` (records and bytes of the
     task delivered to the trainer so far: a retry resumes after ``records``),
     ``"done": [task_id]``, ``"failed": {task_id: error}``, ``"reading": task_id`` (the task the
-    trainer was reading last: when it dies, only that task can be charged; see data/dispatcher.py) and, under exactly-once,
-    ``"commit": {"checkpoint", "records"}`` (the trainer's latest commit; positions and
+    trainer was reading last: when it dies, only that task can be charged; see data/dispatcher.py),
+    ``"feed": {"bytes_per_s", "records_per_s", "buffer_fill"}`` (bytes and records written into
+    the trainer's stdin per second over the last few seconds, and the share 0..1 of the read-ahead
+    buffer between its readers and the writer in use; the AM exports them as metrics) and, under
+    exactly-once, ``"commit": {"checkpoint", "records"}`` (the trainer's latest commit; positions and
     done tasks then count only what it committed). The reply may then
     also carry ``"tasks": [TASK]`` (new assignments, or ones the executor does not
     list in ``held`` and so never received) and ``"data_exhausted": true`` (no task

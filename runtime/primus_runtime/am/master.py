@@ -30,6 +30,7 @@ from ..hadoop import HadoopConfigError
 from ..models import HeartbeatRequest, RegisterRequest, RequestError, UnregisterRequest
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
+from .metrics import AMMetrics
 from .scheduler import RoleScheduler, Verdict
 from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
 from .timeline import EVENT_LOG, EventLog, Timeline
@@ -77,6 +78,7 @@ class ApplicationMaster(BackendEvents):
             self.record.data_view = self.data.status
         self.timeline = Timeline(self.record)
         self.event_log = EventLog(status_path.parent / EVENT_LOG, self.record) if status_path is not None else None
+        self.metrics = AMMetrics(self)
 
     # --- life cycle -------------------------------------------------------------
 
@@ -257,6 +259,7 @@ class ApplicationMaster(BackendEvents):
         return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
 
     async def heartbeat(self, report: HeartbeatRequest) -> dict[str, Any]:
+        started = time.perf_counter()
         ex = self._current(report.incarnation)
         if ex is None:
             return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
@@ -278,7 +281,9 @@ class ApplicationMaster(BackendEvents):
             if ex.incarnation in self._start_sent:
                 reply = self._start_command(ex)  # still waiting: the earlier reply was lost
             else:
+                waiting = time.perf_counter()
                 reply = await self._wait_for_command(ex)
+                started += time.perf_counter() - waiting  # the long poll waits: that is no handling time
         if reply is None and ex.state is ExecutorState.RUNNING \
                 and report.cluster_version < self.record.cluster_version:
             reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
@@ -287,6 +292,7 @@ class ApplicationMaster(BackendEvents):
             data = self.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
+        self.metrics.observe_heartbeat(time.perf_counter() - started)
         return NONE_REPLY if reply is None else reply
 
     def unregister(self, report: UnregisterRequest) -> dict[str, Any]:

@@ -23,10 +23,11 @@ class Operation:
     method: str
     path: str
     summary: str
-    reply: type[BaseModel] | None  # None: any JSON object
+    reply: type[BaseModel] | None  # None: any JSON object, or text when media_type says so
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     ok: int = 200
+    media_type: str = "application/json"
 
 
 _V1 = protocol.API_PREFIX
@@ -40,6 +41,9 @@ OPERATIONS = (
               models.ExecutorsReply, query=models.ExecutorsQuery),
     Operation("get", f"{_V1}/events", "State transitions in order", models.EventsReply, query=models.EventsQuery),
     Operation("get", f"{_V1}/openapi.json", "This document", None),
+    Operation("get", "/metrics", "Prometheus metrics: executors per role and state, restarts, ends by cause, "
+              "heartbeat handling times, input progress and each executor's feed rate (text format 0.0.4)",
+              None, media_type="text/plain"),
     Operation("post", f"{_V1}/job/kill", "Stop every executor (SIGTERM, then SIGKILL after the grace period); "
               "the job ends killed", models.Accepted, body=models.EndRequest, ok=202),
     Operation("post", f"{_V1}/job/succeed", "Stop every executor; the job ends succeeded", models.Accepted,
@@ -95,15 +99,18 @@ def _parameters(op: Operation) -> list[dict[str, Any]]:
 
 
 def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
-    def content(ref: dict[str, Any]) -> dict[str, Any]:
-        return {"application/json": {"schema": ref}}
+    def content(ref: dict[str, Any], media_type: str = "application/json") -> dict[str, Any]:
+        return {media_type: {"schema": ref}}
 
     error = content({"$ref": _REF.format(model="ErrorReply")})
+    if op.reply is not None:
+        reply = content(refs[(op.reply, "serialization")])
+    else:
+        reply = content({"type": "object" if op.media_type == "application/json" else "string"}, op.media_type)
     out: dict[str, Any] = {
         "summary": op.summary,
         "responses": {
-            str(op.ok): {"description": "OK", "content": content(
-                {"type": "object"} if op.reply is None else refs[(op.reply, "serialization")])},
+            str(op.ok): {"description": "OK", "content": reply},
             "400": {"description": "Invalid body or query parameter: the error names the field and the value",
                     "content": error},
             "401": {"description": "Missing or wrong job token", "content": error},

@@ -129,6 +129,11 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
 
         return act
 
+    async def metrics(request: web.Request, actor: str) -> web.Response:
+        body, content_type = am.metrics.render(request.headers.get("Accept", ""))
+        # (aiohttp's content_type= refuses parameters such as the format's version)
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
     async def data_savepoint(request: web.Request, actor: str) -> web.Response:
         directory = parse(SavepointRequest, await request.read(), "savepoint").dir
         return _json(await am.request_savepoint(directory))
@@ -148,6 +153,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     )
     for path, control in control_routes:
         app.router.add_post(prefix + path, guard(control, action=True))
+    app.router.add_route("GET", "/metrics", guard(metrics))
     add_read_routes(app, view, guard)
     add_page_routes(app, auth)
     return app

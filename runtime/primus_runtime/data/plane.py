@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from .. import hadoop
-from ..models import DataReport
+from ..models import DataReport, FeedStats
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher, Ending
 from .journal import UPLOAD_SECONDS, HdfsSnapshots, TaskJournal, read_checkpoints, recover, write_snapshot
@@ -68,6 +68,8 @@ class DataPlane:
         self.dispatcher.checkpoints.update(checkpoints)
         self.scanner = Scanner(spec, self.dispatcher)
         self._tasks: list[asyncio.Task] = []
+        # Executor id (the holder without one) -> how its feeding goes, as last reported (metrics).
+        self.feed_stats: dict[str, FeedStats] = {}
 
     @property
     def limit(self) -> int:
@@ -80,6 +82,8 @@ class DataPlane:
         self._tasks = [asyncio.ensure_future(self.scanner.run()), asyncio.ensure_future(self._flush_forever())]
 
     def heartbeat(self, holder: str, report: DataReport, slot: str | None = None) -> dict[str, Any]:
+        if report.feed is not None:
+            self.feed_stats[slot or holder] = report.feed
         reply = self.dispatcher.heartbeat(holder, report, slot)
         for assignment in reply.get("tasks") or ():
             assignment["url"] = self._reader_url(assignment["url"])
@@ -101,6 +105,7 @@ class DataPlane:
         return self.dispatcher.checkpoints.get(slot)
 
     def release(self, holder: str, ending: Ending, reason: str, slot: str = "") -> None:
+        self.feed_stats.pop(slot or holder, None)
         self.dispatcher.release(holder, ending, reason, slot)
 
     @property

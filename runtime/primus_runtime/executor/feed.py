@@ -45,6 +45,11 @@ mid-task sees again only the record it had in hand.
 When the AM says the input is exhausted and this executor holds no task, the pipe is
 closed: the trainer reads EOF and exits on its own.
 
+Every report also says how the feeding goes (``feed``, exported by the AM as metrics): bytes and
+records written into the pipe per second over the last ``RATE_WINDOW`` seconds, and how full the
+buffer between the readers and the writer is. A full buffer with a low rate means the trainer is
+the bottleneck; an empty one, the input's storage.
+
 Exactly-once (``delivery: exactly_once``): positions count only once the trainer has
 committed them. It appends ``{"checkpoint": id, "records": n}`` lines to
 ``PRIMUS_DATA_COMMIT_FILE`` right after saving a model checkpoint (``data.reader.commit``
@@ -83,6 +88,7 @@ SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
 QUIET_SECONDS = 5.0
 READERS_REFRESH = 1.0  # seconds between walks of /proc for the processes reading the trainer's stdin
 PIPE_BYTES = 1024 * 1024  # the trainer's stdin pipe is made this large (F_SETPIPE_SZ) when allowed
+RATE_WINDOW = 10.0  # seconds over which the feed rates are measured
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031 if sys.platform.startswith("linux") else None)
 _RAW_LENGTH = struct.Struct(">I")
 
@@ -158,6 +164,25 @@ def open_input(url: str) -> BinaryIO:
     return open(url, "rb")
 
 
+class FeedRate:
+    """Bytes and records per second over the last ``window`` seconds, from running totals sampled
+    at each report (at least the two latest samples, however far apart)."""
+
+    def __init__(self, window: float = RATE_WINDOW):
+        self.window = window
+        self._samples: collections.deque[tuple[float, int, int]] = collections.deque()
+
+    def sample(self, now: float, nbytes: int, records: int) -> tuple[float, float]:
+        samples = self._samples
+        samples.append((now, nbytes, records))
+        while len(samples) > 2 and now - samples[1][0] >= self.window:
+            samples.popleft()
+        then, bytes_then, records_then = samples[0]
+        if now <= then:
+            return 0.0, 0.0
+        return (nbytes - bytes_then) / (now - then), (records - records_then) / (now - then)
+
+
 class Feeder:
     """Reads assigned tasks into the trainer's stdin; reports positions on heartbeats."""
 
@@ -191,6 +216,7 @@ class Feeder:
                 pass
         self.total_written = 0
         self.last_write = time.monotonic()
+        self.rate = FeedRate()
         self.exhausted = False
         self.closed = False
         self.closed_at: float | None = None  # when the trainer's stdin was closed because the input ended
@@ -239,7 +265,15 @@ class Feeder:
                 report["reading"] = reading
             if self.checkpoint is not None:
                 report["commit"] = {"checkpoint": self.checkpoint, "records": self.committed_records}
+            report["feed"] = self._feed_stats()
             return report
+
+    def _feed_stats(self) -> dict[str, float]:
+        """Throughput into the pipe, and the share of the read-ahead buffer in use (the lock held)."""
+        bytes_per_s, records_per_s = self.rate.sample(time.monotonic(), self.total_written, self.total_records)
+        fill = min(1.0, self.buffer.qsize() / self.buffer.maxsize)
+        return {"bytes_per_s": round(bytes_per_s, 1), "records_per_s": round(records_per_s, 1),
+                "buffer_fill": round(fill, 3)}
 
     def _in_flight(self) -> int:
         """Tasks that count against ``max_tasks``. At-least-once: every task not done, also one whose

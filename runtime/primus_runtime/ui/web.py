@@ -175,12 +175,12 @@ def add_page_routes(app: web.Application, auth: WebAuth) -> None:
         return web.Response(text=text.replace(_ERROR_MARK, message), status=status, content_type="text/html",
                             headers={"Cache-Control": "no-store"})
 
-    def signed_in(user: str, request: web.Request) -> web.Response:
+    def signed_in(user: str, request: web.Request) -> web.HTTPSeeOther:
         # Relative, so that it stays below a proxy's prefix; 303: the browser GETs the page.
         response = web.HTTPSeeOther("./")
         response.set_cookie(auth.cookie, auth.session(user), httponly=True, samesite="Strict", path="/",
                             secure=request.secure)
-        return response  # type: ignore[return-value]
+        return response
 
     async def static(request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
@@ -209,18 +209,18 @@ def add_page_routes(app: web.Application, auth: WebAuth) -> None:
         if user is None:
             return login_page("This sign-in link has expired or was used already: ask for a new one "
                               "(primus status APP, or reload the Airflow page), or sign in with the job token.", 401)
-        return signed_in(user, request)
+        raise signed_in(user, request)
 
     async def login(request: web.Request) -> web.StreamResponse:
         form = await request.post()
         if not auth.token_matches(str(form.get("token", "")).strip()):
             return login_page("Wrong job token.", 401)
-        return signed_in(str(form.get("name", "")), request)
+        raise signed_in(str(form.get("name", "")), request)
 
     async def logout(request: web.Request) -> web.StreamResponse:
         response = web.HTTPSeeOther("./")
         response.del_cookie(auth.cookie, path="/")
-        return response  # type: ignore[return-value]
+        raise response
 
     app.router.add_get("/", root)
     app.router.add_get("/ui", root)

@@ -133,7 +133,8 @@ class LocalClusterClient(ClusterClient):
             if state not in JOB_OUTCOMES and self.am_pid(job.app_id) is None:
                 state = JobState.LOST.value  # the AM died without recording an outcome
             out.append({"app_id": job.app_id, "name": spec["name"], "state": state,
-                        "tags": spec.get("tags", {}),
+                        "tags": spec.get("tags", {}), "reason": status.get("job", {}).get("reason", ""),
+                        "finished_at": status.get("job", {}).get("finished_at"),
                         "created_at": job.spec.stat().st_mtime})  # spec.json is written once, at submit
         return sorted(out, key=lambda j: j["created_at"], reverse=True)
 

@@ -1,0 +1,180 @@
+"""The AM's Prometheus metrics, served at ``/metrics`` (behind the job token, as the API).
+
+What the status API also shows (executors per role and state, restarts, failures, the job's and
+the input's state) is read from the AM's state when scraped, not kept in counters of its own: a
+scrape and a status read at the same moment agree exactly, and nothing can drift. Each scrape costs
+O(executors ever started) (ends by cause are counted over the current executors and the history).
+
+Each AM has a registry of its own (several AMs may share a test process). Executors' feed rates
+and buffer fill come from their heartbeats (``DataPlane.feed_stats``); the AM's own memory and CPU
+from prometheus-client's ``ProcessCollector`` (``process_resident_memory_bytes``...).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from ..data.dispatcher import RATE_WINDOW_SECONDS, TaskState, _label_end
+from ..states import JOB_OUTCOMES, ExecutorState, JobState
+from .state import Executor
+
+if TYPE_CHECKING:
+    from .master import ApplicationMaster
+
+# A heartbeat is handled in well under a millisecond on an idle AM; the upper buckets show an
+# overloaded event loop.
+HEARTBEAT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# The states an AM records (``lost`` is the clients' word for an AM gone without one).
+_JOB_STATES = [JobState.PENDING, JobState.STARTING, JobState.RUNNING, *sorted(JOB_OUTCOMES)]
+_SIGNALS = range(1, 65)  # 128+N is how a shell (and the executor) reports death by signal N
+
+
+def end_cause(ex: Executor, preemption: bool) -> str:
+    """Why an executor ended, as a label: ``succeeded``, ``stopped`` (by the AM), ``lost`` (silent),
+    and for a failure ``preempted`` (``preemption``: its exit code is one of the role's preemption
+    codes), ``signal`` (negative code or 128+N), ``failed_exit`` (any other non-zero code) or
+    ``no_exit_code`` (it never ran: launch failed, or its backend could not tell)."""
+    if ex.state is not ExecutorState.FAILED:
+        return ex.state.value
+    code = ex.exit_code
+    if code is None:
+        return "no_exit_code"
+    if preemption:
+        return "preempted"
+    if code < 0 or code - 128 in _SIGNALS:
+        return "signal"
+    return "failed_exit"
+
+
+def watermark_lag(watermark: str, now: float) -> float:
+    """Seconds from the end of the watermark's period (a day or an hour, its label read as UTC) to ``now``;
+    negative while that end is still ahead."""
+    return now - _label_end(watermark).replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+class AMMetrics:
+    """The metrics of one AM: its registry, and the one value the AM records as it goes (heartbeat
+    handling times)."""
+
+    def __init__(self, am: ApplicationMaster):
+        self.registry = CollectorRegistry()
+        self.heartbeat_seconds = Histogram(
+            "primus_heartbeat_handling_seconds", "Time the AM took to handle one heartbeat of a live executor "
+            "(the long poll's wait for its start command excluded; heartbeats of stale incarnations and of "
+            "executors being stopped are not counted)", buckets=HEARTBEAT_BUCKETS,
+            registry=self.registry)
+        ProcessCollector(registry=self.registry)
+        self.registry.register(_StateCollector(am))
+
+    def observe_heartbeat(self, seconds: float) -> None:
+        self.heartbeat_seconds.observe(seconds)
+
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """The body of a ``/metrics`` reply and its content type: in the format the request's ``accept``
+        header asks for (OpenMetrics, as Prometheus asks), else Prometheus text format 0.0.4."""
+        encode, content_type = choose_encoder(accept)
+        return encode(self.registry), content_type
+
+
+class _StateCollector(Collector):
+    """Reads the job's, the roles', the executors' and the input's state at each scrape."""
+
+    def __init__(self, am: ApplicationMaster):
+        self.am = am
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._job()
+        yield from self._roles()
+        yield self._ends()
+        if self.am.data is not None:
+            yield from self._data()
+            yield from self._feeds()
+
+    def _job(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily("primus_job_state", "1 for the job's current state, 0 for the others",
+                                  labels=["state"])
+        for job_state in _JOB_STATES:
+            state.add_metric([job_state.value], float(self.am.record.state is job_state))
+        yield state
+
+    def _roles(self) -> Iterator[Metric]:
+        record = self.am.record
+        executors = GaugeMetricFamily("primus_executors", "Current executors (one per index) by role and state",
+                                      labels=["role", "state"])
+        ready = GaugeMetricFamily("primus_executors_ready", "Current executors whose trainer passed the role's "
+                                  "readiness probe", labels=["role"])
+        replicas = GaugeMetricFamily("primus_role_replicas", "Executors the role is to have", labels=["role"])
+        restarts = CounterMetricFamily("primus_role_restarts", "Executors of the role started again after "
+                                       "they ended", labels=["role"])
+        failures = CounterMetricFamily("primus_role_failures", "Failures charged to the role's failure budget "
+                                       "(preemptions are not)", labels=["role"])
+        for name, role in record.roles.items():
+            for state, count in record.role_counts(name).items():
+                executors.add_metric([name, state], count)
+            ready.add_metric([name], record.count_ready(name))
+            replicas.add_metric([name], role.replicas)
+            restarts.add_metric([name], role.restarts)
+            failures.add_metric([name], role.failures)
+        yield from (executors, ready, replicas, restarts, failures)
+
+    def _ends(self) -> Metric:
+        ends = CounterMetricFamily("primus_executor_ends", "Executors (incarnations) that ended, by role, final "
+                                   "state and cause", labels=["role", "state", "cause"])
+        record = self.am.record
+        counted: Counter[tuple[str, str, str]] = Counter()
+        for ex in (*record.executors.values(), *record.history):
+            if ex.state.terminal:  # one scaled down may still be stopping
+                counted[ex.role, ex.state.value, end_cause(ex, self._preemption(ex))] += 1
+        for labels, count in sorted(counted.items()):
+            ends.add_metric(list(labels), count)
+        return ends
+
+    def _preemption(self, ex: Executor) -> bool:
+        policy = self.am.spec.role(ex.role).failover
+        return policy is not None and policy.is_preemption(ex.exit_code)
+
+    def _data(self) -> Iterator[Metric]:
+        assert self.am.data is not None
+        dispatcher = self.am.data.dispatcher
+        tasks = GaugeMetricFamily("primus_data_tasks", "Input tasks by state", labels=["state"])
+        for state in TaskState:
+            tasks.add_metric([state.value], dispatcher.counts[state])
+        yield tasks
+        yield CounterMetricFamily("primus_data_bytes_done", "Input bytes read (of tasks done, and of tasks "
+                                  "being read up to their position)", value=dispatcher.bytes_done)
+        yield CounterMetricFamily("primus_data_bytes", "Input bytes of every task listed so far",
+                                  value=dispatcher.bytes_total)
+        yield CounterMetricFamily("primus_data_records_done", "Input records delivered to trainers",
+                                  value=dispatcher.records_done)
+        yield GaugeMetricFamily("primus_data_rate_bytes_per_second", f"Input bytes read per second over the "
+                                f"last {RATE_WINDOW_SECONDS:g} seconds", value=dispatcher.rate())
+        watermark = dispatcher.watermark
+        if watermark is not None:
+            yield GaugeMetricFamily("primus_data_watermark_lag_seconds", "Seconds since the end of the latest "
+                                    "period (day or hour, UTC) consumed completely", value=watermark_lag(
+                                        watermark, time.time()))
+
+    def _feeds(self) -> Iterator[Metric]:
+        assert self.am.data is not None
+        rates = GaugeMetricFamily("primus_executor_feed_bytes_per_second", "Bytes an executor wrote into its "
+                                  "trainer's stdin per second, over its last few seconds", labels=["executor"])
+        records = GaugeMetricFamily("primus_executor_feed_records_per_second", "Records an executor wrote into "
+                                    "its trainer's stdin per second, over its last few seconds",
+                                    labels=["executor"])
+        fill = GaugeMetricFamily("primus_executor_feed_buffer_fill_ratio", "Share of an executor's read-ahead "
+                                 "buffer in use: near 1 the trainer is the bottleneck, near 0 the input's storage",
+                                 labels=["executor"])
+        for executor, stats in sorted(self.am.data.feed_stats.items()):
+            rates.add_metric([executor], stats.bytes_per_s)
+            records.add_metric([executor], stats.records_per_s)
+            fill.add_metric([executor], stats.buffer_fill)
+        yield from (rates, records, fill)

@@ -1,0 +1,265 @@
+"""The web page's server side on real local jobs: signing in (token form, one-time links, session
+cookies), the read API the page polls, the actions (recorded with who asked), and the history a
+finished job leaves (event log, task table) served again by `primus ui`.
+
+The page itself, in a real browser, is tests/ui/."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+import requests
+from data.test_data_plane import data_spec, write_day
+
+from conftest import make_spec, wait_for
+from primus_runtime.ui.auth import ACTION_HEADER, USER_HEADER, make_ticket
+
+
+def base(client, app: str) -> str:
+    address, _ = wait_for(lambda: client.local.am_endpoint(app), 20, "the AM's address")
+    return f"http://{address}"
+
+
+@pytest.fixture
+def sleeper(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "echo hello-from-$PRIMUS_INDEX; "
+                                                                                "sleep 300"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    yield app
+    client.kill(app)
+
+
+def signed_in(url: str, token: str, name: str = "alice") -> requests.Session:
+    session = requests.Session()
+    reply = session.post(f"{url}/ui/login", data={"token": token, "name": name}, allow_redirects=False)
+    assert reply.status_code == 303 and reply.headers["Location"] == "./", reply.text
+    return session
+
+
+def test_the_page_and_its_data_need_the_job(client, sleeper):
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    root = requests.get(url + "/", allow_redirects=False)
+    assert root.status_code == 302 and root.headers["Location"] == "ui/"
+    login = requests.get(url + "/ui/")
+    assert login.status_code == 200 and "<form" in login.text and sleeper not in login.text
+    assert requests.get(url + "/api/v1/status").status_code == 401
+    wrong = requests.post(url + "/ui/login", data={"token": "nope", "name": "eve"}, allow_redirects=False)
+    assert wrong.status_code == 401 and "Wrong job token" in wrong.text and "Set-Cookie" not in wrong.headers
+
+    reply = requests.post(url + "/ui/login", data={"token": token, "name": "alice"}, allow_redirects=False)
+    cookie = reply.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and token not in cookie
+    session = signed_in(url, token)
+    page = session.get(url + "/ui/")
+    assert page.status_code == 200 and "<form" not in page.text and token not in page.text
+    assert session.get(url + "/api/v1/whoami").json() == {"user": "alice", "live": True, "app_id": sleeper}
+    assert session.get(url + "/api/v1/status").json()["job"]["app_id"] == sleeper
+    # A forged or foreign session is nobody's.
+    forged = requests.Session()
+    forged.cookies.update({name: value + "x" for name, value in session.cookies.items()})
+    assert forged.get(url + "/api/v1/status").status_code == 401
+    assert session.post(url + "/ui/logout", allow_redirects=False).status_code == 303
+    assert session.get(url + "/api/v1/status").status_code == 401
+
+
+def test_a_one_time_link_signs_in_once_and_expires(client, sleeper):
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    link = client.page_link(sleeper, user="bob")
+    assert link.startswith(url + "/ui/login?ticket=") and token not in link
+    browser = requests.Session()
+    assert browser.get(link).url == url + "/ui/"  # redeemed, redirected to the page
+    assert browser.get(url + "/api/v1/whoami").json()["user"] == "bob"
+    again = requests.get(link)
+    assert again.status_code == 401 and "expired or was used already" in again.text
+    expired = requests.get(f"{url}/ui/login?ticket={make_ticket(token, 'bob', ttl=-1)}")
+    assert expired.status_code == 401
+    other_job = requests.get(f"{url}/ui/login?ticket={make_ticket('another-jobs-token', 'bob')}")
+    assert other_job.status_code == 401
+
+
+def test_a_signed_in_action_needs_the_action_header_and_records_who_asked(client, sleeper):
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    session = signed_in(url, token, name="alice")
+    refused = session.post(url + "/api/v1/roles/worker/scale", json={"replicas": 3})
+    assert refused.status_code == 403 and ACTION_HEADER in refused.json()["error"]
+    assert client.status(sleeper)["roles"][0]["replicas"] == 2  # nothing happened
+    done = session.post(url + "/api/v1/roles/worker/scale", json={"replicas": 3}, headers={ACTION_HEADER: "1"})
+    assert done.json() == {"role": "worker", "replicas": 3}
+    by_token = requests.post(url + "/api/v1/roles/worker/scale", json={"replicas": 2},
+                             headers={"Authorization": "Bearer " + token, USER_HEADER: "ci-bot"})
+    assert by_token.status_code == 200
+    scaled = session.get(url + "/api/v1/events", params={"subject": "role/"}).json()["events"]
+    assert [(e["to_state"], e["actor"]) for e in scaled] == [("3", "alice"), ("2", "ci-bot")]
+    assert session.get(url + "/api/v1/events", params={"q": "CI-BOT"}).json()["events"] == scaled[1:]
+
+
+def test_restarting_one_executor_replaces_it_uncharged(client, sleeper):
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    session = signed_in(url, token, name="carol")
+    before = {ex["id"]: ex for ex in client.status(sleeper)["executors"]}
+    reply = session.post(url + "/api/v1/executors/worker-1/restart", json={"reason": "stuck"},
+                         headers={ACTION_HEADER: "1"})
+    assert reply.json() == {"executor": "worker-1", "incarnation": before["worker-1"]["incarnation"]}
+
+    def replaced():
+        ex = {e["id"]: e for e in client.status(sleeper)["executors"]}["worker-1"]
+        return ex["incarnation"] != before["worker-1"]["incarnation"] and ex["state"] == "running" and ex
+
+    now = wait_for(replaced, 30, "worker-1 replaced")
+    assert now["restarts"] == 1
+    role = client.status(sleeper)["roles"][0]
+    assert role["failures"] == 0 and role["restarts"] == 1
+    history = session.get(url + "/api/v1/executors", params={"history": "true"}).json()["history"]
+    assert [(ex["id"], ex["state"]) for ex in history] == [("worker-1", "stopped")]
+    restarting = session.get(url + "/api/v1/events", params={"subject": "worker-1", "q": "restarting"}).json()
+    assert [(e["reason"], e["actor"]) for e in restarting["events"]] == [("stuck", "carol")]
+    assert session.post(url + "/api/v1/executors/worker-9/restart", json={},
+                        headers={ACTION_HEADER: "1"}).status_code == 404
+
+
+def test_a_log_tail_follows_an_executors_output(client, sleeper):
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    session = signed_in(url, token)
+    tail = wait_for(lambda: (c := session.get(url + "/api/v1/executors/worker-1/logs/stdout").json())["text"]
+                    and c, 20, "stdout written")
+    assert tail["text"] == "hello-from-1\n" and tail["offset"] == 0 and tail["size"] == len(tail["text"])
+    after = session.get(url + "/api/v1/executors/worker-1/logs/stdout", params={"offset": tail["size"]}).json()
+    assert after["text"] == "" and after["offset"] == tail["size"]
+    missing = session.get(url + "/api/v1/executors/worker-1/logs/nothing")
+    assert missing.status_code == 404 and "stdout" in missing.json()["error"]
+
+
+def test_task_table_pages_and_task_actions(client, tmp_path):
+    data, out = tmp_path / "data", tmp_path / "out"
+    out.mkdir()
+    for day in (1, 2, 3):
+        write_day(data, day, lines=2500)
+    app = client.submit(data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "100", "SLEEP": "0.2"},
+                                  max_tasks_per_executor=1, prefetch=0, task_size="16Ki"))
+    url = base(client, app)
+    _, token = client.local.am_endpoint(app)
+    session = signed_in(url, token, name="dana")
+    act = {ACTION_HEADER: "1"}
+    running = wait_for(lambda: session.get(url + "/api/v1/data/tasks", params={"state": "running"}).json()["tasks"],
+                       30, "a task running")[0]
+    assert running["holder"] == "worker-0" and running["state"] == "running"
+    refused = session.post(url + "/api/v1/data/tasks/requeue", json={"task": running["id"]}, headers=act)
+    assert refused.status_code == 409 and "being read" in refused.json()["error"]
+
+    page = session.get(url + "/api/v1/data/tasks", params={"offset": 2, "limit": 3}).json()
+    everything = session.get(url + "/api/v1/data/tasks", params={"limit": 1000}).json()
+    assert page["total"] == everything["total"] == len(everything["tasks"]) > 5
+    assert page["tasks"] == everything["tasks"][2:5]
+    day2 = session.get(url + "/api/v1/data/tasks", params={"q": "/2026-12-02/", "limit": 1000}).json()
+    assert day2["total"] == len(day2["tasks"]) > 0 and all("/2026-12-02/" in t["id"] for t in day2["tasks"])
+
+    queued = everything["tasks"][-1]
+    skipped = session.post(url + "/api/v1/data/tasks/skip", json={"task": queued["id"], "reason": "bad day"},
+                           headers=act).json()
+    assert skipped["state"] == "quarantined"
+    assert client.data(app)["quarantined"] == [queued["id"]]
+    requeued = session.post(url + "/api/v1/data/tasks/requeue", json={"task": queued["id"]}, headers=act).json()
+    assert requeued["state"] == "queued" and client.data(app)["quarantined"] == []
+    # Skipping the task being read restarts its executor (uncharged); its other tasks are kept.
+    now = session.get(url + "/api/v1/data/tasks", params={"state": "running"}).json()["tasks"][0]
+    session.post(url + "/api/v1/data/tasks/skip", json={"task": now["id"]}, headers=act)
+    wait_for(lambda: client.status(app)["roles"][0]["restarts"] == 1, 30, "its reader restarted")
+    events = session.get(url + "/api/v1/events", params={"subject": "task/"}).json()["events"]
+    assert [(e["to_state"], e["actor"]) for e in events] == [("quarantined", "dana"), ("queued", "dana"),
+                                                              ("quarantined", "dana")]
+    parts = session.get(url + "/api/v1/data/partitions").json()
+    assert {(p["source"], p["partition"]) for p in parts["partitions"]} == {
+        ("clicks", f"2026-12-0{d}") for d in (1, 2, 3)}
+    assert sum(p["tasks"] for p in parts["partitions"]) == everything["total"]
+    assert parts["sources"][0]["name"] == "clicks" and parts["scan_complete"]
+
+    status = client.wait(app, timeout=120)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status["data"]["quarantined"] == [now["id"]]  # the user's skip stays
+    job_dir = client.local.job(app).path
+    table = [json.loads(line) for line in gzip.decompress((job_dir / "tasks.jsonl.gz").read_bytes()).splitlines()]
+    assert len(table) == everything["total"] and {t["state"] for t in table} == {"done", "quarantined"}
+
+
+def history_server(client, app: str):
+    """`primus ui APP`'s server for a finished job, in a thread; (base URL, session signed in)."""
+    from primus_runtime.ui.history import archive_view, start_history_server
+
+    loop = asyncio.new_event_loop()
+    started: dict = {}
+
+    async def run():
+        runner, link = await start_history_server(archive_view(client, app), "127.0.0.1", 0, "erin")
+        started.update(link=link, runner=runner)
+
+    threading.Thread(target=lambda: (loop.run_until_complete(run()), loop.run_forever()), daemon=True).start()
+    link = wait_for(lambda: started.get("link"), 10, "history server")
+    session = requests.Session()
+    assert session.get(link).status_code == 200
+    return link.split("/ui/")[0], session
+
+
+def test_a_finished_jobs_history_page_shows_it_as_it_ended(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "echo done; sleep 0.5"}]))
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded"
+    job_dir = client.local.job(app).path
+    logged = [json.loads(line) for line in (job_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in logged if e["kind"] == "event"] == [e["seq"] for e in status["events"]]
+    assert any(e["kind"] == "sample" for e in logged)
+
+    url, session = history_server(client, app)
+    final = json.loads((job_dir / "status.json").read_text())
+    shown = session.get(url + "/api/v1/status", params={"events": 100000}).json()
+    assert shown == {key: value for key, value in final.items() if key != "history"}
+    assert session.get(url + "/api/v1/whoami").json() == {"user": "erin", "live": False, "app_id": app}
+    assert session.get(url + "/api/v1/executors/worker-0/logs/stdout").json()["text"] == "done\n"
+    samples = session.get(url + "/api/v1/timeline").json()["samples"]
+    assert samples[-1]["executors"] == {"succeeded": 2}
+    assert session.post(url + "/api/v1/job/kill", json={}, headers={ACTION_HEADER: "1"}).status_code in (404, 405)
+    assert requests.get(url + "/api/v1/status").status_code == 401  # its own sign-in, like the AM's
+
+
+def test_the_cli_says_where_the_page_is(client, sleeper, capsys):
+    from primus_runtime.cli import main as cli
+
+    assert cli(["--home", str(client.local.home), "status", sleeper]) == 0
+    line = [text for text in capsys.readouterr().out.splitlines() if "page:" in text][0]
+    assert "/ui/login?ticket=" in line
+    assert cli(["--home", str(client.local.home), "history"]) == 0
+
+
+def test_the_event_log_keeps_what_happened_when_the_am_is_killed(client):
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    job_dir = client.local.job(app).path
+    wait_for(lambda: '"to_state":"running"' in (job_dir / "events.jsonl").read_text(), 10, "events logged")
+    os.kill(client.local.am_pid(app), signal.SIGKILL)
+    time.sleep(0.2)
+    logged = [json.loads(line) for line in (job_dir / "events.jsonl").read_text().splitlines()]
+    assert ("job", "running") in {(e["subject"], e["to_state"]) for e in logged if e["kind"] == "event"}
+    client.local.force_kill(app)
+
+
+def test_spec_secrets_are_masked(client):
+    app = client.submit(make_spec([{"name": "worker", "command": "sleep 300",
+                                    "env": {"DB_PASSWORD": "hunter2", "API_TOKEN": "abc", "MODE": "fast"}}]))
+    try:
+        url = base(client, app)
+        _, token = client.local.am_endpoint(app)
+        spec = signed_in(url, token).get(url + "/api/v1/spec").json()
+        assert spec["roles"][0]["env"] == {"DB_PASSWORD": "***", "API_TOKEN": "***", "MODE": "fast"}
+    finally:
+        client.kill(app)
