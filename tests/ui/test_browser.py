@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import http.client
 import os
+import select
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -223,3 +225,45 @@ def test_a_task_skipped_and_requeued_through_the_page(data_job, module_client, p
         expect(event).to_contain_text("bad records")
         expect(event).to_contain_text("erin")
     assert module_client.data(app)["state"] == "suspended"
+
+
+def test_a_failed_jobs_history_page_is_read_only(module_client, page, artifacts):
+    app = module_client.submit(make_spec([{"name": "worker", "command": "echo boom >&2; exit 3",
+                                           "failover": {"restart": "never"}}]))
+    assert module_client.wait(app, timeout=60)["job"]["state"] == "failed"
+    # Until its AM exits (it lingers a second), `primus ui` links to the AM's own page.
+    wait_for(lambda: module_client.local.am_pid(app) is None, 10, "the AM gone")
+    server = subprocess.Popen([sys.executable, "-m", "primus_runtime.cli", "--home", str(module_client.local.home),
+                               "ui", app], stdout=subprocess.PIPE, text=True)
+    try:
+        link = history_link(server)
+        page.goto(link)
+        expect(page.locator("#job-state")).to_have_text("failed")
+        expect(page.locator("#job-reason")).to_contain_text("worker-0")
+        row = worker_row(page, "worker-0")
+        expect(cell(row, "state")).to_have_text("failed")
+        expect(cell(row, "exit")).to_contain_text("3")
+        expect(page.locator("body.readonly")).to_have_count(1)
+        for action in ("#kill-job", '[data-act="scale"]', "#data-suspend"):
+            expect(page.locator(action)).to_be_hidden()
+        row.locator('[data-act="log"][data-stream="stderr"]').click()
+        expect(page.locator("#log-text")).to_contain_text("boom")
+        page.click("#log-close")
+        path = artifacts / "failed.png"
+        page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot of a failed job: {path}")
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def history_link(server: subprocess.Popen) -> str:
+    """The sign-in link `primus ui APP` prints once its history server listens."""
+    assert server.stdout is not None
+    while select.select([server.stdout], [], [], 30)[0]:
+        line = server.stdout.readline()
+        if not line:
+            break
+        if line.startswith("http"):
+            return line.strip()
+    raise AssertionError(f"primus ui printed no link (exit {server.poll()})")
