@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import http.client
 import os
-import select
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -259,11 +259,11 @@ def test_a_failed_jobs_history_page_is_read_only(module_client, page, artifacts)
 
 def history_link(server: subprocess.Popen) -> str:
     """The sign-in link `primus ui APP` prints once its history server listens."""
-    assert server.stdout is not None
-    while select.select([server.stdout], [], [], 30)[0]:
-        line = server.stdout.readline()
-        if not line:
-            break
-        if line.startswith("http"):
-            return line.strip()
-    raise AssertionError(f"primus ui printed no link (exit {server.poll()})")
+    found: list[str] = []
+
+    def read() -> None:
+        assert server.stdout is not None
+        found.extend(line.strip() for line in server.stdout if line.startswith("http"))
+    # A thread, not select(): the pipe's reader buffers lines select() no longer sees.
+    threading.Thread(target=read, daemon=True).start()
+    return wait_for(lambda: found and found[0], 30, f"the link primus ui prints (exit {server.poll()})")
