@@ -128,6 +128,20 @@ def test_a_one_time_link_signs_in_once(workers, page, browser):
     other.context.close()
 
 
+def test_an_ended_session_shows_the_sign_in_link_and_signing_out_ends_it(workers, page):
+    app, base, token = workers
+    sign_in(page, base, token, "frank")
+    page.context.clear_cookies()
+    expect(page.locator("#expired")).to_be_visible()
+    expect(page.locator("#expired a")).to_have_attribute("href", "./")
+
+    sign_in(page, base, token, "frank")
+    expect(page.locator("#expired")).to_be_hidden()
+    page.click("#logout")
+    expect(page.locator("input[name=token]")).to_be_visible()
+    assert page.request.get(base + "/api/v1/status").status == 401
+
+
 def test_the_role_table_follows_a_killed_trainer_without_a_reload(workers, module_client, page, artifacts):
     app, base, token = workers
     sign_in(page, base, token, "alice")
