@@ -707,11 +707,9 @@ function wire() {
   $("log-close").addEventListener("click", closeLog);
   $("task-state").addEventListener("change", taskFilterChanged);
   $("task-q").addEventListener("input", taskFilterChanged);
-  $("task-filter").addEventListener("submit", (e) => e.preventDefault());
   $("task-prev").addEventListener("click", () => movePage(-1));
   $("task-next").addEventListener("click", () => movePage(1));
   $("event-filter").addEventListener("input", () => { page.eventsDirty = true; renderEvents(); });
-  $("event-filter").addEventListener("submit", (e) => e.preventDefault());
   $("partitions-box").addEventListener("toggle", () => refreshPartitions().catch(showFetchError));
   $("spec-box").addEventListener("toggle", loadSpec, {once: true});
 }
