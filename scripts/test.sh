@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 if [ -z "${PRIMUS_TEST_IN_NETNS:-}" ]; then
   scripts/bootstrap.sh
   scripts/install-hdfs-provider.sh
+  scripts/install-browser.sh
   scripts/install-framework.sh
   [ -n "${PRIMUS_NO_MINICLUSTER:-}" ] || scripts/minicluster.sh build >/dev/null
   [ -n "${PRIMUS_NO_K8S:-}" ] || scripts/k8s-cluster.sh build >/dev/null

@@ -34,3 +34,12 @@ def test_feed_executor_benchmark_prints_its_ratios_last(tmp_path):
                                             "BENCH_FEED_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r"text [\d.]+x, raw [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"),
+                    reason="/usr/bin/chromium is missing (scripts/install-browser.sh installs it)")
+def test_ui_load_benchmark_prints_its_ratio_last():
+    proc = subprocess.run([sys.executable, str(BENCH / "ui_load.py")], capture_output=True, text=True, timeout=120,
+                          cwd=BENCH, env={**os.environ, "EXECUTORS": "20", "TASKS": "2000", "SECONDS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r": [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout

@@ -1,0 +1,747 @@
+// The job's page: polls the AM's API (relative URLs: the page is also served under proxies' path
+// prefixes) and redraws only what changed, so a job with 1,000 executors and 1,000,000 tasks stays usable.
+"use strict";
+
+const API = "../api/v1/";
+const STATUS_EVERY_MS = 2000;
+const SLOW_EVERY_MS = 5000;     // timeline, partitions, quarantined tasks
+const LOG_EVERY_MS = 1000;
+const FIRST_EVENTS = 300;       // events the first status call brings; later ones come with `since`
+const EVENTS_KEPT = 20000;
+const EVENTS_SHOWN = 300;
+const EVENTS_PER_CALL = 5000;
+const TASKS_PER_PAGE = 50;
+const PARTITIONS_SHOWN = 500;
+const QUARANTINE_SHOWN = 100;
+const SAMPLES_KEPT = 4000;
+const LOG_CHUNK = 65536;
+const LOG_KEPT_CHARS = 1 << 20;
+const EXECUTOR_STATES = ["new", "starting", "registered", "running", "succeeded", "failed", "lost", "stopped"];
+const TERMINAL = new Set(["succeeded", "failed", "lost", "stopped"]);
+
+const $ = (id) => document.getElementById(id);
+const ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
+const esc = (value) => String(value ?? "").replace(/[&<>"']/g, (c) => ESCAPES[c]);
+const enc = encodeURIComponent;
+const utf8 = new TextEncoder();
+
+const page = {
+  live: false,
+  stopped: false,
+  job: null,
+  roles: new Map(),        // role name -> {block, tbody, rows: Map(executor id -> tr)}
+  executors: new Map(),    // executor id -> ExecutorView (latest)
+  changeSeen: new Map(),   // executor id -> {key, at}: when the page saw its state change
+  eventsSeen: 0,
+  events: [],
+  eventsDirty: true,
+  samples: [],
+  hasData: false,
+  quarantinedCount: 0,
+  tasks: {offset: 0, total: 0, rows: new Map()},
+  log: null,
+  logGeneration: 0,
+};
+
+// --- calls -------------------------------------------------------------------------------------------
+
+class SignedOut extends Error {}
+
+async function call(path, body, base = API) {
+  const init = {credentials: "same-origin", cache: "no-store"};
+  if (body !== undefined) {
+    init.method = "POST";
+    init.headers = {"Content-Type": "application/json", "X-Primus-Action": "1"};
+    init.body = JSON.stringify(body);
+  }
+  const reply = await fetch(base + path, init);
+  if (reply.status === 401) {
+    signedOut();
+    throw new SignedOut("signed out");
+  }
+  const text = await reply.text();
+  let data = null;
+  try { data = JSON.parse(text); } catch { /* not JSON: the error below quotes the text */ }
+  if (!reply.ok) {
+    const error = new Error((data && data.error) || `${reply.status} ${reply.statusText} ${text.slice(0, 200)}`);
+    error.status = reply.status;
+    throw error;
+  }
+  return data;
+}
+
+function signedOut() {
+  page.stopped = true;
+  $("expired").hidden = false;
+  document.body.classList.add("expired");
+}
+
+// Runs `task` now and then `ms` after each run ends (never two at once); skips while the tab is hidden.
+function every(ms, task) {
+  const tick = async () => {
+    if (page.stopped) return;
+    if (!document.hidden) {
+      try {
+        await task();
+        $("fetch-error").hidden = true;
+      } catch (error) {
+        if (!(error instanceof SignedOut)) showFetchError(error);
+      }
+    }
+    if (!page.stopped) setTimeout(tick, ms);
+  };
+  return tick();
+}
+
+function showFetchError(error) {
+  const box = $("fetch-error");
+  box.textContent = `Could not reach the job: ${error.message}`;
+  box.hidden = false;
+}
+
+// --- formatting --------------------------------------------------------------------------------------
+
+function fmtNum(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); }
+
+function fmtBytes(n) {
+  if (n == null) return "";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+function fmtDuration(seconds) {
+  if (seconds == null || !isFinite(seconds)) return "";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor(s % 3600 / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor(s % 86400 / 3600)}h`;
+}
+
+// Coarser as it grows, so a row's age cell changes rarely once it is old.
+function fmtAge(seconds) {
+  const s = Math.max(0, seconds);
+  return s < 60 ? `${Math.floor(s)}s` : s < 3600 ? `${Math.floor(s / 60)}m` : fmtDuration(s);
+}
+
+function fmtTime(epoch) {
+  if (!epoch) return "";
+  const when = new Date(epoch * 1000);
+  const today = new Date().toDateString() === when.toDateString();
+  return today ? when.toLocaleTimeString("en-GB") : when.toLocaleString("en-GB");
+}
+
+function fmtPercent(fraction) { return fraction == null ? "" : `${(100 * fraction).toFixed(1)}%`; }
+
+// innerHTML only when it differs from what this element last got from us.
+function setHTML(el, html) {
+  if (el._html !== html) {
+    el._html = html;
+    el.innerHTML = html;
+  }
+}
+
+function setText(el, text) {
+  text = String(text ?? "");
+  if (el.textContent !== text) el.textContent = text;
+}
+
+function facts(pairs) {
+  return pairs.filter(([, v]) => v !== "" && v != null).map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join("");
+}
+
+function stateBadge(state) { return `<span class="state st-${esc(state)}">${esc(state)}</span>`; }
+
+// --- status: job, roles, executors, data -------------------------------------------------------------
+
+async function refreshStatus(first = false) {
+  const status = await call(`status?events=${first ? FIRST_EVENTS : 0}`);
+  if (first) takeEvents(status.events);
+  renderJob(status.job);
+  renderRoles(status.roles, status.executors);
+  if (status.data) renderData(status.data);
+  if (page.hasData) await refreshTasks();
+  document.body.classList.remove("loading");
+}
+
+function renderJob(job) {
+  page.job = job;
+  document.title = `${job.name} (${job.state}) - Primus`;
+  setText($("job-name"), job.name);
+  setText($("app-id"), job.app_id);
+  const badge = $("job-state");
+  setText(badge, job.state);
+  badge.className = `state st-${job.state}`;
+  setText($("job-reason"), job.reason);
+  const end = job.finished_at || Date.now() / 1000;
+  const tags = Object.entries(job.tags || {}).map(([k, v]) => `${esc(k)}=${esc(v)}`).join(", ");
+  setHTML($("job-facts"), facts([
+    ["attempt", esc(job.attempt)],
+    ["created", esc(fmtTime(job.created_at))],
+    ["started", esc(fmtTime(job.started_at))],
+    ["finished", esc(fmtTime(job.finished_at))],
+    ["running for", job.started_at ? esc(fmtDuration(end - job.started_at)) : ""],
+    ["cluster version", esc(job.cluster_version)],
+    ["tags", tags],
+  ]));
+  document.body.classList.toggle("finished", !!job.finished_at);
+}
+
+const ROLE_COLUMNS = ["index", "incarnation", "host", "ports", "state", "ready", "restarts", "exit", "last change",
+  "logs", ""];
+
+function roleBlock(role) {
+  let entry = page.roles.get(role);
+  if (entry) return entry;
+  const block = document.createElement("div");
+  block.className = "role";
+  block.dataset.role = role;
+  block.innerHTML = `<h3>${esc(role)} <span class="role-summary"></span>
+    <button type="button" class="action" data-act="scale" data-role="${esc(role)}">Scale</button></h3>
+    <div class="scroll"><table class="grid executors"><thead><tr>${ROLE_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join("")}</tr></thead>
+    <tbody></tbody></table></div>`;
+  $("role-tables").appendChild(block);
+  entry = {block, summary: block.querySelector(".role-summary"), tbody: block.querySelector("tbody"), rows: new Map()};
+  page.roles.set(role, entry);
+  return entry;
+}
+
+function renderRoles(roles, executors) {
+  const now = Date.now() / 1000;
+  const byRole = new Map(roles.map((r) => [r.name, []]));
+  page.executors.clear();
+  for (const ex of executors) {
+    page.executors.set(ex.id, ex);
+    if (!byRole.has(ex.role)) byRole.set(ex.role, []);
+    byRole.get(ex.role).push(ex);
+  }
+  for (const role of roles) {
+    const entry = roleBlock(role.name);
+    const states = Object.entries(role.states).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(", ");
+    const flags = [role.released ? "" : "not released", role.ignored ? "ignored" : ""].filter(Boolean).join(", ");
+    setText(entry.summary, `${role.replicas} wanted · ${states || "none yet"} · ${role.ready} ready · ` +
+      `${role.restarts} restarts · ${role.failures} failures${flags ? " · " + flags : ""}`);
+    entry.block.querySelector("[data-act=scale]").dataset.replicas = role.replicas;
+  }
+  for (const [role, list] of byRole) renderExecutorRows(roleBlock(role), list, now);
+}
+
+function renderExecutorRows(entry, list, now) {
+  list.sort((a, b) => a.index - b.index);
+  const wanted = new Set();
+  for (const ex of list) {
+    wanted.add(ex.id);
+    let tr = entry.rows.get(ex.id);
+    if (!tr) {
+      tr = document.createElement("tr");
+      tr.innerHTML = "<td></td>".repeat(ROLE_COLUMNS.length);
+      tr.dataset.ex = ex.id;
+      entry.rows.set(ex.id, tr);
+    }
+    updateCells(tr, executorCells(ex, now));
+    const rowClass = `st-${ex.state}`;
+    if (tr.className !== rowClass) tr.className = rowClass;
+  }
+  for (const [id, tr] of entry.rows) {
+    if (!wanted.has(id)) {
+      tr.remove();
+      entry.rows.delete(id);
+      page.changeSeen.delete(id);
+    }
+  }
+  // Re-append only when the order differs (a new executor, an index in between).
+  let child = entry.tbody.firstElementChild;
+  let inOrder = true;
+  for (const ex of list) {
+    if (child !== entry.rows.get(ex.id)) { inOrder = false; break; }
+    child = child.nextElementSibling;
+  }
+  if (!inOrder || child) {
+    const fragment = document.createDocumentFragment();
+    for (const ex of list) fragment.appendChild(entry.rows.get(ex.id));
+    entry.tbody.appendChild(fragment);
+  }
+}
+
+// The API has no heartbeat time per executor: the age shown is since its last change of state, from the
+// AM's timestamps, or since this page saw the change (whichever is later).
+function lastChange(ex, now) {
+  const key = `${ex.incarnation}/${ex.state}/${ex.ready}`;
+  const seen = page.changeSeen.get(ex.id);
+  const stamped = Math.max(ex.created_at || 0, ex.registered_at || 0, ex.running_at || 0, ex.ready_at || 0,
+    ex.finished_at || 0);
+  if (!seen) {
+    page.changeSeen.set(ex.id, {key, at: Math.min(stamped, now)});
+  } else if (seen.key !== key) {
+    page.changeSeen.set(ex.id, {key, at: Math.min(Math.max(stamped, seen.at), now)});
+  }
+  return now - page.changeSeen.get(ex.id).at;
+}
+
+function executorCells(ex, now) {
+  const exit = ex.exit_code == null ? esc(ex.reason) : `<b>${esc(ex.exit_code)}</b> ${esc(ex.reason)}`;
+  const logs = Object.keys(ex.logs || {}).map((stream) =>
+    `<a href="#" data-act="log" data-ex="${esc(ex.id)}" data-stream="${esc(stream)}">${esc(stream)}</a>`).join(" ");
+  const restart = TERMINAL.has(ex.state) ? "" :
+    `<button type="button" class="action small" data-act="restart" data-ex="${esc(ex.id)}">restart</button>`;
+  return [
+    esc(ex.index),
+    `<span title="attempt ${esc(ex.attempt)}">${esc(ex.incarnation)}</span>`,
+    esc(ex.host || ""),
+    esc((ex.ports || []).join(",")),
+    `${esc(ex.state)}${ex.stop_reason ? ` <span class="muted" title="${esc(ex.stop_reason)}">(stopping)</span>` : ""}`,
+    ex.ready ? "yes" : "",
+    esc(ex.restarts ?? ""),
+    exit,
+    esc(fmtAge(lastChange(ex, now))),
+    logs,
+    restart,
+  ];
+}
+
+function updateCells(tr, cells) {
+  const previous = tr._cells || [];
+  for (let i = 0; i < cells.length; i++) {
+    if (previous[i] !== cells[i]) tr.children[i].innerHTML = cells[i];
+  }
+  tr._cells = cells;
+}
+
+function renderData(data) {
+  if (!page.hasData) {
+    page.hasData = true;
+    $("data").hidden = false;
+    every(SLOW_EVERY_MS, refreshPartitions);
+  }
+  const badge = $("data-state");
+  setText(badge, data.state);
+  badge.className = `state st-${data.state}`;
+  $("data-suspend").hidden = !["running", "scanning", "exhausted"].includes(data.state);
+  $("data-resume").hidden = data.state !== "suspended";
+  const t = data.tasks;
+  const byState = ["queued", "running", "done", "failed", "quarantined"]
+    .map((s) => `<a href="#task-table" data-act="task-state" data-state="${s}">${fmtNum(t[s] || 0)} ${s}</a>`)
+    .join(" · ");
+  const bytesDone = data.bytes.done;
+  const fraction = data.progress ?? data.progress_of_discovered;
+  $("progress-bar").style.width = fmtPercent(fraction || 0);
+  setHTML($("data-facts"), facts([
+    ["tasks", `${fmtNum(t.total)} discovered: ${byState}`],
+    ["bytes", `${esc(fmtBytes(bytesDone))} of ${esc(fmtBytes(data.bytes.total))} discovered ` +
+      `(${esc(fmtPercent(data.progress_of_discovered))})`],
+    ["of the whole input", data.progress == null ? "not known yet (partitions still awaited)" : esc(fmtPercent(data.progress))],
+    ["records done", esc(fmtNum(data.records_done))],
+    ["rate", `${esc(fmtBytes(data.rate_bytes_per_s))}/s`],
+    ["ETA", esc(fmtDuration(data.eta_seconds))],
+    ["partitions listed", esc(fmtNum(data.partitions_listed))],
+    ["scan", data.scan_complete ? "complete" : "still listing"],
+    ["waiting for", esc(data.waiting_for || "")],
+  ]));
+  const failure = $("data-failure");
+  failure.hidden = !data.failure;
+  setText(failure, data.failure || "");
+  setText($("quarantine-count"), fmtNum(data.quarantined.length));
+  page.quarantinedCount = data.quarantined.length;
+}
+
+async function refreshPartitions() {
+  const reply = await call("data/partitions");
+  const watermarks = [["all sources", esc(reply.watermark || "none yet")]]
+    .concat(reply.sources.map((s) => [s.name, esc(s.watermark || "none yet")]));
+  if (reply.waiting_for) watermarks.push(["waiting for", esc(reply.waiting_for)]);
+  setHTML($("watermarks"), facts(watermarks));
+  setText($("partition-count"), fmtNum(reply.partitions.length));
+  if ($("partitions-box").open) {
+    setHTML($("partitions"), reply.partitions.slice(0, PARTITIONS_SHOWN).map((p) =>
+      `<tr><td>${esc(p.source)}</td><td>${esc(p.partition || "(none)")}</td><td>${fmtNum(p.tasks)}</td>` +
+      `<td>${fmtNum(p.done)}</td><td>${fmtNum(p.running)}</td><td>${fmtNum(p.quarantined)}</td>` +
+      `<td>${esc(fmtBytes(p.bytes_done))} / ${esc(fmtBytes(p.bytes))}</td></tr>`).join(""));
+    setText($("partitions-more"), reply.partitions.length > PARTITIONS_SHOWN ?
+      `The first ${PARTITIONS_SHOWN} of ${fmtNum(reply.partitions.length)} partitions.` : "");
+  }
+  await refreshQuarantined();
+}
+
+async function refreshQuarantined() {
+  if (!page.quarantinedCount) {
+    setHTML($("quarantined"), "");
+    return;
+  }
+  const reply = await call(`data/tasks?state=quarantined&limit=${QUARANTINE_SHOWN}`);
+  setHTML($("quarantined"), reply.tasks.map((task) =>
+    `<tr><td>${esc(task.id)}</td><td>${fmtNum(task.attempts)}</td><td class="wrap">${esc(task.error)}</td>` +
+    `<td>${taskActions(task)}</td></tr>`).join(""));
+}
+
+// --- the task table: one page at a time, filtered by the server ----------------------------------------
+
+function taskQuery() {
+  const params = new URLSearchParams({offset: page.tasks.offset, limit: TASKS_PER_PAGE});
+  const state = $("task-state").value;
+  const q = $("task-q").value.trim();
+  if (state) params.set("state", state);
+  if (q) params.set("q", q);
+  return params.toString();
+}
+
+async function refreshTasks() {
+  const query = taskQuery();
+  const reply = await call(`data/tasks?${query}`);
+  if (query !== taskQuery()) return;  // the filter changed while this page was on its way
+  page.tasks.total = reply.total;
+  if (reply.total && page.tasks.offset >= reply.total) {
+    page.tasks.offset = Math.floor((reply.total - 1) / TASKS_PER_PAGE) * TASKS_PER_PAGE;
+    return refreshTasks();
+  }
+  page.tasks.rows = new Map(reply.tasks.map((t) => [t.id, t]));
+  setHTML($("tasks"), reply.tasks.map(taskRow).join("") ||
+    `<tr><td colspan="7" class="muted">No task matches.</td></tr>`);
+  const first = reply.total ? reply.offset + 1 : 0;
+  setText($("task-range"), ` ${fmtNum(first)}-${fmtNum(reply.offset + reply.tasks.length)} of ${fmtNum(reply.total)} `);
+  $("task-prev").disabled = reply.offset === 0;
+  $("task-next").disabled = reply.offset + reply.tasks.length >= reply.total;
+}
+
+function taskRow(task) {
+  const position = `${fmtNum(task.records)} records, ${fmtBytes(task.bytes_done)} of ${fmtBytes(task.size)}`;
+  const attempts = task.interruptions ? `${task.attempts} (+${task.interruptions} interrupted)` : task.attempts;
+  return `<tr class="st-${esc(task.state)}" data-task="${esc(task.id)}"><td title="${esc(task.url)}">${esc(task.id)}</td>` +
+    `<td>${esc(task.start)}-${esc(task.end)}</td><td>${esc(task.state)}</td><td>${esc(attempts)}</td>` +
+    `<td>${esc(task.holder || "")}</td><td>${esc(position)}</td><td>${taskActions(task)}</td></tr>`;
+}
+
+function taskActions(task) {
+  const holder = task.state === "running" ? esc(task.holder || "") : "";
+  const requeue = ["quarantined", "failed", "done"].includes(task.state) ?
+    `<button type="button" class="action small" data-act="requeue" data-task="${esc(task.id)}">re-queue</button>` : "";
+  const skip = ["queued", "running", "failed"].includes(task.state) ?
+    `<button type="button" class="action small" data-act="skip" data-task="${esc(task.id)}" data-holder="${holder}">skip</button>` : "";
+  return requeue + skip;
+}
+
+// --- events: fetched once, then only the new ones; filtered here ----------------------------------------
+
+function eventKind(subject) {
+  if (subject === "job" || subject === "data") return subject;
+  if (subject.startsWith("task/")) return "task";
+  if (subject.startsWith("role/")) return "role";
+  return "executor";
+}
+
+function takeEvents(events) {
+  if (!events.length) return;
+  page.events.push(...events);
+  if (page.events.length > EVENTS_KEPT) page.events.splice(0, page.events.length - EVENTS_KEPT);
+  page.eventsSeen = events[events.length - 1].seq;
+  page.eventsDirty = true;
+}
+
+async function refreshEvents() {
+  for (;;) {
+    const reply = await call(`events?since=${page.eventsSeen}&limit=${EVENTS_PER_CALL}`);
+    takeEvents(reply.events);
+    if (reply.events.length < EVENTS_PER_CALL) break;
+  }
+  renderEvents();
+}
+
+function renderEvents() {
+  if (!page.eventsDirty) return;
+  page.eventsDirty = false;
+  const kinds = new Set([...document.querySelectorAll("#event-filter input[type=checkbox]:checked")].map((c) => c.value));
+  const q = $("event-q").value.trim().toLowerCase();
+  const shown = [];
+  let matching = 0;
+  for (let i = page.events.length - 1; i >= 0; i--) {
+    const e = page.events[i];
+    if (!kinds.has(eventKind(e.subject))) continue;
+    if (q && !`${e.subject} ${e.from_state || ""} ${e.to_state} ${e.reason} ${e.actor || ""}`.toLowerCase().includes(q)) continue;
+    matching++;
+    if (shown.length < EVENTS_SHOWN) shown.push(e);
+  }
+  setHTML($("event-list"), shown.map((e) =>
+    `<tr class="ev-${esc(eventKind(e.subject))}"><td>${esc(e.seq)}</td><td>${esc(fmtTime(e.time))}</td>` +
+    `<td>${esc(e.subject)}</td><td>${esc(e.from_state || "")} &rarr; ${stateBadge(e.to_state)}` +
+    `${e.exit_code == null ? "" : ` (exit ${esc(e.exit_code)})`}</td><td class="wrap">${esc(e.reason)}</td>` +
+    `<td>${esc(e.actor || "")}</td></tr>`).join(""));
+  setText($("event-count"), `${fmtNum(matching)} matching of ${fmtNum(page.events.length)}` +
+    (matching > EVENTS_SHOWN ? `, the latest ${EVENTS_SHOWN} shown` : ""));
+}
+
+// --- charts: inline SVG drawn from the timeline samples ---------------------------------------------
+
+const COMPACT = new Intl.NumberFormat("en-US", {notation: "compact", maximumFractionDigits: 1});
+const PALETTE = {new: "#9ca3af", starting: "#f59e0b", registered: "#a855f7", running: "#2563eb",
+  succeeded: "#16a34a", failed: "#dc2626", lost: "#7f1d1d", stopped: "#6b7280"};
+
+async function refreshTimeline() {
+  const since = page.samples.length ? page.samples[page.samples.length - 1].time : 0;
+  const reply = await call(`timeline?since=${since}`);
+  if (!reply.samples.length) return;
+  page.samples.push(...reply.samples.filter((s) => s.time > since));
+  if (page.samples.length > SAMPLES_KEPT) page.samples = page.samples.filter((_, i) => i % 2 === 0);
+  drawCharts();
+}
+
+function drawCharts() {
+  const s = page.samples;
+  const times = s.map((x) => x.time);
+  const rate = s.map((x, i) => i === 0 ? 0 :
+    Math.max(0, (x.records_done - s[i - 1].records_done) / Math.max(1e-3, x.time - s[i - 1].time)));
+  const executors = EXECUTOR_STATES.filter((state) => s.some((x) => x.executors[state]))
+    .map((state) => ({name: state, color: PALETTE[state], values: s.map((x) => x.executors[state] || 0)}));
+  const dataCharts = !page.hasData ? [] : [
+    ["records/s fed", [{name: "records/s", color: "#2563eb", values: rate}]],
+    ["tasks", [{name: "done", color: "#16a34a", values: s.map((x) => x.tasks_done)},
+      {name: "quarantined", color: "#dc2626", values: s.map((x) => x.tasks_quarantined)}]],
+  ];
+  const charts = dataCharts.concat([
+    ["executors by state", executors.concat([{name: "ready", color: "#0891b2", values: s.map((x) => x.ready), dash: true}])],
+    ["restarts", [{name: "restarts", color: "#b45309", values: s.map((x) => x.restarts)}]],
+  ]);
+  setHTML($("chart-grid"), charts.map(([title, series]) => chart(title, times, series)).join(""));
+}
+
+function chart(title, times, series) {
+  const width = 460, height = 150, left = 44, right = 8, top = 8, bottom = 22;
+  const t0 = times[0], t1 = times[times.length - 1];
+  const peak = Math.max(1, ...series.flatMap((line) => line.values));
+  const x = (t) => left + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (width - left - right);
+  const y = (v) => top + (1 - v / peak) * (height - top - bottom);
+  const lines = series.map((line) => {
+    const points = line.values.map((v, i) => `${x(times[i]).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    return `<polyline fill="none" stroke="${line.color}" stroke-width="1.5"${line.dash ? ' stroke-dasharray="4 3"' : ""} ` +
+      `points="${points}"><title>${esc(line.name)}</title></polyline>`;
+  }).join("");
+  const legend = series.map((line) => `<span><i style="background:${line.color}"></i>${esc(line.name)} ` +
+    `${fmtNum(Math.round(line.values[line.values.length - 1] * 10) / 10)}</span>`).join("");
+  const peakLabel = COMPACT.format(peak);
+  return `<figure class="chart"><figcaption>${esc(title)}</figcaption>` +
+    `<svg viewBox="0 0 ${width} ${height}" role="img" aria-label="${esc(title)}">` +
+    `<line x1="${left}" y1="${height - bottom}" x2="${width - right}" y2="${height - bottom}" class="axis"/>` +
+    `<line x1="${left}" y1="${top}" x2="${left}" y2="${height - bottom}" class="axis"/>` +
+    `<text x="${left - 4}" y="${top + 8}" text-anchor="end">${esc(peakLabel)}</text>` +
+    `<text x="${left - 4}" y="${height - bottom}" text-anchor="end">0</text>` +
+    `<text x="${left}" y="${height - 6}">${esc(fmtTime(t0))}</text>` +
+    `<text x="${width - right}" y="${height - 6}" text-anchor="end">${esc(fmtTime(t1))}</text>` +
+    `${lines}</svg><div class="legend">${legend}</div></figure>`;
+}
+
+// --- logs: a panel tailing one executor's log -------------------------------------------------------
+
+function openLog(executor, stream) {
+  const generation = ++page.logGeneration;
+  page.log = {executor, stream, offset: -LOG_CHUNK, generation};
+  $("log-panel").hidden = false;
+  setText($("log-title"), `${executor} ${stream}`);
+  $("log-text").textContent = "";
+  const tick = async () => {
+    if (page.stopped || !page.log || page.log.generation !== generation) return;
+    let more = false;
+    try {
+      more = await readLog(page.log);
+    } catch (error) {
+      if (error instanceof SignedOut) return;
+      appendLog(`\n[${error.message}]\n`);
+      if (error.status === 404) return;
+    }
+    setTimeout(tick, more ? 0 : LOG_EVERY_MS);
+  };
+  tick();
+}
+
+// One slice from the current offset; true when it was full (more is waiting).
+async function readLog(log) {
+  const chunk = await call(`executors/${enc(log.executor)}/logs/${enc(log.stream)}?offset=${log.offset}&limit=${LOG_CHUNK}`);
+  if (page.log !== log) return false;
+  const length = utf8.encode(chunk.text).length;
+  if (chunk.size != null && log.offset >= 0 && chunk.size < log.offset) {
+    appendLog("\n[the log restarted: a new incarnation]\n");
+    log.offset = -LOG_CHUNK;
+    return true;
+  }
+  appendLog(chunk.text);
+  log.offset = chunk.offset + length;
+  return length >= LOG_CHUNK;
+}
+
+function appendLog(text) {
+  if (!text) return;
+  const pre = $("log-text");
+  const node = pre.firstChild || pre.appendChild(document.createTextNode(""));
+  node.appendData(text);
+  if (node.length > LOG_KEPT_CHARS) node.deleteData(0, node.length - LOG_KEPT_CHARS);
+  if ($("log-follow").checked) pre.scrollTop = pre.scrollHeight;
+}
+
+function closeLog() {
+  page.log = null;
+  $("log-panel").hidden = true;
+}
+
+// --- actions: each confirmed, each answered with the server's reply or error ------------------------
+
+function notice(text, isError = false) {
+  const box = $("notice");
+  setText($("notice-text"), text);
+  box.classList.toggle("error", isError);
+  box.hidden = false;
+}
+
+async function act(label, path, body, describe) {
+  try {
+    const reply = await call(path, body);
+    notice(`${label}: ${describe(reply)}`);
+  } catch (error) {
+    if (!(error instanceof SignedOut)) notice(`${label} failed: ${error.message}`, true);
+    return;
+  }
+  refreshSoon();
+}
+
+function refreshSoon() {
+  refreshStatus().catch(() => {});
+  refreshEvents().catch(() => {});
+  if (page.hasData) refreshPartitions().catch(() => {});
+}
+
+function askReason(question) {
+  const reason = window.prompt(`${question}\n\nReason (recorded with the event):`, "");
+  return reason === null ? null : reason.trim();
+}
+
+const ACTIONS = {
+  scale(el) {
+    const role = el.dataset.role;
+    const answer = window.prompt(`Scale role ${role} to how many executors? (now ${el.dataset.replicas})`,
+      el.dataset.replicas);
+    if (answer === null) return;
+    const replicas = Number(answer.trim());
+    if (!Number.isInteger(replicas) || replicas < 0) {
+      notice(`Scale ${role}: replicas must be a whole number of 0 or more, got "${answer}"`, true);
+      return;
+    }
+    act(`Scale ${role}`, `roles/${enc(role)}/scale`, {replicas}, (r) => `${r.role} now wants ${r.replicas} executors`);
+  },
+  restart(el) {
+    const ex = page.executors.get(el.dataset.ex);
+    const reason = askReason(`Restart executor ${el.dataset.ex}${ex ? ` (incarnation ${ex.incarnation})` : ""}? ` +
+      "Its trainer is stopped and a replacement is started.");
+    if (reason === null) return;
+    act(`Restart ${el.dataset.ex}`, `executors/${enc(el.dataset.ex)}/restart`, {reason},
+      (r) => `stopping incarnation ${r.incarnation}; a replacement follows`);
+  },
+  requeue(el) {
+    const reason = askReason(`Put task ${el.dataset.task} back in the queue? It is read again from its last position.`);
+    if (reason === null) return;
+    act(`Re-queue ${el.dataset.task}`, "data/tasks/requeue", {task: el.dataset.task, reason},
+      (t) => `${t.id} is ${t.state}`);
+  },
+  skip(el) {
+    const holder = el.dataset.holder;
+    const reason = askReason(`Skip task ${el.dataset.task} (quarantine it: it is not read)?` +
+      (holder ? ` Executor ${holder} is reading it and will be restarted.` : ""));
+    if (reason === null) return;
+    act(`Skip ${el.dataset.task}`, "data/tasks/skip", {task: el.dataset.task, reason},
+      (t) => `${t.id} is ${t.state}`);
+  },
+  log(el) { openLog(el.dataset.ex, el.dataset.stream); },
+  "task-state"(el) {
+    $("task-state").value = el.dataset.state;
+    taskFilterChanged();
+  },
+};
+
+function onClick(event) {
+  const el = event.target.closest("[data-act]");
+  if (!el || !ACTIONS[el.dataset.act]) return;
+  if (el.tagName === "A" && el.getAttribute("href") === "#") event.preventDefault();
+  ACTIONS[el.dataset.act](el);
+}
+
+function dataAction(verb) {
+  if (!window.confirm(`${verb[0].toUpperCase() + verb.slice(1)} the job's input? ` +
+      (verb === "suspend" ? "Executors get no new tasks until it is resumed." : "Executors get tasks again."))) return;
+  act(`${verb} data`, `data/${verb}`, {}, (d) => `data is ${d.state}`);
+}
+
+function killJob() {
+  const reason = askReason(`Kill job ${page.job ? page.job.name : ""}? Every executor is stopped and the job ends as killed.`);
+  if (reason === null) return;
+  act("Kill job", "job/kill", {reason}, (r) => `the job is ${r.state}`);
+}
+
+async function logout() {
+  try {
+    await call("logout", {}, "");
+  } catch (error) {
+    if (!(error instanceof SignedOut)) {
+      notice(`Sign out failed: ${error.message}`, true);
+      return;
+    }
+  }
+  window.location.href = "./";
+}
+
+let taskFilterTimer = 0;
+function taskFilterChanged() {
+  page.tasks.offset = 0;
+  clearTimeout(taskFilterTimer);
+  taskFilterTimer = setTimeout(() => refreshTasks().catch(showFetchError), 250);
+}
+
+function movePage(direction) {
+  page.tasks.offset = Math.max(0, page.tasks.offset + direction * TASKS_PER_PAGE);
+  refreshTasks().catch(showFetchError);
+}
+
+function wire() {
+  document.addEventListener("click", onClick);
+  $("kill-job").addEventListener("click", killJob);
+  $("logout").addEventListener("click", logout);
+  $("data-suspend").addEventListener("click", () => dataAction("suspend"));
+  $("data-resume").addEventListener("click", () => dataAction("resume"));
+  $("notice-close").addEventListener("click", () => { $("notice").hidden = true; });
+  $("log-close").addEventListener("click", closeLog);
+  $("task-state").addEventListener("change", taskFilterChanged);
+  $("task-q").addEventListener("input", taskFilterChanged);
+  $("task-prev").addEventListener("click", () => movePage(-1));
+  $("task-next").addEventListener("click", () => movePage(1));
+  $("event-filter").addEventListener("input", () => { page.eventsDirty = true; renderEvents(); });
+  $("partitions-box").addEventListener("toggle", () => refreshPartitions().catch(showFetchError));
+  $("spec-box").addEventListener("toggle", loadSpec, {once: true});
+}
+
+async function loadSpec() {
+  try {
+    $("spec").textContent = JSON.stringify(await call("spec"), null, 2);
+  } catch (error) {
+    if (!(error instanceof SignedOut)) $("spec").textContent = `Could not load the spec: ${error.message}`;
+  }
+}
+
+async function start() {
+  wire();
+  try {
+    const me = await call("whoami");
+    page.live = me.live;
+    setText($("user"), `signed in as ${me.user}`);
+    setText($("app-id"), me.app_id);
+  } catch (error) {
+    if (!(error instanceof SignedOut)) showFetchError(error);
+    if (page.stopped) return;
+  }
+  document.body.classList.toggle("readonly", !page.live);
+  let first = true;
+  await every(STATUS_EVERY_MS, () => {
+    const withEvents = first;
+    first = false;
+    return refreshStatus(withEvents);
+  });
+  every(STATUS_EVERY_MS, refreshEvents);
+  every(SLOW_EVERY_MS, refreshTimeline);
+}
+
+start();
