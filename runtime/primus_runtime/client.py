@@ -288,6 +288,8 @@ class PrimusClient:
         ``user`` (default: this process's user); None when the AM is not running. Give it to one
         person: it signs them in as ``user``, whose name goes with their actions."""
         cluster = self._known(app_id)
+        if self.status(app_id)["job"]["state"] in JOB_FINISHED:
+            return None  # its AM may linger a moment, but the page is its history now
         page = cluster.am_web_url(app_id)
         endpoint = cluster.am_endpoint(app_id) if page is not None else None
         if page is None or endpoint is None:

@@ -305,6 +305,7 @@ class ExecutorView(_Reply):
     finished_at: float | None
     ready: bool = Field(description="Its trainer passed the role's readiness probe")
     ready_at: float | None
+    heartbeat_at: float | None = Field(None, description="When its last report (register or heartbeat) arrived")
     stop_reason: str | None = Field(description="Set once the AM asked it to stop")
     preempted: bool = Field(False, description="It ended preempted (the backend said so, or a preemption exit "
                                                "code): not charged to its failure budget")
@@ -434,6 +435,7 @@ class LogChunk(_Reply):
     executor: str
     stream: str
     offset: int = Field(description="Where this slice starts")
+    next_offset: int = Field(description="Where the next slice starts (this one's end, in bytes)")
     size: int | None = Field(description="The file's size when read (null when the backend cannot tell)")
     text: str = Field(description="The bytes read, decoded as UTF-8 (invalid bytes replaced)")
 

@@ -204,7 +204,7 @@ def test_the_page_through_the_api_servers_proxy(primus, k8s_namespace, tmp_path)
     link = wait_for(lambda: primus.page_link(app_id, user="kira"), 120, "the AM's page")
     api = primus.cluster("kubernetes").api  # type: ignore[attr-defined]
     pool, auth = api.rest_client.pool_manager, {}
-    api.configuration.update_params_for_auth(auth, {}, ["BearerToken"], "", "GET", None)
+    api.update_params_for_auth(auth, [], ["BearerToken"])
 
     redeemed = pool.request("GET", link, headers=auth, redirect=False)
     assert redeemed.status == 303, redeemed.data[:300]

@@ -249,7 +249,7 @@ class ApplicationMaster(BackendEvents):
         ex.ports = list(report.ports)
         ex.pid = report.pid
         ex.gpus = list(report.gpus)  # what the backend gave it, as it saw them
-        ex.last_seen = time.monotonic()
+        ex.last_seen, ex.heartbeat_at = time.monotonic(), time.time()
         if ex.state is ExecutorState.NEW:  # registered before the backend's launch callback ran
             self._set(ex, ExecutorState.STARTING, "launched")
         self._set(ex, ExecutorState.REGISTERED, f"registered from {ex.host} ports {ex.ports}")
@@ -263,7 +263,7 @@ class ApplicationMaster(BackendEvents):
         ex = self._current(report.incarnation)
         if ex is None:
             return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
-        ex.last_seen = time.monotonic()
+        ex.last_seen, ex.heartbeat_at = time.monotonic(), time.time()
         if ex.stop_reason is not None:
             if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
                 self.data.heartbeat(ex.incarnation, report.model_copy(update={"need_tasks": 0}), slot=ex.id)  # its last positions

@@ -12,6 +12,7 @@ import abc
 import asyncio
 import gzip
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -83,8 +84,8 @@ class JobView(abc.ABC):
 
 
 def log_chunk(executor_id: str, stream: str, offset: int, data: bytes, size: int | None) -> dict[str, Any]:
-    return {"executor": executor_id, "stream": stream, "offset": offset, "size": size,
-            "text": data.decode("utf-8", errors="replace")}
+    return {"executor": executor_id, "stream": stream, "offset": offset, "next_offset": offset + len(data),
+            "size": size, "text": data.decode("utf-8", errors="replace")}
 
 
 def task_view(task: Task, holder: str | None) -> dict[str, Any]:
@@ -142,8 +143,9 @@ class LiveView(JobView):
                 "scan_complete": dispatcher.scan_complete}
 
     def timeline(self, since: float) -> dict[str, Any]:
+        # The charts end at this moment, not at the last sample taken.
         timeline = self.am.timeline
-        return {"interval": timeline.interval, "samples": timeline.since(since)}
+        return {"interval": timeline.interval, "samples": [*timeline.since(since), timeline.sample(time.time())]}
 
     def spec(self) -> dict[str, Any]:
         return mask_secrets(self.am.spec.model_dump(mode="json"))

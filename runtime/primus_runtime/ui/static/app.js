@@ -23,7 +23,6 @@ const $ = (id) => document.getElementById(id);
 const ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
 const esc = (value) => String(value ?? "").replace(/[&<>"']/g, (c) => ESCAPES[c]);
 const enc = encodeURIComponent;
-const utf8 = new TextEncoder();
 
 const page = {
   live: false,
@@ -157,12 +156,15 @@ function stateBadge(state) { return `<span class="state st-${esc(state)}">${esc(
 // --- status: job, roles, executors, data -------------------------------------------------------------
 
 async function refreshStatus(first = false) {
+  // The first time, the task page is asked for with the status (a 404 then says there is no input):
+  // a first load waits for one round trip, not two.
+  const tasks = page.hasData || first ? refreshTasks().catch((error) => { if (!first) throw error; }) : null;
   const status = await call(`status?events=${first ? FIRST_EVENTS : 0}`);
   if (first) takeEvents(status.events);
   renderJob(status.job);
   renderRoles(status.roles, status.executors);
   if (status.data) renderData(status.data);
-  if (page.hasData) await refreshTasks();
+  if (tasks !== null && (page.hasData || !first)) await tasks;
   document.body.classList.remove("loading");
 }
 
@@ -189,7 +191,7 @@ function renderJob(job) {
   document.body.classList.toggle("finished", !!job.finished_at);
 }
 
-const ROLE_COLUMNS = ["index", "incarnation", "host", "ports", "state", "ready", "restarts", "exit", "last change",
+const ROLE_COLUMNS = ["index", "incarnation", "host", "ports", "state", "ready", "restarts", "exit", "heartbeat / change",
   "logs", ""];
 
 function roleBlock(role) {
@@ -265,9 +267,11 @@ function renderExecutorRows(entry, list, now) {
   }
 }
 
-// The API has no heartbeat time per executor: the age shown is since its last change of state, from the
-// AM's timestamps, or since this page saw the change (whichever is later).
+// A live executor's age is since its last heartbeat (an ended one shows when it ended); before its first
+// report, since its last change of state, from the AM's timestamps, or since this page saw the change
+// (whichever is later).
 function lastChange(ex, now) {
+  if (ex.heartbeat_at && !TERMINAL.has(ex.state)) return Math.max(0, now - ex.heartbeat_at);
   const key = `${ex.incarnation}/${ex.state}/${ex.ready}`;
   const seen = page.changeSeen.get(ex.id);
   const stamped = Math.max(ex.created_at || 0, ex.registered_at || 0, ex.running_at || 0, ex.ready_at || 0,
@@ -295,7 +299,7 @@ function executorCells(ex, now) {
     ex.ready ? "yes" : "",
     esc(ex.restarts ?? ""),
     exit,
-    esc(fmtAge(lastChange(ex, now))),
+    TERMINAL.has(ex.state) && ex.finished_at ? `ended ${esc(fmtTime(ex.finished_at))}` : esc(fmtAge(lastChange(ex, now))),
     logs,
     restart,
   ];
@@ -476,7 +480,10 @@ const COMPACT = new Intl.NumberFormat("en-US", {notation: "compact", maximumFrac
 const PALETTE = {new: "#9ca3af", starting: "#f59e0b", registered: "#a855f7", running: "#2563eb",
   succeeded: "#16a34a", failed: "#dc2626", lost: "#7f1d1d", stopped: "#6b7280"};
 
+// A live AM ends its timeline with a sample of this moment: the page replaces it at the next refresh
+// instead of keeping it, so that the kept samples stay evenly spaced.
 async function refreshTimeline() {
+  if (page.live && page.samples.length) page.samples.pop();
   const since = page.samples.length ? page.samples[page.samples.length - 1].time : 0;
   const reply = await call(`timeline?since=${since}`);
   if (!reply.samples.length) return;
@@ -556,14 +563,14 @@ function openLog(executor, stream) {
 async function readLog(log) {
   const chunk = await call(`executors/${enc(log.executor)}/logs/${enc(log.stream)}?offset=${log.offset}&limit=${LOG_CHUNK}`);
   if (page.log !== log) return false;
-  const length = utf8.encode(chunk.text).length;
+  const length = chunk.next_offset - chunk.offset;
   if (chunk.size != null && log.offset >= 0 && chunk.size < log.offset) {
     appendLog("\n[the log restarted: a new incarnation]\n");
     log.offset = -LOG_CHUNK;
     return true;
   }
   appendLog(chunk.text);
-  log.offset = chunk.offset + length;
+  log.offset = chunk.next_offset;
   return length >= LOG_CHUNK;
 }
 
@@ -722,8 +729,7 @@ async function loadSpec() {
   }
 }
 
-async function start() {
-  wire();
+async function whoami() {
   try {
     const me = await call("whoami");
     page.live = me.live;
@@ -731,15 +737,20 @@ async function start() {
     setText($("app-id"), me.app_id);
   } catch (error) {
     if (!(error instanceof SignedOut)) showFetchError(error);
-    if (page.stopped) return;
   }
   document.body.classList.toggle("readonly", !page.live);
+}
+
+async function start() {
+  wire();
   let first = true;
-  await every(STATUS_EVERY_MS, () => {
+  // Who we are and the first status travel together.
+  await Promise.all([whoami(), every(STATUS_EVERY_MS, () => {
     const withEvents = first;
     first = false;
     return refreshStatus(withEvents);
-  });
+  })]);
+  if (page.stopped) return;
   every(STATUS_EVERY_MS, refreshEvents);
   every(SLOW_EVERY_MS, refreshTimeline);
 }
