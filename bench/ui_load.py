@@ -121,12 +121,14 @@ def open_page(browser, base: str, token: str) -> tuple:
     tab = browser.new_page(viewport={"width": 1400, "height": 900})
     tab.goto(f"{base}/ui/login?ticket={make_ticket(token, 'bench')}")
     tab.wait_for_selector("#tasks tr[data-task]", timeout=120_000)
-    table_ms = tab.evaluate("performance.now()")
+    # The page's own marks: this process (busy playing 1,000 executors) may notice the table late.
+    table_ms, executors_ms = tab.evaluate("['primus:tasks-shown', 'primus:executors-shown'].map("
+                                          "n => performance.getEntriesByName(n)[0].startTime)")
     rows = tab.evaluate("document.querySelectorAll('#role-tables tbody tr').length")
     if rows != EXECUTORS:
         raise SystemExit(f"the role tables show {rows} executors, not {EXECUTORS}")
     paints = dict(tab.evaluate("performance.getEntriesByType('paint').map(e => [e.name, e.startTime])"))
-    return tab, paints, table_ms
+    return tab, paints, table_ms, executors_ms
 
 
 def status_size(tab) -> int:
@@ -161,7 +163,7 @@ def main() -> None:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 load_cpu = cpu(proc.pid)
-                tab, paints, table_ms = open_page(browser, f"http://{address}", token)
+                tab, paints, table_ms, executors_ms = open_page(browser, f"http://{address}", token)
                 load_cpu = cpu(proc.pid) - load_cpu
                 size = status_size(tab)
                 with_page = am_cpu_over(proc.pid, SECONDS, executors)
@@ -172,7 +174,8 @@ def main() -> None:
             proc.kill()
             proc.wait()
     print(f"page load: first paint {paints.get('first-paint', 0):.0f} ms, first contentful paint "
-          f"{paints.get('first-contentful-paint', 0):.0f} ms, a page of the task table shown at {table_ms:.0f} ms "
+          f"{paints.get('first-contentful-paint', 0):.0f} ms, the executors' tables shown at {executors_ms:.0f} ms, "
+          f"a page of the task table at {table_ms:.0f} ms "
           f"(from the navigation's start, sign-in redirect included); AM CPU for the whole load "
           f"{load_cpu:.2f} s; status document {size / 1024:.0f} KiB", flush=True)
     print(f"executors' heartbeats over the run: {beats:,}")
