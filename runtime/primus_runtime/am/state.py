@@ -12,7 +12,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..states import EXECUTOR_TERMINAL, ExecutorState, JobState
@@ -92,12 +92,16 @@ class Executor:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["id"] = self.id
-        data["state"] = self.state.value
-        for private in ("last_seen", "stop_deadline", "replace_when_stopped"):
-            data.pop(private)
+        # By hand, not dataclasses.asdict: that deep-copies every field and made a status of 1,000
+        # executors cost ~90 ms; only the list and dict fields need copies.
+        data = {name: getattr(self, name) for name in _EXECUTOR_FIELDS}
+        data.update(id=self.id, state=self.state.value, ports=list(self.ports), gpus=list(self.gpus),
+                    logs=dict(self.logs))
         return data
+
+
+_EXECUTOR_FIELDS = tuple(f.name for f in fields(Executor)
+                         if f.name not in ("last_seen", "stop_deadline", "replace_when_stopped"))
 
 
 @dataclass
@@ -291,6 +295,6 @@ class JobRecord:
             "roles": self.roles_view(),
             "executors": self.executors_view(),
             "history": [ex.to_dict() for ex in self.history],
-            "events": [asdict(e) for e in self.events],
+            "events": [dict(e.__dict__) for e in self.events],  # flat: no deep copy (asdict) needed
             "data": self.data_view() if self.data_view is not None else None,
         }

@@ -16,7 +16,6 @@ import json
 import logging
 import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +87,7 @@ class EventLog:
 
     def flush(self) -> None:
         events = self.record.events
-        lines = [json.dumps({"kind": "event", **asdict(e)}, separators=(",", ":")) for e in events[self._written:]]
+        lines = [json.dumps({"kind": "event", **e.__dict__}, separators=(",", ":")) for e in events[self._written:]]
         self._written = len(events)
         lines += self._pending
         self._pending = []
