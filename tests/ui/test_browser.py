@@ -205,6 +205,31 @@ def test_an_action_the_server_refuses_shows_its_error(workers, page):
     expect(page.locator("#notice.error")).to_contain_text("whole number of 0 or more")
 
 
+def test_restarting_an_executor_and_killing_the_job_through_the_page(module_client, page):
+    app, base, token = _running(module_client, make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    sign_in(page, base, token, "gina")
+    asked = answer_dialogs(page, "stuck on a barrier")
+    row = worker_row(page, "worker-1")
+    expect(cell(row, "state")).to_have_text("running")
+    first = cell(row, "incarnation").inner_text()
+    row.locator('[data-act="restart"]').click()
+    expect(page.locator("#notice")).to_contain_text(f"stopping incarnation {first}")
+    expect(cell(row, "incarnation")).not_to_have_text(first)
+    expect(cell(row, "restarts")).to_have_text("1")
+    expect(cell(row, "state")).to_have_text("running")
+    restarting = page.locator("#event-list tr", has_text="restarting")
+    expect(restarting).to_contain_text("gina")
+    expect(restarting).to_contain_text("stuck on a barrier")
+
+    page.click("#kill-job")
+    assert any("Kill job" in question for question in asked), asked
+    final = module_client.wait(app, timeout=60)
+    assert final["job"]["state"] == "killed" and final["job"]["reason"] == "stuck on a barrier"
+    assert [e["actor"] for e in final["events"] if e["to_state"] == "stopping"] == ["gina"]
+    assert module_client.status(app)["roles"][0]["failures"] == 0  # neither the restart nor the kill is charged
+    expect(page.locator("#fetch-error")).to_contain_text(f"primus ui {app}")  # the AM is gone: where to look
+
+
 def test_a_task_skipped_and_requeued_through_the_page(data_job, module_client, page):
     app, base, token = data_job
     sign_in(page, base, token, "erin")
@@ -245,7 +270,7 @@ def test_a_failed_jobs_history_page_is_read_only(module_client, page, artifacts)
     app = module_client.submit(make_spec([{"name": "worker", "command": "echo boom >&2; exit 3",
                                            "failover": {"restart": "never"}}]))
     assert module_client.wait(app, timeout=60)["job"]["state"] == "failed"
-    # Until its AM exits (it lingers a second), `primus ui` links to the AM's own page.
+    # The AM writes the history's task and partition tables after the outcome: once it exited, all is there.
     wait_for(lambda: module_client.local.am_pid(app) is None, 10, "the AM gone")
     server = subprocess.Popen([sys.executable, "-m", "primus_runtime.cli", "--home", str(module_client.local.home),
                                "ui", app], stdout=subprocess.PIPE, text=True)

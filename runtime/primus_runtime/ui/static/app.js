@@ -94,7 +94,10 @@ function every(ms, task) {
 
 function showFetchError(error) {
   const box = $("fetch-error");
-  box.textContent = `Could not reach the job: ${error.message}`;
+  // A live page loses its AM when the job ends (the AM exits a moment after): say where the rest is.
+  const after = page.live && page.job ? ` If the job ended, \`primus ui ${page.job.app_id}\` shows its page as ` +
+    "it ended." : "";
+  box.textContent = `Could not reach the job: ${error.message}.${after}`;
   box.hidden = false;
 }
 
@@ -656,7 +659,8 @@ const ACTIONS = {
       (r) => `stopping incarnation ${r.incarnation}; a replacement follows`);
   },
   requeue(el) {
-    const reason = askReason(`Put task ${el.dataset.task} back in the queue? It is read again from its last position.`);
+    const reason = askReason(`Put task ${el.dataset.task} back in the queue? It is read again from its start ` +
+      "(the records of a done task are fed again).");
     if (reason === null) return;
     act(`Re-queue ${el.dataset.task}`, "data/tasks/requeue", {task: el.dataset.task, reason},
       (t) => `${t.id} is ${t.state}`);
