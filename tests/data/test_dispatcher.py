@@ -285,3 +285,61 @@ def test_watermark_waits_for_a_source_that_has_no_consumed_partition_yet():
     d.heartbeat("a", report({"need_tasks": 1}))
     d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
     assert d.status()["watermark"] is None
+
+
+def test_a_user_requeue_reads_a_done_task_again_and_takes_the_watermark_back():
+    from primus_runtime.data.dispatcher import TaskActionRefused, TaskState
+
+    d, events = make()
+    d.add_partition("2026-12-01", tasks("2026-12-01", 2))
+    d.add_partition("2026-12-02", tasks("2026-12-02", 1))
+    d.heartbeat("a", report({"need_tasks": 2}))
+    d.heartbeat("a", report({"progress": {"c/2026-12-01/f0:0": {"records": 5, "bytes": 100}},
+                             "done": ["c/2026-12-01/f0:0", "c/2026-12-01/f1:0"]}))
+    assert d.watermark == "2026-12-01" and d.records_done == 5 and d.bytes_done == 200
+    task = d.requeue("c/2026-12-01/f0:0", "re-queued on request", actor="alice")
+    assert (task.state, task.records, task.bytes_done) == (TaskState.QUEUED, 0, 0)
+    assert d.watermark is None and d.records_done == 0 and d.bytes_done == 100
+    assert d.progress_by_partition[("c", "2026-12-01")].bytes_done == 100
+    assert d.queue[0] == task.id and events.events[-1][1:3] == ("done", "queued")
+    assert ids(d.heartbeat("b", report({"need_tasks": 1}))) == [task.id]  # handed out next, from its start
+    with pytest.raises(TaskActionRefused, match="being read"):
+        d.requeue(task.id, "again")
+    with pytest.raises(TaskActionRefused, match="no task 'nope'"):
+        d.requeue("nope", "x")
+
+
+def test_a_user_skip_quarantines_a_task_and_says_who_was_reading_it():
+    from primus_runtime.data.dispatcher import TaskActionRefused, TaskState
+
+    d, events = make(max_tasks_per_executor=2, prefetch=0)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 3))
+    d.heartbeat("a", report({"need_tasks": 1}))
+    running, holder = d.skip("c/2026-12-01/f0:0", "skipped on request", actor="bob")
+    queued, nobody = d.skip("c/2026-12-01/f2:0", "skipped on request", actor="bob")
+    assert (running.state, holder) == (TaskState.QUARANTINED, "a") and nobody is None
+    assert d.quarantined == ["c/2026-12-01/f0:0", "c/2026-12-01/f2:0"] and not d.failure  # not failed_percent
+    assert "c/2026-12-01/f0:0" not in d.held["a"]
+    assert [e[1:3] for e in events.events[-2:]] == [("running", "quarantined"), ("queued", "quarantined")]
+    assert ids(d.heartbeat("b", report({"need_tasks": 2}))) == ["c/2026-12-01/f1:0"]  # the skipped ones are not
+    with pytest.raises(TaskActionRefused, match="only a queued or running task"):
+        d.skip("c/2026-12-01/f0:0", "again")
+
+
+def test_task_pages_and_per_source_watermarks():
+    from primus_runtime.data.dispatcher import TaskState
+
+    d, _ = make()
+    d.add_partition("2026-12-01", tasks("2026-12-01", 5))
+    d.add_partition("2026-12-02", tasks("2026-12-02", 5))
+    d.heartbeat("a", report({"need_tasks": 1}))
+    assert [t.id for t in d.task_page(None, None, 3, 4)[1]] == [f"c/2026-12-01/f{i}:0" for i in (3, 4)] + [
+        f"c/2026-12-02/f{i}:0" for i in (0, 1)]
+    assert d.task_page(TaskState.QUEUED, None, 0, 2)[0] == 9
+    total, page = d.task_page(TaskState.QUEUED, "12-02", 4, 10)
+    assert total == 5 and [t.id for t in page] == ["c/2026-12-02/f4:0"]
+    assert d.source_watermarks() == {"c": None}
+    d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
+    for i in range(1, 5):
+        d.skip(f"c/2026-12-01/f{i}:0", "skipped")
+    assert d.source_watermarks() == {"c": "2026-12-01"}

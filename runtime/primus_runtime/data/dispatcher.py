@@ -410,9 +410,8 @@ class Dispatcher:
         """A partition has an unresolved task again: the watermark may not stay past it."""
         if not label:
             return
-        labels = self.partitions[label_granularity(label)]
-        position = labels.index(label)
         granularity = label_granularity(label)
+        position = self.partitions[granularity].index(label)
         self._consumed[granularity] = min(self._consumed[granularity], position)
 
     @property
