@@ -4,7 +4,7 @@
 
 const API = "../api/v1/";
 const STATUS_EVERY_MS = 2000;
-const SLOW_EVERY_MS = 5000;     // timeline, partitions, quarantined tasks
+const SLOW_EVERY_MS = 5000;     // partitions, quarantined tasks
 const LOG_EVERY_MS = 1000;
 const FIRST_EVENTS = 300;       // events the first status call brings; later ones come with `since`
 const EVENTS_KEPT = 20000;
@@ -628,6 +628,7 @@ async function act(label, path, body, describe) {
 
 function refreshSoon() {
   refreshStatus().catch(() => {});
+  refreshTimeline().catch(() => {});
   refreshEvents().catch(() => {});
   if (page.hasData) refreshPartitions().catch(() => {});
 }
@@ -771,7 +772,8 @@ async function start() {
   })]);
   if (page.stopped) return;
   every(STATUS_EVERY_MS, refreshEvents);
-  every(SLOW_EVERY_MS, refreshTimeline);
+  // With the status: the charts' last point is this moment's, so they agree with the tables.
+  every(STATUS_EVERY_MS, refreshTimeline);
 }
 
 start();
