@@ -16,6 +16,7 @@ The last line compares the dispatch rate with the issue's goal of 10,000 per sec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from heartbeat import call, connect, fan_out, http
@@ -166,24 +168,32 @@ def spawn_am(token: str, data_dir: str) -> subprocess.Popen:
     return proc
 
 
-def main() -> None:
-    build = task_build_seconds(TASKS)
-    print(f"task build: {TASKS:,} listed files -> tasks in {build:.1f} s", flush=True)
+@contextlib.contextmanager
+def am_with_tasks(tasks: int) -> Iterator[tuple[subprocess.Popen, str, str]]:
+    """A real AM (``spawn_am``) whose input is a sparse file of ``tasks`` tasks: (its process, its token,
+    its address). It is killed on the way out, also on Ctrl-C and errors: it never outlives the bench."""
     token = secrets.token_urlsafe(24)
     with tempfile.TemporaryDirectory() as data_dir:
         with open(Path(data_dir) / "input.txt", "wb") as f:
-            f.truncate(TASKS * TASK_BYTES)  # sparse: the AM only plans byte ranges of it
+            f.truncate(tasks * TASK_BYTES)  # sparse: the AM only plans byte ranges of it
         proc = spawn_am(token, data_dir)
         try:
             assert proc.stdout is not None
             address = proc.stdout.readline().strip()
             if not address:
                 raise SystemExit(f"the AM failed (exit {proc.wait()})")
-            rate, beats, seconds, scan = asyncio.run(load(token, int(address.rsplit(":", 1)[1])))
-            rss = peak_rss_mib(proc.pid)
-        finally:  # also on Ctrl-C and errors: the AM never outlives us
+            yield proc, token, address
+        finally:
             proc.kill()
             proc.wait()
+
+
+def main() -> None:
+    build = task_build_seconds(TASKS)
+    print(f"task build: {TASKS:,} listed files -> tasks in {build:.1f} s", flush=True)
+    with am_with_tasks(TASKS) as (proc, token, address):
+        rate, beats, seconds, scan = asyncio.run(load(token, int(address.rsplit(":", 1)[1])))
+        rss = peak_rss_mib(proc.pid)
     print(f"dispatch: {beats:,} heartbeats in {seconds:.1f} s from {EXECUTORS:,} executors over the real protocol; "
           f"AM scanned {TASKS:,} tasks in {scan:.1f} s; AM peak RSS {rss:.0f} MiB", flush=True)
     print(f"dispatch: {rate:,.0f} task assignments+completions/s against the goal of {GOAL:,}/s: {rate / GOAL:.2f}x")

@@ -16,13 +16,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
-import tempfile
 import threading
 import time
-from pathlib import Path
 
-from dispatch import TASK_BYTES, spawn_am
+from dispatch import am_with_tasks
 from heartbeat import call, connect, cpu, fan_out, http
 
 from primus_runtime import protocol
@@ -140,39 +137,27 @@ def main() -> None:
         raise SystemExit(f"{CHROMIUM} is missing: scripts/install-browser.sh installs Debian's chromium")
     from playwright.sync_api import sync_playwright
 
-    token = secrets.token_urlsafe(24)
-    with tempfile.TemporaryDirectory() as data_dir:
-        with open(Path(data_dir) / "input.txt", "wb") as f:
-            f.truncate(TASKS * TASK_BYTES)  # sparse: the AM only plans byte ranges of it
-        proc = spawn_am(token, data_dir)
-        try:
-            assert proc.stdout is not None
-            address = proc.stdout.readline().strip()
-            if not address:
-                raise SystemExit(f"the AM failed (exit {proc.wait()})")
-            port = int(address.rsplit(":", 1)[1])
-            scan = wait_for_scan(token, port)
-            executors = Executors(token, port)
-            executors.thread.start()
-            executors.up.wait(120)
-            executors.check()
-            print(f"AM: {TASKS:,} tasks scanned in {scan:.1f} s; {EXECUTORS:,} executors running, "
-                  f"each heartbeating every {BEAT_EVERY:.0f} s", flush=True)
-            am_cpu_over(proc.pid, 2.0, executors)  # settle after the bring-up
-            without = am_cpu_over(proc.pid, SECONDS, executors)
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                load_cpu = cpu(proc.pid)
-                tab, paints, table_ms, executors_ms = open_page(browser, f"http://{address}", token)
-                load_cpu = cpu(proc.pid) - load_cpu
-                size = status_size(tab)
-                with_page = am_cpu_over(proc.pid, SECONDS, executors)
-                browser.close()
-            without = (without + am_cpu_over(proc.pid, SECONDS, executors)) / 2
-            beats = executors.beats
-        finally:  # also on Ctrl-C and errors: the AM never outlives us
-            proc.kill()
-            proc.wait()
+    with am_with_tasks(TASKS) as (proc, token, address):
+        port = int(address.rsplit(":", 1)[1])
+        scan = wait_for_scan(token, port)
+        executors = Executors(token, port)
+        executors.thread.start()
+        executors.up.wait(120)
+        executors.check()
+        print(f"AM: {TASKS:,} tasks scanned in {scan:.1f} s; {EXECUTORS:,} executors running, "
+              f"each heartbeating every {BEAT_EVERY:.0f} s", flush=True)
+        am_cpu_over(proc.pid, 2.0, executors)  # settle after the bring-up
+        without = am_cpu_over(proc.pid, SECONDS, executors)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            load_cpu = cpu(proc.pid)
+            tab, paints, table_ms, executors_ms = open_page(browser, f"http://{address}", token)
+            load_cpu = cpu(proc.pid) - load_cpu
+            size = status_size(tab)
+            with_page = am_cpu_over(proc.pid, SECONDS, executors)
+            browser.close()
+        without = (without + am_cpu_over(proc.pid, SECONDS, executors)) / 2
+        beats = executors.beats
     print(f"page load: first paint {paints.get('first-paint', 0):.0f} ms, first contentful paint "
           f"{paints.get('first-contentful-paint', 0):.0f} ms, the executors' tables shown at {executors_ms:.0f} ms, "
           f"a page of the task table at {table_ms:.0f} ms "
