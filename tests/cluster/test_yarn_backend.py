@@ -254,6 +254,6 @@ def test_the_page_of_a_yarn_job_and_its_history(minicluster: Minicluster, yarn_c
     wait_app_done(yarn_client, app_id)
     # The history comes from the job store on HDFS: the event log next to the final status.
     view = archive_view(yarn_client, app_id)
-    kill = [e for e in view.all_events() if e["to_state"] == "stopping"]
+    kill = [e for e in view.events_from(0) if e["to_state"] == "stopping"]
     assert kill and kill[0]["actor"] == "yuri" and "seen enough" in kill[0]["reason"]
     assert view.status()["job"]["state"] == "killed" and view.timeline(0)["samples"]

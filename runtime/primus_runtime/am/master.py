@@ -356,7 +356,7 @@ class ApplicationMaster(BackendEvents):
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
         if self.data is not None and ex.role in self._fed_roles:
-            self.data.release(ex.incarnation, self._data_ending(ex, preempted), f"{ex.id} {ex.state.value}: {reason}",
+            self.data.release(ex.incarnation, self._data_ending(ex), f"{ex.id} {ex.state.value}: {reason}",
                               slot=ex.id)
         self._membership_changed()
         if self.record.finishing is None and self.record.executors.get(ex.id) is ex and ex.replace_when_stopped:
@@ -377,7 +377,7 @@ class ApplicationMaster(BackendEvents):
                 log.warning("%s", decision.reason)
         self._reconcile()
 
-    def _data_ending(self, ex: Executor, preempted: bool) -> Ending:
+    def _data_ending(self, ex: Executor) -> Ending:
         """How a consuming executor's end bears on the tasks it held (the dispatcher charges them)."""
         if ex.state is ExecutorState.SUCCEEDED:
             return Ending.SUCCEEDED
@@ -385,10 +385,7 @@ class ApplicationMaster(BackendEvents):
             return Ending.LOST
         if ex.state is not ExecutorState.FAILED:
             return Ending.STOPPED
-        policy = self.spec.role(ex.role).failover
-        if preempted or (policy is not None and policy.is_preemption(ex.exit_code)):
-            return Ending.PREEMPTED
-        return Ending.CRASHED
+        return Ending.PREEMPTED if ex.preempted else Ending.CRASHED
 
     def _verdict(self) -> Verdict | None:
         """The roles' verdict (scheduler), held back or overturned by the input: a job never succeeds on

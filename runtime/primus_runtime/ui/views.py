@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..data.dispatcher import Task, TaskState
+from ..data.dispatcher import Dispatcher, Task, TaskState
 from ..models import EventsQuery, TasksQuery
 from ..spec_types import mask_secrets
 
@@ -41,7 +41,11 @@ class JobView(abc.ABC):
         """The status document without ``events`` and ``history`` (``JobRecord.to_dict()`` keys)."""
 
     @abc.abstractmethod
-    def all_events(self) -> list[dict[str, Any]]: ...
+    def event_count(self) -> int: ...
+
+    @abc.abstractmethod
+    def events_from(self, start: int) -> list[dict[str, Any]]:
+        """The events after the first ``start`` (the page polls for the new ones: only those are copied)."""
 
     @abc.abstractmethod
     def history(self) -> list[dict[str, Any]]:
@@ -63,7 +67,7 @@ class JobView(abc.ABC):
     async def log(self, executor_id: str, stream: str, offset: int, limit: int) -> dict[str, Any]: ...
 
     def events(self, query: EventsQuery) -> list[dict[str, Any]]:
-        events = self.all_events()[query.since:]
+        events = self.events_from(query.since)
         if query.subject:
             events = [e for e in events if e["subject"].startswith(query.subject)]
         if query.q:
@@ -109,13 +113,16 @@ class LiveView(JobView):
         return {"job": record.summary(), "roles": record.roles_view(), "executors": record.executors_view(),
                 "events": [], "data": record.data_view() if record.data_view is not None else None}
 
-    def all_events(self) -> list[dict[str, Any]]:
-        return [e.__dict__ for e in self.am.record.events]
+    def event_count(self) -> int:
+        return len(self.am.record.events)
+
+    def events_from(self, start: int) -> list[dict[str, Any]]:
+        return [e.__dict__ for e in self.am.record.events[start:]]
 
     def history(self) -> list[dict[str, Any]]:
         return [ex.to_dict() for ex in self.am.record.history]
 
-    def _dispatcher(self):  # noqa: ANN202 - Dispatcher, imported lazily with the data plane
+    def _dispatcher(self) -> Dispatcher:
         if self.am.data is None:
             raise NotFound("this job has no input")
         return self.am.data.dispatcher
@@ -181,8 +188,11 @@ class ArchiveView(JobView):
     def status(self) -> dict[str, Any]:
         return self._status
 
-    def all_events(self) -> list[dict[str, Any]]:
-        return self._events
+    def event_count(self) -> int:
+        return len(self._events)
+
+    def events_from(self, start: int) -> list[dict[str, Any]]:
+        return self._events[start:]
 
     def history(self) -> list[dict[str, Any]]:
         return self._history

@@ -103,8 +103,7 @@ def add_read_routes(app: web.Application, view: JobView, guard: Guard) -> None:
 
     async def status(request: web.Request, actor: str) -> web.Response:
         wanted = query(StatusQuery, request).events
-        events = view.all_events()
-        return json_reply({**view.status(), "events": events[max(0, len(events) - wanted):]})
+        return json_reply({**view.status(), "events": view.events_from(max(0, view.event_count() - wanted))})
 
     async def job(request: web.Request, actor: str) -> web.Response:
         return json_reply(view.status()["job"])
