@@ -53,6 +53,8 @@ BAD_SPECS = [
     (spec_with(am={"heartbeat_interval": "5s", "heartbeat_timeout": "6s"}),
      "am.heartbeat_timeout: must be at least twice heartbeat_interval (5s), got 6s"),
     (spec_with(am={"heartbeat_timeout": "soon"}), "am.heartbeat_timeout: must be a duration"),
+    (spec_with(am={"max_attempts": 2, "heartbeat_timeout": "30s", "recovery_grace": "20s"}),
+     "am.recovery_grace: must be more than heartbeat_timeout (30s) when max_attempts > 1, got 20s"),
     (spec_with(backend={"type": "mesos"}), "backend: must be one of 'local', 'yarn', 'kubernetes', got 'mesos'"),
     (spec_with(backend={"type": "local", "cpus": -1}), "backend.cpus: must be > 0, got -1"),
     (spec_with(backend={"type": "kubernetes", "gang": "kueue"}), "backend.queue: gang: kueue needs the LocalQueue's name"),

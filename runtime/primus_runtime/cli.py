@@ -189,6 +189,16 @@ class _Progress:
             print(f"{_clock(time.time())} == {line}", file=self.out, flush=True)
 
 
+def am_attempt_line(attempt: dict[str, Any]) -> str:
+    """One AM restart: when, how long the job went without an AM, what it kept."""
+    line = f"AM attempt {attempt['attempt']} started {_clock(attempt['started_at'])}"
+    if attempt.get("recovered_at") is None:
+        return line + f", adopting {attempt['adopted']} executor(s)..."
+    took = attempt["recovered_at"] - (attempt.get("down_since") or attempt["started_at"])
+    return line + (f", recovered in {took:.2f}s: {attempt['adopted']} executor(s) adopted, "
+                   f"{attempt['gone']} gone")
+
+
 def _clock(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts))
 
@@ -204,6 +214,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
         print("  " + role_progress(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
     if status.get("data"):
         print("  " + data_progress(status["data"]))
+    for attempt in job.get("am_attempts") or ():
+        print("  " + am_attempt_line(attempt))
     for ex in status.get("executors", []):
         ports = ",".join(map(str, ex.get("ports") or []))
         code = ex["exit_code"] if ex.get("exit_code") is not None else "-"

@@ -261,12 +261,22 @@ class ExecutorsQuery(BaseModel):
 # --- AM -> users: the status document ---------------------------------------------------------------
 
 
+class AMAttempt(_Reply):
+    attempt: int = Field(description="The AM attempt (2 for the first restart)")
+    started_at: float = Field(description="When it started")
+    down_since: float | None = Field(description="When the attempt before it was found dead")
+    recovered_at: float | None = Field(description="When every executor kept had been adopted or found gone")
+    adopted: int = Field(description="Executors still running that it adopted")
+    gone: int = Field(description="Executors that ended while no AM was there")
+
+
 class JobSummary(_Reply):
     app_id: str
     name: str
     state: JobState
     reason: str = Field(description="Why the job reached its final state")
-    attempt: int
+    attempt: int = Field(description="The AM attempt serving the job (1 until the AM was restarted)")
+    am_attempts: list[AMAttempt] = Field(default_factory=list, description="Each AM restart, oldest first")
     created_at: float
     started_at: float | None
     finished_at: float | None

@@ -114,6 +114,16 @@ ENV_READY_MARKER = "PRIMUS_READY_MARKER"
 # Optional: a directory whose files the executor links into the trainer's working directory (the
 # role's ``files``, where the backend cannot put them there itself).
 ENV_FILES_DIR = "PRIMUS_FILES_DIR"
+# How long the executor keeps its trainer running while the AM is unreachable (a restarted AM
+# adopts it); the heartbeat timeout when the job's AM is not restarted.
+ENV_AM_RECOVERY_GRACE = "PRIMUS_AM_RECOVERY_GRACE"
+# Optional, local backend: a file holding the AM's {"address"}, reread while the AM is unreachable
+# (a restarted AM listens on a new port).
+ENV_AM_INFO_FILE = "PRIMUS_AM_INFO_FILE"
+# Set by the local supervisor for a restarted AM: its attempt number, and when the last one was
+# found dead (epoch seconds).
+ENV_AM_ATTEMPT = "PRIMUS_AM_ATTEMPT"
+ENV_AM_DOWN_SINCE = "PRIMUS_AM_DOWN_SINCE"
 
 # Exit code of an executor that gave up because the AM was unreachable.
 EXIT_AM_UNREACHABLE = 75

@@ -298,7 +298,13 @@ class AMSettings(StrictModel):
     shutdown_grace: Seconds = Field(
         10.0, description="Between SIGTERM and SIGKILL when executors are stopped (kill, success, scale down)."
     )
-    max_attempts: int = Field(1, ge=1, description="AM attempts (backends that restart the AM).")
+    max_attempts: int = Field(
+        1, ge=1, description="AM attempts: a dead AM is restarted this many times minus one (local: by a "
+        "supervisor process; YARN: a new application attempt). A restarted local AM adopts the executors "
+        "still running, whose trainers are left untouched.")
+    recovery_grace: Seconds = Field(
+        60.0, description="With max_attempts > 1: how long executors keep their trainers running while "
+        "the AM is unreachable, waiting for its next attempt to adopt them (more than heartbeat_timeout).")
     host: str | None = Field(None, description="Address the AM API binds to; default chosen by the backend.")
     port: int = Field(0, ge=0, le=65535, description="AM API port; 0 = any free port.")
 
@@ -309,7 +315,17 @@ class AMSettings(StrictModel):
                 f"heartbeat_timeout: must be at least twice heartbeat_interval "
                 f"({self.heartbeat_interval:g}s), got {self.heartbeat_timeout:g}s"
             )
+        if self.max_attempts > 1 and self.recovery_grace <= self.heartbeat_timeout:
+            raise ValueError(
+                f"recovery_grace: must be more than heartbeat_timeout ({self.heartbeat_timeout:g}s) when "
+                f"max_attempts > 1, got {self.recovery_grace:g}s"
+            )
         return self
+
+    @property
+    def executor_patience(self) -> float:
+        """How long an executor waits for an unreachable AM before it ends its trainer."""
+        return self.recovery_grace if self.max_attempts > 1 else self.heartbeat_timeout
 
 
 # Each backend's own section (backends/<name>/settings.py), told apart by ``type``.

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
-from ..backends.base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launch_env
+from ..backends.base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launch_env
 from ..data.dispatcher import Ending, Task, TaskActionRefused
 from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
 from ..models import HeartbeatRequest, RegisterRequest, RequestError, UnregisterRequest
 from ..spec import JobSpec
 from .failover import Action, FailoverEngine
+from .journal import JOURNAL, AMJournal, Recovered, restore
 from .metrics import AMMetrics
 from .scheduler import RoleScheduler, Verdict
 from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
@@ -48,7 +49,7 @@ _NOT_ENDED = tuple(state for state in ExecutorState if not state.terminal)
 
 class ApplicationMaster(BackendEvents):
     def __init__(self, spec: JobSpec, app_id: str, backend: ExecutorBackend,
-                 status_path: Path | None = None, attempt: int = 1):
+                 status_path: Path | None = None, attempt: int = 1, recovered: Recovered | None = None):
         self.spec = spec
         self.backend = backend
         self.status_path = status_path
@@ -73,11 +74,17 @@ class ApplicationMaster(BackendEvents):
         self._launching: set[asyncio.Task] = set()
         self.data: DataPlane | None = None
         self._fed_roles = {r.name for r in spec.roles if r.consumes_input}
+        self.recovered = recovered  # the journal of an earlier attempt, put back in start()
+        self._adopting: set[str] = set()  # incarnations kept from an earlier attempt, not heard from yet
         if spec.input is not None:
-            self.data = DataPlane(spec.input, self)
+            # The data plane's own journal: the work-preserve directory, else one beside the status
+            # (what a restarted AM resumes from).
+            private = status_path.parent / "data-journal" if status_path is not None else None
+            self.data = DataPlane(spec.input, self, private_journal=private, recovering=recovered is not None)
             self.record.data_view = self.data.status
         self.timeline = Timeline(self.record)
         self.event_log = EventLog(status_path.parent / EVENT_LOG, self.record) if status_path is not None else None
+        self.journal = AMJournal(status_path.parent / JOURNAL, self.record) if status_path is not None else None
         self.metrics = AMMetrics(self)
 
     # --- life cycle -------------------------------------------------------------
@@ -85,6 +92,9 @@ class ApplicationMaster(BackendEvents):
     async def start(self, address: str) -> None:
         self.address = address
         await self.backend.start(self)
+        if self.recovered is not None:
+            await self._take_over(self.recovered)
+            return
         self._set_job(JobState.STARTING, "AM started")
         for role in self.spec.roles:
             why = self.backend.check_fits(role.name, role.resources)
@@ -105,7 +115,96 @@ class ApplicationMaster(BackendEvents):
             task.cancel()
         if self.data is not None:
             self.data.close()
+        if self.journal is not None:
+            self.journal.close()
         await self.backend.close()
+
+    # --- a new AM attempt takes over ----------------------------------------------------------
+
+    async def _take_over(self, recovered: Recovered) -> None:
+        """Carry on from an earlier attempt's journal: executors still running are adopted (same
+        incarnations, trainers untouched), the ones gone meanwhile go through failover uncharged,
+        the ones never launched are launched now."""
+        record = self.record
+        self._finish_reason = restore(record, recovered)
+        if self.journal is not None:
+            self.journal.adopt_written()
+            self.journal.finish_reason = self._finish_reason
+        if self.event_log is not None:
+            self.event_log.resume()
+            self.timeline.samples = self.event_log.samples()
+        now = time.time()
+        attempt: dict[str, Any] = {"attempt": self.record.attempt, "started_at": now,
+                   "down_since": _float_env(protocol.ENV_AM_DOWN_SINCE), "recovered_at": None,
+                   "adopted": 0, "gone": 0}
+        record.am_attempts.append(attempt)
+        if record.state.terminal:  # it died saving the outcome: save it again
+            record.add_event("job", record.state.value, record.state.value,
+                             f"AM attempt {record.attempt} took over after the job ended")
+            attempt["recovered_at"] = now
+            self._write_status()
+            self.done.set()
+            return
+        kept = [ex for ex in [*record.history, *record.executors.values()] if not ex.state.terminal]
+        found = await self.backend.adopt([self._adoption(ex) for ex in kept])
+        # Executors that may report late get the recovery grace, not the heartbeat timeout.
+        patience = time.monotonic() + max(0.0, self.spec.am.recovery_grace - self._timeout)
+        for ex in kept:
+            self._live[ex.incarnation] = ex
+            ex.last_seen = patience
+            if ex.incarnation in found:
+                self._adopting.add(ex.incarnation)
+            elif ex.state is ExecutorState.NEW:
+                self._to_launch[ex.incarnation] = None  # never launched
+        attempt["adopted"] = len(self._adopting)
+        record.add_event("job", record.state.value, record.state.value,
+                         f"AM attempt {record.attempt} took over: {len(self._adopting)} executor(s) still running "
+                         f"adopted, {len(kept) - len(self._adopting)} gone or never launched")
+        log.info("AM attempt %d: adopting %d executor(s)", record.attempt, len(self._adopting))
+        if self.data is not None:
+            self.data.adopt({ex.incarnation for ex in kept if ex.incarnation in found and ex.role in self._fed_roles})
+        for ex in kept:
+            if ex.incarnation in found or ex.state is ExecutorState.NEW:
+                self._resume(ex)
+            else:
+                attempt["gone"] += 1
+                self._ended(ex, ExecutorState.FAILED, "ended while no AM was running (exit status unknown)",
+                            None, preempted=True)
+        self._spawn(self._sweep_forever())
+        if self.data is not None:
+            self.data.start()
+        self._check_adopted()
+        self._reconcile()
+        self._write_status()
+
+    def _adoption(self, ex: Executor) -> Adoption:
+        return Adoption(ex.role, ex.index, ex.incarnation, ex.attempt, ex.pid,
+                        self.spec.role(ex.role).resources, list(ex.gpus), dict(ex.logs))
+
+    def _resume(self, ex: Executor) -> None:
+        """Pick up an adopted executor where the last attempt left it."""
+        if ex.stop_reason is not None:
+            reason, ex.stop_reason = ex.stop_reason, None
+            self._stop(ex, reason)  # asked to stop before: ask again
+        elif ex.state is ExecutorState.REGISTERED:
+            self._awaiting_start.add(ex.incarnation)  # a start command sent twice is ignored
+
+    def _heard_from(self, ex: Executor) -> None:
+        if ex.incarnation in self._adopting:
+            self._adopting.discard(ex.incarnation)
+            self._check_adopted()
+
+    def _check_adopted(self) -> None:
+        """Once every kept executor has reported or ended, the recovery is over."""
+        self._adopting &= set(self._live)
+        attempt = self.record.am_attempts[-1] if self.record.am_attempts else None
+        if not self._adopting and attempt is not None and attempt["recovered_at"] is None:
+            attempt["recovered_at"] = time.time()
+            took = attempt["recovered_at"] - (attempt["down_since"] or attempt["started_at"])
+            self.record.add_event("job", self.record.state.value, self.record.state.value,
+                                  f"AM attempt {attempt['attempt']} recovered the job in {took:.2f}s "
+                                  f"({attempt['adopted']} executor(s) adopted, {attempt['gone']} gone)")
+            log.info("recovered in %.2fs", took)
 
     def finish(self, state: JobState, reason: str, actor: str | None = None) -> None:
         """Decide the job's outcome; it is recorded once every executor has stopped."""
@@ -148,6 +247,7 @@ class ApplicationMaster(BackendEvents):
 
     def _restart(self, ex: Executor, why: str) -> None:
         ex.replace_when_stopped = True
+        self.record.touch(ex)
         self._stop(ex, why)
 
     def request_task(self, action: str, task_id: str, reason: str = "", actor: str | None = None) -> Task:
@@ -242,6 +342,11 @@ class ApplicationMaster(BackendEvents):
 
     def register(self, report: RegisterRequest) -> dict[str, Any]:
         ex = self._current(report.incarnation)
+        if ex is not None and ex.state is ExecutorState.REGISTERED and ex.incarnation in self._adopting:
+            # It registered with the last attempt, which died before answering: the answer is the same.
+            self._heard_from(ex)
+            ex.last_seen, ex.heartbeat_at = time.monotonic(), time.time()
+            return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
         if ex is None or ex.stop_reason is not None or ex.state not in (ExecutorState.STARTING, ExecutorState.NEW):
             reason = ex.stop_reason if ex is not None and ex.stop_reason else "unknown or stale incarnation"
             return {"ok": False, "command": protocol.CMD_KILL, "reason": reason}
@@ -252,6 +357,7 @@ class ApplicationMaster(BackendEvents):
         ex.last_seen, ex.heartbeat_at = time.monotonic(), time.time()
         if ex.state is ExecutorState.NEW:  # registered before the backend's launch callback ran
             self._set(ex, ExecutorState.STARTING, "launched")
+        self._heard_from(ex)
         self._set(ex, ExecutorState.REGISTERED, f"registered from {ex.host} ports {ex.ports}")
         self._awaiting_start.add(ex.incarnation)
         self._membership_changed()
@@ -264,9 +370,12 @@ class ApplicationMaster(BackendEvents):
         if ex is None:
             return {"command": protocol.CMD_KILL, "reason": "unknown or stale incarnation"}
         ex.last_seen, ex.heartbeat_at = time.monotonic(), time.time()
+        if self._adopting:
+            self._heard_from(ex)
         if ex.stop_reason is not None:
             if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
                 self.data.heartbeat(ex.incarnation, report.model_copy(update={"need_tasks": 0}), slot=ex.id)  # its last positions
+                self._journal()
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
         changed = report.state == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED
         if changed:
@@ -292,6 +401,7 @@ class ApplicationMaster(BackendEvents):
             data = self.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
+        self._journal()
         self.metrics.observe_heartbeat(time.perf_counter() - started)
         return NONE_REPLY if reply is None else reply
 
@@ -333,9 +443,12 @@ class ApplicationMaster(BackendEvents):
         ex.host = ex.host or launched.host
         ex.gpus = ex.gpus or list(launched.gpus)
         ex.logs = dict(launched.logs)
+        ex.pid = ex.pid or launched.pid
+        self.record.touch(ex)
         if ex.state is ExecutorState.NEW:
             ex.last_seen = time.monotonic()
             self._set(ex, ExecutorState.STARTING, f"launched on {launched.host}")
+        self._journal()
 
     def on_exited(self, exited: Exited) -> None:
         ex = self._live.get(exited.incarnation)
@@ -403,6 +516,19 @@ class ApplicationMaster(BackendEvents):
                                         f"before the end of its input (input.early_exit: requeue)")
 
     def _reconcile(self) -> None:
+        self._reconcile_now()
+        self._journal()
+
+    def _journal(self) -> None:
+        """Write what changed to the AM's and the data plane's journals: called at the end of every
+        step, before any answer leaves, so that a restarted AM knows whatever an executor was told."""
+        if self.journal is not None:
+            self.journal.finish_reason = self._finish_reason
+            self.journal.flush()
+        if self.data is not None:
+            self.data.journal_write()
+
+    def _reconcile_now(self) -> None:
         record = self.record
         if record.state.terminal:
             return
@@ -483,6 +609,7 @@ class ApplicationMaster(BackendEvents):
         if ex.stop_reason is not None or ex.state.terminal:
             return
         ex.stop_reason = reason
+        self.record.touch(ex)
         if ex.incarnation in self._to_launch:  # never launched: nothing to stop
             self._ended(ex, ExecutorState.STOPPED, reason, None)
             return
@@ -529,6 +656,7 @@ class ApplicationMaster(BackendEvents):
             or self.scheduler.not_ready(time.time())
         if stuck:
             self.finish(JobState.FAILED, stuck)
+        self._journal()
         written_at, events = self._snapshot
         if len(self.record.events) != events and now - written_at >= STATUS_SNAPSHOT_SECONDS:
             self._write_status()
@@ -568,3 +696,10 @@ class ApplicationMaster(BackendEvents):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _float_env(name: str) -> float | None:
+    try:
+        return float(os.environ[name])
+    except (KeyError, ValueError):
+        return None

@@ -146,6 +146,10 @@ class JobRecord:
     _cluster_cache: tuple[int, dict, str] | None = field(default=None, repr=False)
     # The data plane's status (``data`` in every snapshot); None when the job has no input.
     data_view: Callable[[], dict[str, Any]] | None = field(default=None, repr=False)
+    # One entry per AM attempt after the first: when it took over and how the adoption went.
+    am_attempts: list[dict[str, Any]] = field(default_factory=list)
+    # Executors changed since the AM journal last wrote them (incarnation -> executor).
+    dirty: dict[str, Executor] = field(default_factory=dict, repr=False)
 
     # --- membership ---
 
@@ -158,13 +162,21 @@ class JobRecord:
         self.executors[ex.id] = ex
         self.counts.setdefault(ex.role, Counter())[ex.state] += 1
         self.ready_counts[ex.role] += ex.ready
+        self.touch(ex)
+        if old is not None:
+            self.touch(old)
 
     def drop_executor(self, executor_id: str) -> Executor:
         """Remove an index from the job (scale down); returns its current incarnation."""
         ex = self.executors.pop(executor_id)
         self.counts[ex.role][ex.state] -= 1
         self.ready_counts[ex.role] -= ex.ready
+        self.touch(ex)
         return ex
+
+    def touch(self, ex: Executor) -> None:
+        """``ex`` changed: the AM journal writes it at the end of the AM's current step."""
+        self.dirty[ex.incarnation] = ex
 
     def count(self, role: str, *states: ExecutorState) -> int:
         """Current executors of ``role`` in any of ``states`` (all of them without states)."""
@@ -204,6 +216,7 @@ class JobRecord:
         if self.executors.get(ex.id) is ex:
             self.counts[ex.role][old] -= 1
             self.counts[ex.role][new] += 1
+        self.touch(ex)
         now = time.time()
         if new is ExecutorState.REGISTERED:
             ex.registered_at = now
@@ -221,6 +234,7 @@ class JobRecord:
         if ex.ready:
             return
         ex.ready, ex.ready_at = True, time.time()
+        self.touch(ex)
         if self.executors.get(ex.id) is ex:
             self.ready_counts[ex.role] += 1
         if reason is not None:
@@ -263,6 +277,7 @@ class JobRecord:
             "finished_at": self.finished_at,
             "cluster_version": self.cluster_version,
             "tags": self.tags,
+            "am_attempts": [dict(a) for a in self.am_attempts],
         }
 
     def roles_view(self) -> list[dict[str, Any]]:

@@ -82,6 +82,20 @@ class EventLog:
         self._pending: list[str] = []
         self._broken = False
 
+    def resume(self) -> None:
+        """A restarted AM appends after the events its predecessor wrote (its journal has them all)."""
+        self._written = len(self._read()[0])
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The samples written so far (a restarted AM's charts start from them)."""
+        return self._read()[1]
+
+    def _read(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        try:
+            return read_event_log(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return [], []
+
     def add_sample(self, sample: dict[str, Any]) -> None:
         self._pending.append(json.dumps({"kind": "sample", **sample}, separators=(",", ":")))
 

@@ -61,6 +61,21 @@ class Launched:
     host: str
     gpus: list[int]
     logs: dict[str, str]
+    pid: int | None = None  # the executor's process, where the backend knows it (local)
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """An executor an earlier AM attempt launched, for the new attempt to take over."""
+
+    role: str
+    index: int
+    incarnation: str
+    attempt: int
+    pid: int | None  # as it registered (or the backend reported at launch)
+    resources: Resources
+    gpus: list[int]
+    logs: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ def role_env(spec: JobSpec, role_name: str) -> dict[str, str]:
         protocol.ENV_ROLE: role_name,
         protocol.ENV_NUM_PORTS: str(spec.role(role_name).ports),
         protocol.ENV_HEARTBEAT_TIMEOUT: str(spec.am.heartbeat_timeout),
+        protocol.ENV_AM_RECOVERY_GRACE: str(spec.am.executor_patience),
         protocol.ENV_KILL_GRACE: str(spec.am.shutdown_grace),
     }
 
@@ -147,6 +163,13 @@ class ExecutorBackend(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Force-stop every executor still running and release the resources."""
+
+    async def adopt(self, executors: list[Adoption]) -> set[str]:
+        """A restarted AM takes over executors an earlier attempt launched: watch the ones still
+        running as if launched now (``on_exited`` when they end) and return their incarnations. The
+        others are treated as gone (ended uncharged, replaced), or launched now if they never were.
+        Default: a backend that cannot find them again adopts none."""
+        return set()
 
     async def read_log(self, path: str, offset: int, limit: int) -> tuple[bytes, int | None]:
         """Up to ``limit`` bytes of an executor's log (a path from its ``logs``) from ``offset``

@@ -155,6 +155,8 @@ class Dispatcher:
         self.held: dict[str, dict[str, None]] = {}  # holder -> task ids, in assignment order
         self.reading: dict[str, str] = {}  # holder -> the task its trainer was reading, as last reported
         self.recovered = recovered or {}  # task id -> {state, records, bytes, attempts} of an earlier job
+        # A restarted AM: incarnations of executors it adopted, whose running tasks stay theirs.
+        self.adopted: set[str] = set()
         self.state = "scanning"
         self.scan_complete = False
         self.waiting_for: str | None = None
@@ -205,6 +207,9 @@ class Dispatcher:
                     if old is TaskState.QUARANTINED:
                         self.quarantined.append(task.id)
                     task.bytes_done = task.size if old is TaskState.DONE else task.bytes_done
+                elif old is TaskState.RUNNING and earlier.get("holder") in self.adopted:
+                    task.state, task.holder = old, str(earlier["holder"])  # still being read by it
+                    self.held.setdefault(task.holder, {})[task.id] = None
             self.counts[task.state] += 1
             self.bytes_done += task.bytes_done
             part = self.progress_by_partition.setdefault((task.source, label), PartitionProgress())
@@ -216,7 +221,8 @@ class Dispatcher:
             if task.state.resolved:
                 continue
             self.unresolved[label] += 1
-            self.queue.append(task.id)
+            if task.state is TaskState.QUEUED:
+                self.queue.append(task.id)
             if self.store is not None:
                 self.store.added(task)
         self._advance_watermark()
@@ -306,6 +312,7 @@ class Dispatcher:
         ``_interrupted``). ``slot``: the executor id (role-index), to tell executors apart."""
         held = self.held.pop(holder, {})
         reading = self.reading.pop(holder, None)
+        self.adopted.discard(holder)  # its tasks the scan lists again go back to the queue
         returned = []
         for task_id in held:
             task = self.tasks[task_id]

@@ -8,13 +8,15 @@ Kept in ``work_preserve_dir`` as two files:
 ``tasks.journal``
     one JSON object per line, appended after the snapshot was taken:
     ``{"op": "add", "task": {...}}``, ``{"op": "set", "id", "state", "records", "bytes",
-    "attempts", "error"}`` and ``{"op": "checkpoint", "slot", "id"}`` (exactly-once: the
+    "attempts", "error"[, "holder"]}`` (``holder``: the executor incarnation reading a running task,
+    which a restarted AM of the same job gives it back to) and ``{"op": "checkpoint", "slot", "id"}`` (exactly-once: the
     checkpoint an executor index last committed). Every line carries absolute values, so replaying a line twice
     changes nothing.
 
-Changes are buffered and written with one ``write`` + ``fsync`` at most every
-``FLUSH_SECONDS``; the last second of progress may be lost in a crash, which only means
-those records are read again (at-least-once). Once the journal holds more lines than
+The AM writes changes at the end of each of its steps (``write``: one ``write`` call, no
+``fsync``), before it answers an executor, so a killed AM loses nothing it told anyone; an
+``fsync`` follows at most every ``FLUSH_SECONDS``, so a machine crash may lose the last second
+of progress, which only means those records are read again (at-least-once). Once the journal holds more lines than
 ``COMPACT_LINES`` and than there are tasks (so snapshots cost O(1) per line), the store
 writes a new snapshot and starts an empty journal; a crash between the two leaves a
 journal that replays onto the new snapshot harmlessly.
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import hadoop
-from .dispatcher import Task
+from .dispatcher import Task, TaskState
 
 log = logging.getLogger("primus.data")
 
@@ -57,6 +59,7 @@ class TaskJournal:
         self._pending: list[str] = []
         self._dirty: dict[str, Task] = {}
         self._flushed_at = 0.0
+        self._unsynced = False
         self._lines = self._cut_torn_line()
         self._file = open(self.dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
 
@@ -99,25 +102,34 @@ class TaskJournal:
         if time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
             self.flush()
 
-    def flush(self) -> None:
-        """Write what changed since the last flush, fsync it; compact when the journal is long."""
+    def write(self) -> None:
+        """Write what changed since the last write (no ``fsync``); compact when the journal is long."""
         for task in self._dirty.values():
             entry = {"state": task.state.value, "records": task.records, "bytes": task.bytes_done,
                      "attempts": task.attempts, "error": task.error}
+            if task.state is TaskState.RUNNING and task.holder is not None:
+                entry["holder"] = task.holder
             if self.state.get(task.id) != entry:
                 self.state[task.id] = entry
                 self._pending.append(json.dumps({"op": "set", "id": task.id, **entry}))
         self._dirty.clear()
-        self._flushed_at = time.monotonic()
         if not self._pending:
             return
         self._file.write("\n".join(self._pending) + "\n")
         self._file.flush()
-        os.fsync(self._file.fileno())
+        self._unsynced = True
         self._lines += len(self._pending)
         self._pending.clear()
         if self._lines >= max(COMPACT_LINES, len(self.state)):  # amortized: a snapshot costs O(tasks)
             self.compact()
+
+    def flush(self) -> None:
+        """``write``, then ``fsync``."""
+        self.write()
+        self._flushed_at = time.monotonic()
+        if self._unsynced:
+            os.fsync(self._file.fileno())
+            self._unsynced = False
 
     def compact(self) -> None:
         """A new snapshot of every task, then an empty journal."""
@@ -126,6 +138,7 @@ class TaskJournal:
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
         self._lines = 0
+        self._unsynced = False
 
     def close(self) -> None:
         self.flush()
@@ -152,8 +165,8 @@ def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
                     log.warning("%s line %d is damaged; skipped", journal, number)
                 continue
             if entry.get("op") == "set":
-                state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error")
-                                      if k in entry}
+                state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error",
+                                                            "holder") if k in entry}
             elif entry.get("op") == "add":
                 state.setdefault(entry["task"]["id"], {"state": "queued", "records": 0, "bytes": 0, "attempts": 0})
     return state

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from .. import hadoop
@@ -25,9 +26,12 @@ log = logging.getLogger("primus.data")
 
 
 class DataPlane:
-    def __init__(self, spec: InputSpec, events: DataEvents):
+    def __init__(self, spec: InputSpec, events: DataEvents, private_journal: Path | None = None,
+                 recovering: bool = False):
+        """``private_journal``: where to journal the tasks for a restarted AM of this job when
+        ``work_preserve_dir`` is not a local directory; ``recovering``: this AM is such a restart."""
         self.spec = spec
-        self.journal: TaskJournal | None = None  # a local work_preserve_dir
+        self.journal: TaskJournal | None = None  # a local work_preserve_dir, else the private journal
         self.remote: HdfsSnapshots | None = None  # a work_preserve_dir on HDFS
         self._problem: str | None = None  # found before start: the job fails at once
         self._namenode_http: str | None = None  # host:port serving WebHDFS for hdfs:// inputs
@@ -42,6 +46,10 @@ class DataPlane:
                     recovered, checkpoints = self.remote.recover()
                 else:
                     self.journal = TaskJournal(local_path(spec.work_preserve_dir))
+                    recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
+            if self.journal is None and private_journal is not None:
+                self.journal = TaskJournal(private_journal)
+                if recovering and self.journal.state:  # exact up to the AM's death, unlike HDFS snapshots
                     recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
             if spec.restore_from is not None and not recovered:
                 reading = "restore_from"
@@ -99,6 +107,17 @@ class DataPlane:
             # The AM's Hadoop configuration, else the address its client handed it (PRIMUS_WEBHDFS).
             self._namenode_http = hadoop.webhdfs_base(url).split("://", 1)[1]
         return f"webhdfs://{self._namenode_http}{hadoop.hdfs_path(url)}"
+
+    def adopt(self, holders: set[str]) -> None:
+        """A restarted AM adopted these executors: the tasks they were reading stay theirs."""
+        self.dispatcher.adopted = set(holders)
+
+    def journal_write(self) -> None:
+        if self.journal is not None:
+            try:
+                self.journal.write()
+            except OSError:
+                log.exception("cannot write the task journal in %s", self.journal.dir)
 
     def checkpoint(self, slot: str) -> str | None:
         """Exactly-once: the checkpoint the last trainer of ``slot`` (an executor id) committed."""

@@ -14,7 +14,10 @@ Standard library only (Python 3.9+), so it runs on any node or image. It
 6. reports the trainer's exit code and exits with it.
 
 If the AM stays unreachable past the heartbeat timeout it kills the trainer
-and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind. Whenever
+and exits (EXIT_AM_UNREACHABLE): a dead AM leaves no orphans behind. When the job's
+AM is restarted (``am.max_attempts``), it waits ``am.recovery_grace`` instead, with the
+trainer untouched, looking for the new AM's address (``PRIMUS_AM_INFO_FILE`` or
+``PRIMUS_AM_INFO_URL``), and carries on with it under the same incarnation. Whenever
 the trainer ends, so does every process it started, even those that left its
 process group or session: the executor is their subreaper, and the trainer runs
 in the backend's cgroup when there is one (``proctree.py``).
@@ -67,6 +70,11 @@ class Config:
         self.log_dir = env.get(protocol.ENV_LOG_DIR) or os.getcwd()
         self.work_dir = env.get(protocol.ENV_WORK_DIR) or os.getcwd()
         self.heartbeat_timeout = float(env.get(protocol.ENV_HEARTBEAT_TIMEOUT, "10"))
+        # How long the AM may stay unreachable before the trainer is ended (a restarted AM adopts it).
+        self.am_patience = max(self.heartbeat_timeout,
+                               float(env.get(protocol.ENV_AM_RECOVERY_GRACE) or self.heartbeat_timeout))
+        self.am_info_file = env.get(protocol.ENV_AM_INFO_FILE) or None
+        self.am_info_url = env.get(protocol.ENV_AM_INFO_URL) or None
         self.kill_grace = float(env.get(protocol.ENV_KILL_GRACE, "10"))
         self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
         self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
@@ -94,6 +102,20 @@ def wait_for_am_address(url: str, patience: float) -> str:
         delay = min(delay * 1.5, 1.0)
 
 
+def read_am_address(config: Config) -> str | None:
+    """The AM's address as published now (a restarted AM listens elsewhere); None if unknown."""
+    try:
+        if config.am_info_file is not None:
+            with open(config.am_info_file) as f:
+                return str(json.load(f)["address"])
+        if config.am_info_url is not None:
+            with urllib.request.urlopen(config.am_info_url, timeout=5) as response:
+                return str(json.loads(response.read())["address"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
 def link_files(source_dir: str, work_dir: str) -> None:
     """Link every file of ``source_dir`` into ``work_dir`` (the role's ``files``), keeping what is there."""
     os.makedirs(work_dir, exist_ok=True)
@@ -115,9 +137,11 @@ def reserve_ports(count: int) -> list[socket.socket]:
 
 
 class Executor:
-    def __init__(self, config: Config, client: AMClient):
+    def __init__(self, config: Config, client: AMClient, token: str = ""):
         self.config = config
         self.client = client
+        self.token = token
+        self._looked_for_am = 0.0
         self.trainer: Trainer | None = None
         self.interval = 1.0
         self.cluster_version = 0
@@ -235,7 +259,7 @@ class Executor:
         self._call(protocol.HEARTBEAT_PATH, {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": protocol.REPORT_RUNNING,
             "cluster_version": self.cluster_version, "wait": False, **report,
-        }, give_up_after=min(5.0, self.config.heartbeat_timeout))
+        }, give_up_after=self._last_word_patience())
 
     def _check_exit_grace(self, feed: dict[str, Any] | None) -> None:
         """A trainer still running ``exit_grace`` seconds after its input ended is stopped."""
@@ -303,8 +327,15 @@ class Executor:
         self._call(protocol.UNREGISTER_PATH, {
             "id": self.config.id, "incarnation": self.config.incarnation,
             "exit_code": code, "message": message,
-        }, give_up_after=min(5.0, self.config.heartbeat_timeout))
+        }, give_up_after=self._last_word_patience())
         return code
+
+    def _last_word_patience(self) -> float:
+        """How long the last reports (final positions, exit code) retry: a few seconds, or the recovery
+        grace when a restarted AM may be on its way (it needs them to hand the tasks on exactly)."""
+        if self.config.am_patience > self.config.heartbeat_timeout:
+            return self.config.am_patience
+        return min(5.0, self.config.heartbeat_timeout)
 
     def _stop_code(self) -> int:
         return 143 if self.stop_reason else protocol.EXIT_AM_UNREACHABLE
@@ -331,7 +362,7 @@ class Executor:
         if give_up_after is not None:
             deadline = time.monotonic() + give_up_after
         else:
-            deadline = self.last_contact + self.config.heartbeat_timeout
+            deadline = self.last_contact + self.config.am_patience
         delay = 0.05
         while True:
             try:
@@ -348,6 +379,21 @@ class Executor:
                     return None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+                self._look_for_am()
+
+    def _look_for_am(self) -> None:
+        """While the AM does not answer, check at most twice a second whether it moved (a restarted AM)."""
+        now = time.monotonic()
+        if now - self._looked_for_am < 0.5 or (self.config.am_info_file is None and self.config.am_info_url is None):
+            return
+        self._looked_for_am = now
+        address = read_am_address(self.config)
+        if address is not None and address != self.config.am_address:
+            log.info("the AM moved from %s to %s (a new AM attempt): carrying on with it",
+                     self.config.am_address, address)
+            self.config.am_address = address
+            self.client.close()
+            self.client = AMClient(address, self.token)
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -371,7 +417,7 @@ def main() -> int:
                     "may outlive it unless they are in the executor's cgroup")
     with open(config.token_file) as f:
         token = f.read().strip()
-    executor = Executor(config, AMClient(config.am_address, token))
+    executor = Executor(config, AMClient(config.am_address, token), token)
 
     def on_sigterm(signum: int, frame: Any) -> None:
         # Stop the loop; it then forwards SIGTERM (and later SIGKILL) to the trainer.

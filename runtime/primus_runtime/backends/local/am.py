@@ -10,6 +10,8 @@ import os
 import time
 from pathlib import Path
 
+from ... import protocol
+from ...am import journal
 from ...am.main import serve
 from ...am.master import ApplicationMaster
 from ...spec import JobSpec
@@ -45,5 +47,8 @@ async def run_am(args: list[str]) -> int:
         log.error("a %r job cannot run on the local backend", spec.backend.type)
         return 2
     backend = LocalExecutorBackend(job, spec.backend, parsed.bundle)
-    am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status)
+    attempt = int(os.environ.get(protocol.ENV_AM_ATTEMPT, "1"))
+    # A restarted AM (the supervisor's next attempt) carries on from its predecessor's journal.
+    recovered = journal.load(job.path / journal.JOURNAL) if attempt > 1 else None
+    am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status, attempt=attempt, recovered=recovered)
     return await serve(am, job.token.read_text().strip(), spec.am.host or LOCAL_HOST, None, JobDirStore(job))

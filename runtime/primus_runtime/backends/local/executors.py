@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -13,8 +15,23 @@ from pathlib import Path
 from ... import protocol
 from ...executor.proctree import Cgroup, signal_all
 from ...spec import LocalBackend, Resources
-from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
-from .jobs import LOCAL_HOST, JobDir, ResourceLedger, job_cgroup, kill_session, link_files, processes_of_job
+from ..base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
+from .jobs import (
+    LOCAL_HOST,
+    JobDir,
+    ResourceLedger,
+    executor_processes,
+    job_cgroup,
+    kill_session,
+    link_files,
+    pid_alive,
+    processes_of_job,
+    reaped_exit_code,
+)
+
+log = logging.getLogger("primus.am")
+# How often adopted executors (not children of this AM's fork server) are checked for an exit.
+ADOPTED_POLL_SECONDS = 0.2
 
 # --- inside the AM -----------------------------------------------------------------------
 
@@ -33,6 +50,8 @@ class LocalExecutorBackend(ExecutorBackend):
         self._forking: dict[str, Launched] = {}  # incarnation -> asked of the fork server
         self._running: dict[str, tuple[Launched, int]] = {}  # incarnation -> (launch, executor pid)
         self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
+        self._adopted: set[str] = set()  # incarnations an earlier AM attempt launched, still running
+        self._watcher: asyncio.Task | None = None
         self.cgroup: Cgroup | None = None  # the job's, holding one cgroup per executor incarnation
 
     async def start(self, events: BackendEvents) -> None:
@@ -89,7 +108,7 @@ class LocalExecutorBackend(ExecutorBackend):
 
     def _ask_fork(self, request: LaunchRequest, gpus: list[int]) -> None:
         work = self.job.work_dir(request.role, request.index)
-        logs = self.job.executor_dir(request.role, request.index) / f"attempt-{request.attempt}"
+        logs = self._log_dir(request.role, request.index, request.attempt)
         work.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         link_files(request.files, work)
@@ -101,6 +120,7 @@ class LocalExecutorBackend(ExecutorBackend):
             protocol.ENV_WORK_DIR: str(work),
             protocol.ENV_GPUS: ",".join(map(str, gpus)),
             protocol.ENV_EXECUTOR_HOST: LOCAL_HOST,
+            protocol.ENV_AM_INFO_FILE: str(self.job.am_info),  # where a restarted AM's address appears
         })
         executor_cgroup = self._executor_cgroup(request.incarnation)
         if executor_cgroup is not None:
@@ -114,12 +134,15 @@ class LocalExecutorBackend(ExecutorBackend):
             {name: str(logs / f"{name}.log") for name in ("executor", "stdout", "stderr")},
         )
 
+    def _log_dir(self, role: str, index: int, attempt: int) -> Path:
+        return self.job.executor_dir(role, index) / f"attempt-{attempt}"
+
     async def _read_server(self, server: asyncio.subprocess.Process) -> None:
         assert server.stdout is not None and self._events is not None
         async for line in server.stdout:
             message = json.loads(line)
             if "launched" in message:
-                launched = self._forking.pop(message["launched"])
+                launched = dataclasses.replace(self._forking.pop(message["launched"]), pid=int(message["pid"]))
                 self._running[launched.incarnation] = (launched, int(message["pid"]))
                 self._events.on_launched(launched)
             elif "failed" in message:
@@ -146,17 +169,64 @@ class LocalExecutorBackend(ExecutorBackend):
         elif killed:
             signal_all(processes_of_job(self.job.app_id, incarnation), signal.SIGKILL)
 
-    def _on_exit(self, incarnation: str, code: int) -> None:
+    def _on_exit(self, incarnation: str, code: int | None) -> None:
         if incarnation not in self._running:
             return  # not one of ours (the fork server reaped something unexpected)
         launched, pid = self._running.pop(incarnation)
-        self._end_trainer_processes(pid, incarnation, killed=code < 0)
+        self._end_trainer_processes(pid, incarnation, killed=code is None or code < 0)
         self.ledger.release(incarnation)
-        if code < 0:
+        if code is None:
+            self._exited(launched.role, launched.index, incarnation, None,
+                         "executor ended while the AM was being restarted (exit status not recorded)")
+        elif code < 0:
             self._exited(launched.role, launched.index, incarnation, 128 - code, f"executor killed by signal {-code}")
         else:
             self._exited(launched.role, launched.index, incarnation, code, f"executor exited {code}")
         self._launch_waiting()
+
+    # --- a restarted AM takes over ---
+
+    async def adopt(self, executors: list[Adoption]) -> set[str]:
+        """Executors of an earlier AM attempt still running are watched from now on (they are not
+        this AM's children: their exit codes come from the supervisor that reaps them). A process of
+        an incarnation whose pid was never recorded is ended: the AM launches that one again."""
+        found = set()
+        for adoption in executors:
+            pids = executor_processes(self._log_dir(adoption.role, adoption.index, adoption.attempt) / "executor.log")
+            if adoption.pid is not None and adoption.pid in pids:
+                self.ledger.hold(adoption.incarnation, adoption.resources, adoption.gpus)
+                launched = Launched(adoption.role, adoption.index, adoption.incarnation, LOCAL_HOST,
+                                    list(adoption.gpus), adoption.logs, adoption.pid)
+                self._running[adoption.incarnation] = (launched, adoption.pid)
+                found.add(adoption.incarnation)
+            else:
+                for pid in pids:
+                    kill_session(pid)
+        self._adopted |= found
+        if found and self._watcher is None:
+            self._watcher = asyncio.ensure_future(self._watch_adopted())
+        return found
+
+    async def _watch_adopted(self) -> None:
+        while self._adopted:
+            await asyncio.sleep(ADOPTED_POLL_SECONDS)
+            for incarnation in list(self._adopted):
+                running = self._running.get(incarnation)
+                if running is None:
+                    self._adopted.discard(incarnation)
+                elif not pid_alive(running[1]):
+                    self._adopted.discard(incarnation)
+                    self._on_exit(incarnation, await self._exit_code(running[1]))
+        self._watcher = None
+
+    async def _exit_code(self, pid: int) -> int | None:
+        """What the supervisor recorded when it reaped ``pid`` (it may take a moment to write it)."""
+        for _ in range(10):
+            code = reaped_exit_code(self.job, pid)
+            if code is not None:
+                return code
+            await asyncio.sleep(0.1)
+        return None
 
     def _exited(self, role: str, index: int, incarnation: str, code: int | None, reason: str) -> None:
         assert self._events is not None

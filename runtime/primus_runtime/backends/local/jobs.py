@@ -38,6 +38,8 @@ class JobDir:
     status = property(lambda self: self.path / "status.json")
     am_log = property(lambda self: self.path / "am.log")
     cgroup = property(lambda self: self.path / "cgroup")  # the job's cgroup directory, if it has one
+    # Exit codes of the job's processes the supervisor reaped (executors orphaned by a dead AM).
+    reaped = property(lambda self: self.path / "reaped.jsonl")
 
     def executor_dir(self, role: str, index: int) -> Path:
         """The executor's logs, one ``attempt-<n>`` directory per incarnation."""
@@ -93,6 +95,10 @@ class ResourceLedger:
             return None
         self._held[key] = _Held(res.cpu, res.memory, free_gpus[: res.gpu])
         return self._held[key].gpus
+
+    def hold(self, key: str, res: Resources, gpus: list[int]) -> None:
+        """Record what an executor already running holds (one a restarted AM adopts)."""
+        self._held[key] = _Held(res.cpu, res.memory, list(gpus))
 
     def release(self, key: str) -> None:
         self._held.pop(key, None)
@@ -181,6 +187,36 @@ def job_cgroup(app_id: str) -> Cgroup | None:
 def pid_alive(pid: int) -> bool:
     fields = _proc_stat_fields(str(pid))
     return fields is not None and fields[0] != "Z"
+
+
+def executor_processes(log: Path) -> list[int]:
+    """Pids of the live processes writing their stderr to ``log``: an executor, found by its own log
+    (a forked executor's /proc environ is its fork server's, so its variables cannot tell)."""
+    target = str(log)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/2") == target and pid_alive(int(pid)):
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def reaped_exit_code(job: JobDir, pid: int) -> int | None:
+    """The exit code the supervisor recorded for ``pid`` (negative: killed by that signal), if any."""
+    try:
+        lines = job.reaped.read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("pid") == pid:
+            return int(entry["code"])
+    return None
 
 
 def write_private(path: Path, text: str) -> None:

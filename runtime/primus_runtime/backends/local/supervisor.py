@@ -1,0 +1,147 @@
+"""The local backend's AM supervisor: restarts a dead AM, up to ``am.max_attempts``.
+
+``python supervisor.py JOB_DIR --bundle BUNDLE --max-attempts N`` (run by path, standard library
+and ``primus_runtime``'s stdlib-only modules: it lives as long as the job and stays small). The
+client starts it instead of the AM when ``am.max_attempts > 1``; ``am.pid`` is then its pid.
+
+It runs the AM as its child. When the AM ends without having recorded an outcome (killed,
+crashed), it starts the next attempt with ``PRIMUS_AM_ATTEMPT`` and ``PRIMUS_AM_DOWN_SINCE``; that
+AM reads the journal and adopts the executors still running. The supervisor is a child subreaper:
+executors orphaned by the dead AM (and its fork server) become its children, and it records each
+one's exit code in ``reaped.jsonl`` for the AM that watches them now. SIGTERM and SIGINT are passed
+on to the AM (which stops the job) and end the supervision. Out of attempts with the job
+unfinished, it stops what is left of the job (SIGTERM, SIGKILL after 10 s).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]  # run by path: this directory holds the backend's modules, never to be imported as top-level
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from primus_runtime import protocol  # noqa: E402
+from primus_runtime.executor.proctree import become_subreaper  # noqa: E402
+from primus_runtime.states import JOB_OUTCOMES  # noqa: E402
+
+LEFTOVER_GRACE = 10.0
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor: {message}", file=sys.stderr, flush=True)
+
+
+class Supervisor:
+    def __init__(self, job_dir: Path, bundle: str, max_attempts: int):
+        self.job_dir = job_dir
+        self.bundle = bundle
+        self.max_attempts = max_attempts
+        self.am: subprocess.Popen | None = None
+        self.stopping = False
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True  # the user stops the job: no further attempt
+        if self.am is not None and self.am.returncode is None:
+            self.am.send_signal(signum)
+
+    def run(self) -> int:
+        attempt, down_since = 1, None
+        while True:
+            code = self.run_am(attempt, down_since)
+            if self.stopping or self.has_outcome():
+                return code
+            how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
+            if attempt >= self.max_attempts:
+                log(f"AM attempt {attempt} {how} with the job unfinished; am.max_attempts ({self.max_attempts}) "
+                    f"used up: stopping what is left of the job")
+                self.stop_leftovers()
+                return code if code > 0 else 1
+            down_since = time.time()
+            log(f"AM attempt {attempt} {how} with the job unfinished: starting attempt {attempt + 1}")
+            attempt += 1
+
+    def run_am(self, attempt: int, down_since: float | None) -> int:
+        env = dict(os.environ)
+        env[protocol.ENV_AM_ATTEMPT] = str(attempt)
+        if down_since is not None:
+            env[protocol.ENV_AM_DOWN_SINCE] = repr(down_since)
+        self.am = subprocess.Popen(
+            [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(self.job_dir), "--bundle", self.bundle],
+            env=env, stdin=subprocess.DEVNULL)
+        code = self.reap_until(self.am.pid)
+        self.am.returncode = code  # reaped here, not by Popen
+        return code
+
+    def reap_until(self, am_pid: int) -> int:
+        """Reap children until the AM ends (its exit code); every other one's code goes to reaped.jsonl."""
+        while True:
+            pid, status = os.waitpid(-1, 0)  # retried by Python after a signal handler ran
+            code = os.waitstatus_to_exitcode(status)
+            if pid == am_pid:
+                return code
+            with open(self.job_dir / "reaped.jsonl", "a") as out:
+                out.write(json.dumps({"pid": pid, "code": code, "time": time.time()}) + "\n")
+
+    def has_outcome(self) -> bool:
+        try:
+            status = json.loads((self.job_dir / "status.json").read_text())
+            return status["job"]["state"] in JOB_OUTCOMES
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    def stop_leftovers(self) -> None:
+        """SIGTERM the executors it inherited (they stop their trainers), SIGKILL what remains after a grace."""
+        deadline = time.monotonic() + LEFTOVER_GRACE
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in children():
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+            while children() and time.monotonic() < deadline:
+                try:
+                    os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                time.sleep(0.1)
+            deadline = time.monotonic() + 1.0
+
+
+def children() -> list[int]:
+    me = str(os.getpid())
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            found.append(int(name))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="supervisor.py")
+    parser.add_argument("job_dir", type=Path)
+    parser.add_argument("--bundle", required=True)
+    parser.add_argument("--max-attempts", type=int, required=True)
+    args = parser.parse_args(argv)
+    if not become_subreaper():
+        log("cannot become a child subreaper: executors orphaned by a dead AM cannot be watched")
+    supervisor = Supervisor(args.job_dir, args.bundle, args.max_attempts)
+    signal.signal(signal.SIGTERM, supervisor.on_signal)
+    signal.signal(signal.SIGINT, supervisor.on_signal)
+    return supervisor.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
