@@ -82,7 +82,8 @@ class AMJournal:
     def flush(self) -> None:
         """Write what changed since the last flush (nothing to do costs a few comparisons)."""
         record = self.record
-        if not record.dirty and self._events == len(record.events):
+        if not record.dirty and self._events == len(record.events) \
+                and record.cluster_version == self._job.get("cluster_version"):
             return
         lines = [_executor_line(record, ex) | {"k": "ex"} for ex in record.dirty.values()]
         record.dirty.clear()

@@ -155,8 +155,10 @@ class Dispatcher:
         self.held: dict[str, dict[str, None]] = {}  # holder -> task ids, in assignment order
         self.reading: dict[str, str] = {}  # holder -> the task its trainer was reading, as last reported
         self.recovered = recovered or {}  # task id -> {state, records, bytes, attempts} of an earlier job
-        # A restarted AM: incarnations of executors it adopted, whose running tasks stay theirs.
+        # A restarted AM: incarnations of executors it adopted, whose running tasks stay theirs, and
+        # what they reported about tasks the scan has not listed again yet (applied once it has).
         self.adopted: set[str] = set()
+        self._early: dict[str, dict[str, Any]] = {}  # task id -> {"holder", "progress", "done", "failed"}
         self.state = "scanning"
         self.scan_complete = False
         self.waiting_for: str | None = None
@@ -189,6 +191,7 @@ class Dispatcher:
                 self.partitions[label_granularity(label)].append(label)
             self.unresolved[label] = 0
         added = 0
+        reported: list[Task] = []  # adopted tasks with reports that came before this listing
         for task in tasks:
             if task.id in self.tasks:
                 continue
@@ -210,6 +213,8 @@ class Dispatcher:
                 elif old is TaskState.RUNNING and earlier.get("holder") in self.adopted:
                     task.state, task.holder = old, str(earlier["holder"])  # still being read by it
                     self.held.setdefault(task.holder, {})[task.id] = None
+                    if task.id in self._early:
+                        reported.append(task)
             self.counts[task.state] += 1
             self.bytes_done += task.bytes_done
             part = self.progress_by_partition.setdefault((task.source, label), PartitionProgress())
@@ -225,6 +230,8 @@ class Dispatcher:
                 self.queue.append(task.id)
             if self.store is not None:
                 self.store.added(task)
+        for task in reported:
+            self._apply_early(task, self._early.pop(task.id))
         self._advance_watermark()
         if self.state == "scanning" and self.tasks:
             self.state = "suspended" if self.suspended else "running"
@@ -261,6 +268,8 @@ class Dispatcher:
             self.checkpoints[slot] = commit.checkpoint
             if self.store is not None:
                 self.store.checkpoint(slot, self.checkpoints[slot])
+        if holder in self.adopted:
+            self._keep_early(holder, report)
         for task_id, position in report.progress.items():
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder:
@@ -305,6 +314,31 @@ class Dispatcher:
             reply["data_exhausted"] = True
         self._sample_rate()
         return reply
+
+    def _keep_early(self, holder: str, report: DataReport) -> None:
+        """An adopted executor reports on tasks the restarted AM's scan has not listed again: keep
+        what it says (it reports an end only once) until the task is listed."""
+        unknown = [t for t in (*report.progress, *report.done, *report.failed) if t not in self.tasks]
+        for task_id in unknown:
+            early = self._early.setdefault(task_id, {"holder": holder})
+            if task_id in report.progress:
+                early["progress"] = report.progress[task_id]
+            if task_id in report.done:
+                early["done"] = True
+            if task_id in report.failed:
+                early["failed"] = report.failed[task_id][:500]
+
+    def _apply_early(self, task: Task, early: dict[str, Any]) -> None:
+        if early["holder"] != task.holder:
+            return
+        if "progress" in early:
+            self._progress(task, early["progress"].records, early["progress"].bytes)
+        if early.get("done"):
+            self.held[early["holder"]].pop(task.id, None)
+            self._resolve(task, TaskState.DONE, "read to the end")
+        elif "failed" in early:
+            self.held[early["holder"]].pop(task.id, None)
+            self._attempt_failed(task, early["failed"])
 
     def release(self, holder: str, ending: Ending, reason: str, slot: str = "") -> None:
         """An executor ended: its tasks go back to the front of the queue, at their reported position,

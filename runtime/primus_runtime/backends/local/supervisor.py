@@ -4,8 +4,8 @@
 and ``primus_runtime``'s stdlib-only modules: it lives as long as the job and stays small). The
 client starts it instead of the AM when ``am.max_attempts > 1``; ``am.pid`` is then its pid.
 
-It runs the AM as its child. When the AM ends without having recorded an outcome (killed,
-crashed), it starts the next attempt with ``PRIMUS_AM_ATTEMPT`` and ``PRIMUS_AM_DOWN_SINCE``; that
+It runs the AM as its child. When the AM ends other than by itself after the job's end (killed,
+crashed, even while saving the outcome), it starts the next attempt with ``PRIMUS_AM_ATTEMPT`` and ``PRIMUS_AM_DOWN_SINCE``; that
 AM reads the journal and adopts the executors still running. The supervisor is a child subreaper:
 executors orphaned by the dead AM (and its fork server) become its children, and it records each
 one's exit code in ``reaped.jsonl`` for the AM that watches them now. SIGTERM and SIGINT are passed
@@ -56,9 +56,15 @@ class Supervisor:
         attempt, down_since = 1, None
         while True:
             code = self.run_am(attempt, down_since)
-            if self.stopping or self.has_outcome():
+            # 0 and 1 are the AM's own exits once the job ended; killed or crashed, even after the
+            # outcome was known, the next attempt finishes what it did not (the status, the history).
+            if self.stopping or (code in (0, 1) and self.has_outcome()):
                 return code
             how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
+            if attempt >= self.max_attempts and self.has_outcome():
+                log(f"AM attempt {attempt} {how} after recording the job's outcome; am.max_attempts "
+                    f"({self.max_attempts}) used up")
+                return code if code > 0 else 1
             if attempt >= self.max_attempts:
                 log(f"AM attempt {attempt} {how} with the job unfinished; am.max_attempts ({self.max_attempts}) "
                     f"used up: stopping what is left of the job")
