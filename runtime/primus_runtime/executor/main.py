@@ -60,6 +60,7 @@ class Config:
         self.am_address = env.get(protocol.ENV_AM_ADDRESS) or \
             wait_for_am_address(env[protocol.ENV_AM_INFO_URL], protocol.AM_INFO_PATIENCE)
         self.token_file = need(protocol.ENV_TOKEN_FILE)
+        self.tls_ca_file = env.get(protocol.ENV_TLS_CA_FILE) or None
         self.role = need(protocol.ENV_ROLE)
         self.index = int(need(protocol.ENV_INDEX))
         self.incarnation = need(protocol.ENV_INCARNATION)
@@ -371,7 +372,7 @@ def main() -> int:
                     "may outlive it unless they are in the executor's cgroup")
     with open(config.token_file) as f:
         token = f.read().strip()
-    executor = Executor(config, AMClient(config.am_address, token))
+    executor = Executor(config, AMClient(config.am_address, token, config.tls_ca_file))
 
     def on_sigterm(signum: int, frame: Any) -> None:
         # Stop the loop; it then forwards SIGTERM (and later SIGKILL) to the trainer.

@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import ssl
 import time
 from pathlib import Path
 
@@ -46,4 +47,13 @@ async def run_am(args: list[str]) -> int:
         return 2
     backend = LocalExecutorBackend(job, spec.backend, parsed.bundle)
     am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status)
-    return await serve(am, job.token.read_text().strip(), spec.am.host or LOCAL_HOST, None, JobDirStore(job))
+    host = spec.am.host or LOCAL_HOST
+    return await serve(am, job.token.read_text().strip(), host, None, JobDirStore(job),
+                       tls=_tls_context(job, host) if spec.am.tls else None)
+
+
+def _tls_context(job: JobDir, host: str) -> ssl.SSLContext:
+    """The API's TLS context for a job with ``am.tls``: a certificate for ``host`` from the CA submit made."""
+    from ...tls import PemPair, server_context  # cryptography: only for jobs that use it
+
+    return server_context(PemPair(job.ca_cert.read_bytes(), job.ca_key.read_bytes()), host)
