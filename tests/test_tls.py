@@ -65,8 +65,8 @@ def test_tls_is_off_by_default_and_refused_on_backends_without_it():
     assert JobSpec.from_dict(make_spec(roles)).am.tls is False
     assert JobSpec.from_dict(make_spec(roles, am={"tls": True})).am.tls is True
     with pytest.raises(SpecError) as refused:
-        JobSpec.from_dict(make_spec(roles, am={"tls": True}, backend={"type": "yarn"}))
-    assert "am.tls: the yarn backend cannot serve the AM API over TLS yet (only local), got true" in str(refused.value)
+        JobSpec.from_dict(make_spec(roles, am={"tls": True}, backend={"type": "kubernetes"}))
+    assert "am.tls: the kubernetes backend cannot serve the AM API over TLS yet (only local, yarn), got true" in str(refused.value)
 
 
 # --- a real job --------------------------------------------------------------------------------

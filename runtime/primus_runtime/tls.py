@@ -15,6 +15,7 @@ import os
 import ssl
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -92,6 +93,11 @@ def server_context(ca: PemPair, host: str) -> ssl.SSLContext:
                 f.write(data)
         context.load_cert_chain(cert_file, key_file)
     return context
+
+
+def server_context_from_files(ca_cert: Path, ca_key: Path, host: str) -> ssl.SSLContext:
+    """``server_context`` from the job's CA files (where submit left them for the AM)."""
+    return server_context(PemPair(ca_cert.read_bytes(), ca_key.read_bytes()), host)
 
 
 def _general_name(host: str) -> x509.GeneralName:

@@ -71,7 +71,7 @@ BACKENDS: dict[str, BackendInfo] = {
     info.name: info for info in (
         BackendInfo("local", LocalBackend, _is_local, "processes on this machine", shares_files_with_client=True,
                     serves_tls=True),
-        BackendInfo("yarn", YarnBackend, _is_yarn, "a YARN application through skein"),
+        BackendInfo("yarn", YarnBackend, _is_yarn, "a YARN application through skein", serves_tls=True),
         BackendInfo("kubernetes", KubernetesBackend, _is_kubernetes, "an AM pod and executor pods"),
     )
 }

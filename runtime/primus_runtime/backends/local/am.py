@@ -54,6 +54,6 @@ async def run_am(args: list[str]) -> int:
 
 def _tls_context(job: JobDir, host: str) -> ssl.SSLContext:
     """The API's TLS context for a job with ``am.tls``: a certificate for ``host`` from the CA submit made."""
-    from ...tls import PemPair, server_context  # cryptography: only for jobs that use it
+    from ...tls import server_context_from_files  # cryptography: only for jobs that use it
 
-    return server_context(PemPair(job.ca_cert.read_bytes(), job.ca_key.read_bytes()), host)
+    return server_context_from_files(job.ca_cert, job.ca_key, host)
