@@ -17,7 +17,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from primus_runtime import backends, protocol
-from primus_runtime.api_client import AMRejected
+from primus_runtime.api_client import AMRejected, AMUntrusted, am_base_url, verifying_context
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.client import JobNotFound, PrimusClient
 from primus_runtime.spec import JobSpec, SpecError
@@ -314,6 +314,7 @@ class PrimusAsyncHook(PrimusHook):
             return await asyncio.to_thread(cluster.am_request, app_id, method, path, body, self.timeout)
         try:
             endpoint = await asyncio.to_thread(cluster.am_endpoint, app_id)
+            ca_file = await asyncio.to_thread(cluster.am_ca_file, app_id)
         except KeyError:
             raise JobNotFound(app_id) from None
         if endpoint is None:
@@ -321,14 +322,17 @@ class PrimusAsyncHook(PrimusHook):
         address, token = endpoint
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        url = f"{am_base_url(address, ca_file)}{protocol.API_PREFIX}{path}"
         try:
-            async with self._session.request(method, f"http://{address}{protocol.API_PREFIX}{path}", json=body,
-                                             headers={"Authorization": f"Bearer {token}"}) as response:
+            async with self._session.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"},
+                                             ssl=verifying_context(ca_file) if ca_file else True) as response:
                 if response.status >= 500:
                     return None
                 if response.status >= 400:
                     raise AMRejected(response.status, (await response.text())[:200])
                 return await response.json()
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise AMUntrusted(address, str(exc.certificate_error)) from None
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
             return None  # the AM just exited: its final status is on disk
 

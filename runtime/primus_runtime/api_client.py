@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 from typing import Any
 
 
@@ -21,6 +22,28 @@ class AMRejected(Exception):
         self.message = message
 
 
+class AMUntrusted(AMRejected):
+    """The AM's TLS certificate does not verify against the job's CA (another CA, or issued for
+    another host): retrying won't help."""
+
+    def __init__(self, address: str, reason: str):
+        super().__init__(0, f"TLS: the certificate of the AM at {address} does not verify against the "
+                            f"job's CA ({reason})")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def verifying_context(ca_file: str) -> ssl.SSLContext:
+    """A TLS client context trusting only the job's CA (``ca_file``, PEM) and checking the host name."""
+    return ssl.create_default_context(cafile=ca_file)
+
+
+def am_base_url(address: str, ca_file: str | None) -> str:
+    """``scheme://host:port`` of the AM API: https for a job whose AM serves TLS (it has a CA file)."""
+    return f"{'https' if ca_file else 'http'}://{address}"
+
+
 def _error_text(data: bytes) -> str:
     try:
         return str(json.loads(data)["error"])
@@ -29,10 +52,14 @@ def _error_text(data: bytes) -> str:
 
 
 class AMClient:
-    def __init__(self, address: str, token: str):
+    """Speaks to the AM at ``address`` (``host:port``); over TLS when given the job's CA file, then
+    trusting only that CA and checking the certificate names ``host``."""
+
+    def __init__(self, address: str, token: str, ca_file: str | None = None):
         host, _, port = address.rpartition(":")
         self.host, self.port = host, int(port)
         self._headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+        self._tls = verifying_context(ca_file) if ca_file else None
         self._conn: http.client.HTTPConnection | None = None
 
     def post(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -48,6 +75,9 @@ class AMClient:
             conn.request(method, path, payload, self._headers)
             response = conn.getresponse()
             data = response.read()
+        except ssl.SSLCertVerificationError as exc:
+            self.close()
+            raise AMUntrusted(f"{self.host}:{self.port}", exc.verify_message or str(exc)) from None
         except (OSError, http.client.HTTPException) as exc:
             self.close()
             raise AMUnavailable(str(exc) or type(exc).__name__) from None
@@ -58,7 +88,9 @@ class AMClient:
         return json.loads(data)
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        if self._conn is None:
+        if self._conn is None and self._tls is not None:
+            self._conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._tls)
+        elif self._conn is None:
             self._conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         else:
             self._conn.timeout = timeout

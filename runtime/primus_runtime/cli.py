@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import backends, hadoop
-from .api_client import AMRejected
+from .api_client import AMRejected, AMUntrusted
 from .backends.base import ClientOptions
 from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .hadoop import HadoopConfigError, is_hdfs
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"primus: {exc}{where}", file=sys.stderr)
         return EXIT_NOT_FOUND
     except (HadoopConfigError, ConnectionError) as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except AMUntrusted as exc:
         print(f"primus: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except AMRejected as exc:

@@ -2,7 +2,7 @@
 
 Standard library only: the executor imports this module on cluster nodes that
 have nothing but Python. Every message is a JSON object sent over HTTP/1.1
-(keep-alive) to the AM with ``Authorization: Bearer <job token>``. The AM reads
+(keep-alive, over TLS for a job with ``am.tls``) to the AM with ``Authorization: Bearer <job token>``. The AM reads
 them as the pydantic models of ``models.py`` (strict types; a malformed message
 gets a 400 naming the field); tests/test_contract.py runs the real executor and
 checks every field it sends is one those models read.
@@ -91,6 +91,9 @@ ENV_AM_INFO_URL = "PRIMUS_AM_INFO_URL"
 # How long such an executor waits for its AM to publish its address.
 AM_INFO_PATIENCE = 300.0
 ENV_TOKEN_FILE = "PRIMUS_TOKEN_FILE"  # file holding the job token (never the token itself)
+# Set for a job with ``am.tls``: the job's CA certificate (a PEM file); the AM API is then https and
+# its certificate must verify against this CA and name the AM's host.
+ENV_TLS_CA_FILE = "PRIMUS_TLS_CA_FILE"
 ENV_APP_ID = "PRIMUS_APP_ID"
 ENV_ROLE = "PRIMUS_ROLE"
 ENV_INDEX = "PRIMUS_INDEX"

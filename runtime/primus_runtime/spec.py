@@ -307,6 +307,11 @@ class AMSettings(StrictModel):
         "the AM is unreachable, waiting for its next attempt to adopt them (more than heartbeat_timeout).")
     host: str | None = Field(None, description="Address the AM API binds to; default chosen by the backend.")
     port: int = Field(0, ge=0, le=65535, description="AM API port; 0 = any free port.")
+    tls: bool = Field(
+        False, description="Serve the AM API (executors, clients, web page, /metrics) over HTTPS. The job gets a "
+        "CA of its own at submit, whose key stays with the AM; the AM's certificate names its host, and "
+        "executors and clients trust only that CA. Browsers do not know the CA: they warn on the web page."
+    )
 
     @model_validator(mode="after")
     def _timeout_above_interval(self) -> AMSettings:
@@ -696,6 +701,10 @@ class JobSpec(StrictModel):
             raise ValueError("input: no role has consumes_input: true, so nobody would read it")
         if any(r.consumes_input for r in self.roles) and self.input is None:
             raise ValueError("roles: a role consumes_input but the job has no `input` section")
+        if self.am.tls and not backends.get(self.backend.type).serves_tls:
+            able = [info.name for info in backends.BACKENDS.values() if info.serves_tls]
+            raise ValueError(f"am.tls: the {self.backend.type} backend cannot serve the AM API over TLS yet "
+                             f"(only {', '.join(able)}), got true")
         return self
 
     # --- helpers used by the AM ---

@@ -13,6 +13,7 @@ import json
 import logging
 import signal
 import socket
+import ssl
 import sys
 import threading
 
@@ -28,10 +29,10 @@ LINGER_SECONDS = 1.0
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore,
-                port: int | None = None) -> int:
+                port: int | None = None, tls: ssl.SSLContext | None = None) -> int:
     """Run the AM's API until the job ends. ``store`` learns the API's address, and gets the status
     while the job runs (when it asks for copies) and the moment the outcome is known, not after
-    lingering."""
+    lingering. ``tls``: serve HTTPS with this context (its certificate names ``advertise or host``)."""
     spec = am.spec
     # Listen before launching anything: executors that connect while the API is still
     # being set up wait in the socket's backlog instead of failing.
@@ -41,7 +42,8 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     sock.listen(2048)
     address = f"{advertise or host}:{sock.getsockname()[1]}"
     store.publish_address(address)
-    log.info("job %s (%s): AM API at http://%s/api/v1", am.record.app_id, spec.name, address)
+    log.info("job %s (%s): AM API at %s://%s/api/v1", am.record.app_id, spec.name, "https" if tls else "http",
+             address)
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -54,7 +56,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
 
     runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
     await runner.setup()
-    await web.SockSite(runner, sock, backlog=2048).start()
+    await web.SockSite(runner, sock, backlog=2048, ssl_context=tls).start()
     mirror = asyncio.ensure_future(_mirror_status(am, store)) if store.mirror_interval else None
     try:
         await am.done.wait()

@@ -38,6 +38,8 @@ class BackendInfo:
     summary: str
     # Whether its AM and executors see the submitting machine's files (local paths in a spec work).
     shares_files_with_client: bool = False
+    # Whether its submit makes the job's CA and its AM serves TLS (``am.tls``).
+    serves_tls: bool = False
 
     @property
     def package(self) -> str:
@@ -67,8 +69,9 @@ def _is_kubernetes(app_id: str) -> bool:
 
 BACKENDS: dict[str, BackendInfo] = {
     info.name: info for info in (
-        BackendInfo("local", LocalBackend, _is_local, "processes on this machine", shares_files_with_client=True),
-        BackendInfo("yarn", YarnBackend, _is_yarn, "a YARN application through skein"),
+        BackendInfo("local", LocalBackend, _is_local, "processes on this machine", shares_files_with_client=True,
+                    serves_tls=True),
+        BackendInfo("yarn", YarnBackend, _is_yarn, "a YARN application through skein", serves_tls=True),
         BackendInfo("kubernetes", KubernetesBackend, _is_kubernetes, "an AM pod and executor pods"),
     )
 }

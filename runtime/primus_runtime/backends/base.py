@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import protocol
-from ..api_client import AMClient, AMUnavailable
+from ..api_client import AMClient, AMUnavailable, am_base_url
 from ..spec import JobSpec, Resources
 
 
@@ -222,7 +222,11 @@ class ClusterClient(abc.ABC):
 
     @abc.abstractmethod
     def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
-        """(base URL of the AM API, token), or None once the AM is gone."""
+        """(``host:port`` of the AM API, token), or None once the AM is gone."""
+
+    def am_ca_file(self, app_id: str) -> str | None:
+        """The job's CA certificate (a PEM file) when its AM serves TLS (``am.tls``), else None."""
+        return None
 
     def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
                    timeout: float) -> dict[str, Any] | None:
@@ -232,7 +236,7 @@ class ClusterClient(abc.ABC):
         endpoint = self.am_endpoint(app_id)
         if endpoint is None:
             return None
-        client = AMClient(*endpoint)
+        client = AMClient(*endpoint, ca_file=self.am_ca_file(app_id))
         try:
             return client.request(method, protocol.API_PREFIX + path, body, timeout=timeout)
         except AMUnavailable:
@@ -243,7 +247,7 @@ class ClusterClient(abc.ABC):
     def am_web_url(self, app_id: str) -> str | None:
         """Where a browser sees the AM's status page (``/``), or None when the AM is not running."""
         endpoint = self.am_endpoint(app_id)
-        return f"http://{endpoint[0]}/" if endpoint is not None else None
+        return f"{am_base_url(endpoint[0], self.am_ca_file(app_id))}/" if endpoint is not None else None
 
     @abc.abstractmethod
     def final_status(self, app_id: str) -> dict[str, Any] | None:

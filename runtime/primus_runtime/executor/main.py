@@ -63,6 +63,7 @@ class Config:
         self.am_address = env.get(protocol.ENV_AM_ADDRESS) or \
             wait_for_am_address(env[protocol.ENV_AM_INFO_URL], protocol.AM_INFO_PATIENCE)
         self.token_file = need(protocol.ENV_TOKEN_FILE)
+        self.tls_ca_file = env.get(protocol.ENV_TLS_CA_FILE) or None
         self.role = need(protocol.ENV_ROLE)
         self.index = int(need(protocol.ENV_INDEX))
         self.incarnation = need(protocol.ENV_INCARNATION)
@@ -393,7 +394,7 @@ class Executor:
                      self.config.am_address, address)
             self.config.am_address = address
             self.client.close()
-            self.client = AMClient(address, self.token)
+            self.client = AMClient(address, self.token, self.config.tls_ca_file)
 
     def request_stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -417,7 +418,7 @@ def main() -> int:
                     "may outlive it unless they are in the executor's cgroup")
     with open(config.token_file) as f:
         token = f.read().strip()
-    executor = Executor(config, AMClient(config.am_address, token), token)
+    executor = Executor(config, AMClient(config.am_address, token, config.tls_ca_file), token)
 
     def on_sigterm(signum: int, frame: Any) -> None:
         # Stop the loop; it then forwards SIGTERM (and later SIGKILL) to the trainer.

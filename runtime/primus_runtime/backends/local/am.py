@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import ssl
 import time
 from pathlib import Path
 
@@ -51,4 +52,13 @@ async def run_am(args: list[str]) -> int:
     # A restarted AM (the supervisor's next attempt) carries on from its predecessor's journal.
     recovered = journal.load(job.path / journal.JOURNAL) if attempt > 1 else None
     am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status, attempt=attempt, recovered=recovered)
-    return await serve(am, job.token.read_text().strip(), spec.am.host or LOCAL_HOST, None, JobDirStore(job))
+    host = spec.am.host or LOCAL_HOST
+    return await serve(am, job.token.read_text().strip(), host, None, JobDirStore(job),
+                       tls=_tls_context(job, host) if spec.am.tls else None)
+
+
+def _tls_context(job: JobDir, host: str) -> ssl.SSLContext:
+    """The API's TLS context for a job with ``am.tls``: a certificate for ``host`` from the CA submit made."""
+    from ...tls import server_context_from_files  # cryptography: only for jobs that use it
+
+    return server_context_from_files(job.ca_cert, job.ca_key, host)

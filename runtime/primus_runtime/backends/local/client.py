@@ -56,6 +56,12 @@ class LocalClusterClient(ClusterClient):
         job.path.mkdir(0o700)  # the token, and the spec with the roles' env: the owner's only
         write_private(job.spec, spec.to_json())
         write_private(job.token, secrets.token_urlsafe(32))
+        if spec.am.tls:
+            from ...tls import new_ca  # cryptography: only for jobs that use it
+
+            ca = new_ca(spec.name)
+            write_private(job.ca_cert, ca.cert.decode())
+            write_private(job.ca_key, ca.key.decode())
         bundle = build_bundle(self.home / "bundles")
         env = dict(os.environ)
         env[protocol.ENV_APP_ID] = app_id
@@ -102,6 +108,10 @@ class LocalClusterClient(ClusterClient):
         if info is None or not pid_alive(int(info["pid"])):
             return None
         return info["address"], job.token.read_text().strip()
+
+    def am_ca_file(self, app_id: str) -> str | None:
+        job = self.job(app_id)
+        return str(job.ca_cert) if job.ca_cert.exists() else None
 
     def am_pid(self, app_id: str) -> int | None:
         job = self.job(app_id)

@@ -122,6 +122,8 @@ class LocalExecutorBackend(ExecutorBackend):
             protocol.ENV_EXECUTOR_HOST: LOCAL_HOST,
             protocol.ENV_AM_INFO_FILE: str(self.job.am_info),  # where a restarted AM's address appears
         })
+        if self.job.ca_cert.exists():  # am.tls: executors verify the AM against the job's CA
+            env[protocol.ENV_TLS_CA_FILE] = str(self.job.ca_cert)
         executor_cgroup = self._executor_cgroup(request.incarnation)
         if executor_cgroup is not None:
             env[protocol.ENV_CGROUP] = executor_cgroup.path

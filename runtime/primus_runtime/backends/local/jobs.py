@@ -33,6 +33,8 @@ class JobDir:
 
     spec = property(lambda self: self.path / "spec.json")
     token = property(lambda self: self.path / "token")
+    ca_cert = property(lambda self: self.path / "ca.crt")  # am.tls: the job's CA certificate
+    ca_key = property(lambda self: self.path / "ca.key")  # am.tls: its key, read by the AM only
     am_info = property(lambda self: self.path / "am.json")
     am_pid = property(lambda self: self.path / "am.pid")
     status = property(lambda self: self.path / "status.json")

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,6 +21,8 @@ from ...spec import JobSpec
 from ...states import JobState
 from ..base import JobStore
 from .cluster import (
+    CA_CERT_NAME,
+    CA_KEY_NAME,
     ENV_JOB_STORE,
     ENV_PRELAUNCHED,
     ENV_RM_WEB,
@@ -71,7 +74,7 @@ async def run_am(args: list[str]) -> int:
     am = ApplicationMaster(spec, app_id, backend, status_path=Path("status.json").absolute())
     advertise = os.environ.get("NM_HOST") or socket.getfqdn()
     rc = await serve(am, Path(TOKEN_NAME).read_text().strip(), spec.am.host or "0.0.0.0", advertise,
-                     AppStore(store, app_id))
+                     AppStore(store, app_id), tls=_tls_context(advertise) if spec.am.tls else None)
     # Put the outcome into YARN's report too (`yarn application -status`, the RM UI). skein's
     # master then stops this process: everything is saved by now.
     final = {JobState.SUCCEEDED: "SUCCEEDED", JobState.KILLED: "KILLED"}.get(am.record.state, "FAILED")
@@ -80,3 +83,11 @@ async def run_am(args: list[str]) -> int:
     except Exception:  # noqa: BLE001 - skein's master may already be going down
         log.exception("telling skein the final status failed")
     return rc
+
+
+def _tls_context(advertise: str) -> ssl.SSLContext:
+    """The API's TLS context for a job with ``am.tls``: a certificate for the advertised host from the
+    job's CA, localized into this container only."""
+    from ...tls import server_context_from_files  # cryptography: only for jobs that use it
+
+    return server_context_from_files(Path(CA_CERT_NAME), Path(CA_KEY_NAME), advertise)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import secrets
 import sys
@@ -23,9 +24,11 @@ from ...hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
 from ...spec import JobSpec, SpecError, YarnBackend
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient, launched_at_start, role_env
-from ..local.jobs import default_home
+from ..local.jobs import default_home, write_private
 from .cluster import (
     BUNDLE_NAME,
+    CA_CERT_NAME,
+    CA_KEY_NAME,
     ENV_HDFS_USER,
     ENV_JOB_STORE,
     ENV_PRELAUNCHED,
@@ -56,6 +59,7 @@ log = logging.getLogger("primus.yarn")
 class _Endpoint:
     address: str
     token: str
+    ca_file: str | None  # am.tls: the job's CA certificate, copied from the job store
 
 
 class YarnClusterClient(ClusterClient):
@@ -113,8 +117,13 @@ class YarnClusterClient(ClusterClient):
             token_file.write_text(token)
             token_file.chmod(0o600)
             spec_file.write_text(spec.to_json())
-            # skein uploads these two to the application's private staging directory.
+            # skein uploads these to the application's private staging directory.
             common = {BUNDLE_NAME: skein.File(bundle, type="file"), TOKEN_NAME: skein.File(str(token_file))}
+            am_only = {SPEC_NAME: skein.File(str(spec_file))}
+            ca = _write_ca(spec, Path(tmp)) if spec.am.tls else None
+            if ca is not None:
+                common[CA_CERT_NAME] = skein.File(str(Path(tmp) / CA_CERT_NAME))
+                am_only[CA_KEY_NAME] = skein.File(str(Path(tmp) / CA_KEY_NAME))
             services = {}
             early = launched_at_start(spec)
             store_env = {ENV_JOB_STORE: self.store.root, ENV_WEBHDFS: self.conf.webhdfs(),
@@ -126,7 +135,7 @@ class YarnClusterClient(ClusterClient):
                                                      type="file")
                 services[role.name] = skein.Service(
                     resources=skein.Resources(**container_resources(role.resources)),
-                    script=executor_script(python), instances=early.get(role.name, 0), files=files,
+                    script=executor_script(python, tls=spec.am.tls), instances=early.get(role.name, 0), files=files,
                     env={**role_env(spec, role.name), **store_env},
                     max_restarts=0, allow_failures=True,  # the Primus AM decides about failures
                     node_label=config.node_label or "")
@@ -134,7 +143,7 @@ class YarnClusterClient(ClusterClient):
                 resources=skein.Resources(memory=max(1, math.ceil(config.am_memory / 2**20)),
                                           vcores=config.am_vcores),
                 script=am_script(python),
-                files={**common, SPEC_NAME: skein.File(str(spec_file))},
+                files={**common, **am_only},
                 env={**store_env, ENV_RM_WEB: self.rm.web, ENV_PYTHON: python, "HADOOP_USER_NAME": hadoop_user(),
                      ENV_PRELAUNCHED: ",".join(f"{role}={n}" for role, n in early.items())})
             app_spec = skein.ApplicationSpec(
@@ -142,9 +151,12 @@ class YarnClusterClient(ClusterClient):
                 max_attempts=spec.am.max_attempts, user=config.user or "", master=master, services=services)
             with skein_client() as client:
                 app_id = client.submit(app_spec)
-        # For other clients (an Airflow retry on another worker): the spec, and the token only
-        # its owner can read.
+        # For other clients (an Airflow retry on another worker): the spec, the CA certificate,
+        # and the token only its owner can read (written last: a client that finds the token
+        # finds the CA of a TLS job too).
         self.store.write(app_id, SPEC_NAME, spec.to_json().encode())
+        if ca is not None:
+            self.store.write(app_id, CA_CERT_NAME, ca, private=True)
         self.store.write(app_id, TOKEN_NAME, token.encode(), private=True)
         self._endpoints.pop(app_id, None)
         log.info("submitted %s (%s) to YARN queue %s", app_id, spec.name, config.queue)
@@ -186,8 +198,26 @@ class YarnClusterClient(ClusterClient):
             token = self.store.read(app_id, TOKEN_NAME)
             if info is None or token is None:
                 return None  # the AM has not published its address yet
-            known = self._endpoints[app_id] = _Endpoint(info["address"], token.decode().strip())
+            known = self._endpoints[app_id] = _Endpoint(info["address"], token.decode().strip(),
+                                                        self._cache_ca(app_id))
         return known.address, known.token
+
+    def am_ca_file(self, app_id: str) -> str | None:
+        if app_id not in self._endpoints and self.am_endpoint(app_id) is None:
+            return None
+        return self._endpoints[app_id].ca_file
+
+    def _cache_ca(self, app_id: str) -> str | None:
+        """The job's CA certificate from the job store, as a local file (what TLS clients load)."""
+        ca = self.store.read(app_id, CA_CERT_NAME)
+        if ca is None:
+            return None
+        cached = self.home / "ca" / f"{app_id}.crt"
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        tmp.write_bytes(ca)
+        os.replace(tmp, cached)
+        return str(cached)
 
     def last_status(self, app_id: str) -> dict[str, Any] | None:
         return self.store.read_json(app_id, "status.json")
@@ -268,6 +298,16 @@ class YarnClusterClient(ClusterClient):
             raise
         return log_contents(data)[offset:]
 
+
+
+def _write_ca(spec: JobSpec, directory: Path) -> bytes:
+    """Make the job's CA into ``directory`` (the key 0600); its certificate."""
+    from ...tls import new_ca  # cryptography: only for jobs that use it
+
+    ca = new_ca(spec.name)
+    write_private(directory / CA_CERT_NAME, ca.cert.decode())
+    write_private(directory / CA_KEY_NAME, ca.key.decode())
+    return ca.cert
 
 
 def cluster_client(options: ClientOptions) -> YarnClusterClient:

@@ -20,6 +20,9 @@ from ...spec import JobSpec, Resources, SpecError, YarnBackend
 
 BUNDLE_NAME = "primus-runtime.zip"
 TOKEN_NAME = "token"
+# am.tls: the job's CA certificate (AM, executors, clients) and its key (the AM's container only).
+CA_CERT_NAME = "ca.crt"
+CA_KEY_NAME = "ca.key"
 SPEC_NAME = "spec.json"
 #: Environment of the AM container: where its job's files are on HDFS, WebHDFS and the RM.
 ENV_JOB_STORE = "PRIMUS_JOB_STORE"
@@ -131,7 +134,7 @@ def parse_prelaunched(value: str) -> dict[str, int]:
     return {role: int(n) for role, _, n in (item.partition("=") for item in value.split(",") if item)}
 
 
-def executor_script(python: str) -> str:
+def executor_script(python: str, tls: bool = False) -> str:
     """The container's command: paths the executor needs come from what YARN sets in it. A
     container started with the application (no incarnation in its environment yet) is named by
     skein's id for it, ``<role>_<n>``, and learns the AM's address from the job store once the AM
@@ -141,6 +144,7 @@ def executor_script(python: str) -> str:
         f'export {protocol.ENV_WORK_DIR}="$PWD" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
         f'export {protocol.ENV_LOG_DIR}="${{LOG_DIRS%%,*}}"',
         f'export {protocol.ENV_EXECUTOR_HOST}="${{NM_HOST:-$(hostname -f)}}"',
+        *([f'export {protocol.ENV_TLS_CA_FILE}="$PWD/{CA_CERT_NAME}"'] if tls else []),
         f'if [ -z "${{{protocol.ENV_INCARNATION}:-}}" ]; then',
         f'  app="application_{app_of_container}"',
         f'  export {protocol.ENV_INCARNATION}="$SKEIN_CONTAINER_ID" {protocol.ENV_INDEX}="${{SKEIN_CONTAINER_ID##*_}}"',
