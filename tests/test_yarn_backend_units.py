@@ -193,3 +193,11 @@ def test_local_input_paths_are_refused_on_yarn_before_the_cluster_is_asked(tmp_p
 ])
 def test_hdfs_node_local_and_local_backend_paths_pass(job):
     assert local_paths_on_a_cluster(JobSpec.model_validate(job)) == []
+
+
+def test_application_attempt_is_read_from_the_container_id():
+    from primus_runtime.backends.yarn.am import application_attempt
+
+    assert application_attempt("container_1700000000000_0004_02_000001") == 2
+    assert application_attempt("container_e17_1700000000000_0004_03_000001") == 3
+    assert application_attempt("") == 1

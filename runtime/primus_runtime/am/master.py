@@ -95,7 +95,11 @@ class ApplicationMaster(BackendEvents):
         if self.recovered is not None:
             await self._take_over(self.recovered)
             return
-        self._set_job(JobState.STARTING, "AM started")
+        self._set_job(JobState.STARTING, "AM started" if self.record.attempt == 1 else
+                      f"AM attempt {self.record.attempt} started afresh: nothing of the earlier attempt to adopt "
+                      f"(its journal is not here; on YARN its containers ended with it); every executor starts "
+                      f"again" + (", the input resumes from input.work_preserve_dir"
+                                         if self.spec.input is not None and self.spec.input.work_preserve_dir else ""))
         for role in self.spec.roles:
             why = self.backend.check_fits(role.name, role.resources)
             if why:

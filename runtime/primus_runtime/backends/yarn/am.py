@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import ssl
 import time
@@ -71,7 +72,8 @@ async def run_am(args: list[str]) -> int:
     store = HdfsJobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[ENV_WEBHDFS]).netloc),
                          os.environ[ENV_JOB_STORE])
     backend = YarnExecutorBackend(app, rm, prelaunched=parse_prelaunched(os.environ.get(ENV_PRELAUNCHED, "")))
-    am = ApplicationMaster(spec, app_id, backend, status_path=Path("status.json").absolute())
+    attempt = application_attempt(os.environ.get("CONTAINER_ID", ""))
+    am = ApplicationMaster(spec, app_id, backend, status_path=Path("status.json").absolute(), attempt=attempt)
     advertise = os.environ.get("NM_HOST") or socket.getfqdn()
     rc = await serve(am, Path(TOKEN_NAME).read_text().strip(), spec.am.host or "0.0.0.0", advertise,
                      AppStore(store, app_id), tls=_tls_context(advertise) if spec.am.tls else None)
@@ -83,6 +85,12 @@ async def run_am(args: list[str]) -> int:
     except Exception:  # noqa: BLE001 - skein's master may already be going down
         log.exception("telling skein the final status failed")
     return rc
+
+
+def application_attempt(container_id: str) -> int:
+    """The application attempt a container belongs to: container_[e<epoch>_]<ts>_<app>_<attempt>_<n>."""
+    match = re.fullmatch(r"container_(?:e\d+_)?\d+_\d+_(\d+)_\d+", container_id)
+    return int(match.group(1)) if match else 1
 
 
 def _tls_context(advertise: str) -> ssl.SSLContext:
