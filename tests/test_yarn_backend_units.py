@@ -10,6 +10,7 @@ import pytest
 
 from primus_runtime.backends.base import LaunchRequest, launched_at_start
 from primus_runtime.backends.yarn.cluster import (
+    application_acls,
     application_tags,
     container_resources,
     log_contents,
@@ -69,6 +70,27 @@ def test_application_tags_are_lowercased_and_limits_are_checked_before_submittin
     spec.tags = {"note": "a,b"}
     with pytest.raises(SpecError, match="refuses ','"):
         application_tags(spec, spec.backend)
+
+
+def test_the_application_acls_are_enforced_for_the_submitter_and_the_named_users(monkeypatch):
+    monkeypatch.setenv("HADOOP_USER_NAME", "alice")
+    plain = application_acls(YarnBackend(type="yarn"))
+    assert (plain.enable, plain.view_users, plain.modify_users) == (True, ["alice"], ["alice"])
+    acls = application_acls(YarnBackend(type="yarn", user="svc-train", view_acls=["bob", "alice", "*"],
+                                        modify_acls=["oncall@EXAMPLE.COM"]))
+    assert acls.enable is True
+    assert acls.view_users == ["alice", "svc-train", "bob", "*"]
+    assert acls.modify_users == ["alice", "svc-train", "oncall@EXAMPLE.COM"]
+
+
+@pytest.mark.parametrize("field", ["view_acls", "modify_acls"])
+def test_acl_user_names_that_would_widen_the_acl_are_refused_naming_the_entry(field):
+    with pytest.raises(SpecError) as refused:
+        JobSpec.from_dict({"name": "j", "roles": [{"name": "w", "command": "x"}],
+                           "backend": {"type": "yarn", field: ["bob", "eve,mallory", "x group", ""]}})
+    assert [line.split(":")[0] for line in refused.value.problems] == [
+        f"backend.{field}[1]", f"backend.{field}[2]", f"backend.{field}[3]"]
+    assert "must be a user name" in refused.value.problems[0] and "got 'eve,mallory'" in refused.value.problems[0]
 
 
 def test_containers_are_rounded_up_and_checked_against_the_largest_node():

@@ -235,7 +235,7 @@ class TasksQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
     state: Literal["queued", "running", "done", "failed", "quarantined"] | None = Field(
         None, description="Only tasks in this state")
-    q: str | None = Field(None, max_length=_MAX_TEXT, description="Only tasks whose id contains this text")
+    q: str | None = Field(None, max_length=_MAX_ID, description="Only tasks whose id contains this text")
     offset: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip this many matching tasks (in reading order)")
     limit: int = Field(50, ge=1, le=1000, description="At most this many tasks")
 
@@ -254,7 +254,7 @@ class LogQuery(BaseModel):
 
 class ExecutorsQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    role: str | None = Field(None, description="Only this role")
+    role: str | None = Field(None, max_length=_MAX_ID, description="Only this role")
     history: bool = Field(False, description="Include earlier incarnations (1/true)")
 
 

@@ -843,6 +843,10 @@ _MESSAGES = {
 }
 
 
+# Exact, so that a user's key that merely starts alike (`stride`, `strategy`) stays in the path.
+_UNION_MEMBER = re.compile(r"^(str|list\[.*\]|function-[a-z]+\[.*\])$")
+
+
 def _path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
@@ -850,8 +854,8 @@ def _path(loc: tuple[Any, ...]) -> str:
             out += f"[{part}]"
         elif part in backends.NAMES and out == "backend":
             continue  # the discriminated-union tag pydantic puts in the path
-        elif isinstance(part, str) and part.startswith(("function-", "str", "list[")):
-            continue  # union-member labels (e.g. command: str | list[str])
+        elif isinstance(part, str) and _UNION_MEMBER.match(part):
+            continue  # union-member labels (e.g. command: str | list[str]), not a user's key
         else:
             out += ("." if out else "") + str(part)
     return out or "(spec)"

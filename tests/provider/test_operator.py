@@ -66,6 +66,16 @@ def test_the_pushed_link_opens_the_jobs_page_which_asks_for_the_token(primus_hom
     client.kill(app_id)
 
 
+def test_nothing_the_operator_returns_or_pushes_to_xcom_carries_the_token(primus_home, client):
+    context = make_context()
+    app_id = operator(make_spec(SLEEPY), wait_for_completion=False).execute(context)
+    _, token = client.local.am_endpoint(app_id)
+    shared = json.dumps({"returned": app_id, "xcoms": context["ti"].xcoms})
+    assert app_id in shared and PrimusJobLink.xcom_key in shared
+    assert token not in shared
+    client.kill(app_id)
+
+
 def test_waiting_copies_the_first_waited_roles_log_into_the_task_log(primus_home, client, capsys):
     spec = make_spec([{"name": "ps", "command": "echo ps-says-hi; sleep 60", "ports": 0},
                       {"name": "worker", "ports": 0, "command": "echo epoch-1; sleep 0.3; echo epoch-2"}])

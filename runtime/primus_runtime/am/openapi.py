@@ -16,6 +16,9 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from .. import __version__, models, protocol
 
 _REF = "#/components/schemas/{model}"
+# Role, executor and stream names are short; documenting a bound keeps generated URLs within the
+# request line aiohttp reads (8190 bytes), beyond which it answers in plain text before any handler.
+_MAX_NAME = 256
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,16 @@ class Operation:
     query: type[BaseModel] | None = None
     ok: int = 200
     media_type: str = "application/json"
+    errors: tuple[int, ...] = ()  # what it may answer besides 400 and 401 (see ERRORS)
+
+
+#: The error answers an operation may give besides 400 (bad request) and 401 (no token).
+ERRORS = {
+    403: "A browser signed in by cookie sent an action without X-Primus-Action: 1",
+    404: "No such role, executor, log or task, or the job has no input",
+    409: "Not possible now: the job is already ending or ended, or the target's state refuses it",
+}
+_ACTION = (403, 404, 409)
 
 
 _V1 = protocol.API_PREFIX
@@ -45,33 +58,35 @@ OPERATIONS = (
               "heartbeat handling times, input progress and each executor's feed rate (text format 0.0.4)",
               None, media_type="text/plain"),
     Operation("post", f"{_V1}/job/kill", "Stop every executor (SIGTERM, then SIGKILL after the grace period); "
-              "the job ends killed", models.Accepted, body=models.EndRequest, ok=202),
+              "the job ends killed", models.Accepted, body=models.EndRequest, ok=202, errors=(403, 409)),
     Operation("post", f"{_V1}/job/succeed", "Stop every executor; the job ends succeeded", models.Accepted,
-              body=models.EndRequest, ok=202),
+              body=models.EndRequest, ok=202, errors=(403, 409)),
     Operation("post", f"{_V1}/roles/{{role}}/scale", "Change a role's replicas while the job runs; running "
-              "executors are told the new membership", models.ScaleReply, body=models.ScaleRequest),
+              "executors are told the new membership", models.ScaleReply, body=models.ScaleRequest, errors=_ACTION),
     Operation("get", f"{_V1}/data", "Input progress: state, tasks and bytes done/total, records, rate, ETA, "
-              "watermark, quarantined tasks (404 when the job has no input)", models.DataStatus),
+              "watermark, quarantined tasks (404 when the job has no input)", models.DataStatus, errors=(404,)),
     Operation("post", f"{_V1}/data/suspend", "Stop handing out input tasks (executors finish what they hold); "
-              "the data status", models.DataStatus, body=models.EmptyRequest),
+              "the data status", models.DataStatus, body=models.EmptyRequest, errors=_ACTION),
     Operation("post", f"{_V1}/data/resume", "Hand out input tasks again; the data status", models.DataStatus,
-              body=models.EmptyRequest),
+              body=models.EmptyRequest, errors=_ACTION),
     Operation("post", f"{_V1}/data/savepoint", "Write every input task's position to a directory; a job with "
-              "input.restore_from there resumes from it", models.SavepointReply, body=models.SavepointRequest),
+              "input.restore_from there resumes from it", models.SavepointReply, body=models.SavepointRequest,
+              errors=(403, 404)),
     Operation("post", f"{_V1}/executors/{{executor}}/restart", "Stop one executor (`<role>-<index>`) and start a "
               "new incarnation of it once stopped; not charged to its failure budget", models.RestartReply,
-              body=models.RestartRequest),
+              body=models.RestartRequest, errors=_ACTION),
     Operation("get", f"{_V1}/executors/{{executor}}/logs/{{stream}}", "A slice of one log (stdout, stderr, "
               "executor) of an executor's current incarnation: a tail by default", models.LogChunk,
-              query=models.LogQuery),
+              query=models.LogQuery, errors=(404,)),
     Operation("get", f"{_V1}/data/tasks", "One page of the input's task table, in reading order, filtered by "
-              "state and text", models.TasksPage, query=models.TasksQuery),
+              "state and text", models.TasksPage, query=models.TasksQuery, errors=(404,)),
     Operation("get", f"{_V1}/data/partitions", "Progress per source and partition, each source's watermark, and "
-              "what the scan waits for", models.PartitionsReply),
+              "what the scan waits for", models.PartitionsReply, errors=(404,)),
     Operation("post", f"{_V1}/data/tasks/requeue", "Put a quarantined or done task back at the front of the queue, "
-              "read from its start with a fresh attempt budget", models.TaskView, body=models.TaskActionRequest),
+              "read from its start with a fresh attempt budget", models.TaskView, body=models.TaskActionRequest,
+              errors=_ACTION),
     Operation("post", f"{_V1}/data/tasks/skip", "Quarantine a queued or running task (the executor reading it is "
-              "restarted, uncharged)", models.TaskView, body=models.TaskActionRequest),
+              "restarted, uncharged)", models.TaskView, body=models.TaskActionRequest, errors=_ACTION),
     Operation("get", f"{_V1}/timeline", "The job's life in samples: records and tasks done, executors by state, "
               "restarts", models.TimelineReply, query=models.TimelineQuery),
     Operation("get", f"{_V1}/spec", "The resolved job spec, secret-looking values masked", None),
@@ -90,7 +105,8 @@ def _parameters(op: Operation) -> list[dict[str, Any]]:
     params = []
     for name in ("role", "executor", "stream"):
         if f"{{{name}}}" in op.path:
-            params.append({"name": name, "in": "path", "required": True, "schema": {"type": "string"}})
+            params.append({"name": name, "in": "path", "required": True,
+                           "schema": {"type": "string", "maxLength": _MAX_NAME}})
     if op.query is not None:
         for name, schema in op.query.model_json_schema()["properties"].items():
             params.append({"name": name, "in": "query", "required": False,
@@ -114,6 +130,7 @@ def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]
             "400": {"description": "Invalid body or query parameter: the error names the field and the value",
                     "content": error},
             "401": {"description": "Missing or wrong job token", "content": error},
+            **{str(status): {"description": ERRORS[status], "content": error} for status in op.errors},
         },
     }
     if op.body is not None:

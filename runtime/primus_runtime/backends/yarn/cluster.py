@@ -116,6 +116,16 @@ def never_fits(role: str, res: Resources, nodes: list[dict[str, int]]) -> str | 
             f"has {have[what]}{unit}" + (" (no node offers yarn.io/gpu)" if what == "gpus" and not have[what] else ""))
 
 
+def application_acls(config: YarnBackend) -> Any:
+    """The application's ACLs (a ``skein.model.ACLs``), enforced: the submitting user (and the user
+    it submits as) and the section's ``view_acls``/``modify_acls``, nobody else."""
+    import skein
+
+    owners = list(dict.fromkeys(user for user in (hadoop_user(), config.user) if user))
+    return skein.model.ACLs(enable=True, view_users=list(dict.fromkeys([*owners, *config.view_acls])),
+                            modify_users=list(dict.fromkeys([*owners, *config.modify_acls])))
+
+
 def application_tags(spec: JobSpec, config: YarnBackend) -> list[str]:
     """``primus`` plus ``key:value`` per tag. YARN lowercases tags; the exact ones stay in spec.json."""
     tags = ["primus"] + [f"{k}:{v}" for k, v in {**config.application_tags, **spec.tags}.items()]

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from ...spec_types import SIZE_RULE, BackendSettings, ByteSize
+
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@-]{0,255}")
+
+
+def _user_name(value: str) -> str:
+    # YARN reads an ACL as "user1,user2 group1": a comma or a space would grant more than named.
+    if value != "*" and not _USER.fullmatch(value):
+        raise ValueError("must be a user name (letters, digits, '.', '_', '-', '@'; at most 256) or '*' (everyone)")
+    return value
+
+
+UserName = Annotated[str, AfterValidator(_user_name)]
 
 
 class YarnBackend(BackendSettings):
@@ -30,3 +43,9 @@ class YarnBackend(BackendSettings):
     am_memory: ByteSize = Field("1Gi", validate_default=True,
                                 description="Memory of the AM container, e.g. '2Gi'. " + SIZE_RULE)
     am_vcores: int = Field(1, ge=1, description="Virtual cores of the AM container.")
+    view_acls: list[UserName] = Field(
+        default_factory=list, description="Users besides the submitter who may see the application in YARN (its "
+        "page, its containers' logs); '*' is everyone. YARN enforces the application's ACLs: nobody else may.")
+    modify_acls: list[UserName] = Field(
+        default_factory=list, description="Users besides the submitter who may kill the application through YARN; "
+        "'*' is everyone.")
