@@ -1,4 +1,4 @@
-"""The trainer bench/chaos.py kills: reads its records (``primus_runtime.data.reader``), appends each
+"""The trainer bench/trainer_kills.py and bench/chaos.py kill: reads its records (``primus_runtime.data.reader``), appends each
 to a file of its own the moment it is processed, at a steady pace; under exactly-once it saves the
 records read since its last checkpoint as a checkpoint file and commits it every COMMIT_EVERY records.
 

@@ -131,7 +131,7 @@ def run(client: PrimusClient, data: Path, work: Path, expected: list[str], kills
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="primus-chaos-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="primus-trainer-kills-") as tmp:
         work = Path(tmp)
         os.environ["PRIMUS_HOME"] = str(work / "home")
         client = PrimusClient(home=work / "home")
