@@ -67,11 +67,17 @@ class FaultProxy:
             self._loop.call_soon_threadsafe(self._reset_all)
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._loop.call_soon_threadsafe(self._reset_all)
+        self._call(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self._reset_all()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if tasks:  # their connections are reset: they end on their own, promptly
+            await asyncio.wait(tasks, timeout=2)
 
     def __enter__(self) -> FaultProxy:
         return self.start()

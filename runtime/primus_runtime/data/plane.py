@@ -10,15 +10,25 @@ must fail).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .. import hadoop
 from ..models import DataReport, FeedStats
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher, Ending
-from .journal import UPLOAD_SECONDS, HdfsSnapshots, TaskJournal, read_checkpoints, recover, write_snapshot
+from .journal import (
+    FLUSH_SECONDS,
+    UPLOAD_SECONDS,
+    HdfsSnapshots,
+    TaskJournal,
+    read_checkpoints,
+    recover,
+    write_snapshot,
+)
 from .source import Scanner
 
 log = logging.getLogger("primus.data")
@@ -30,6 +40,7 @@ class DataPlane:
         self.journal: TaskJournal | None = None  # a local work_preserve_dir
         self.remote: HdfsSnapshots | None = None  # a work_preserve_dir on HDFS
         self._problem: str | None = None  # found before start: the job fails at once
+        self._unsaved: str | None = None  # the error (errno name) while the journal cannot be written
         self._namenode_http: str | None = None  # host:port serving WebHDFS for hdfs:// inputs
         recovered: dict[str, dict[str, Any]] = {}
         checkpoints: dict[str, str] = {}
@@ -144,14 +155,14 @@ class DataPlane:
         for task in self._tasks:
             task.cancel()
         if self.journal is not None:
-            self.journal.flush()
+            self._save_journal(self.journal.flush)
         self._upload()
 
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
         if self.journal is not None:
-            self.journal.close()
+            self._save_journal(self.journal.close)
             self.journal = None
         self._upload()
         self.remote = None
@@ -176,9 +187,33 @@ class DataPlane:
             await asyncio.sleep(0.25)
             try:
                 if self.journal is not None:
-                    self.journal.maybe_flush()
+                    self._save_journal(self.journal.maybe_flush)
                 if self.remote is not None and time.monotonic() - uploaded_at >= UPLOAD_SECONDS:
                     uploaded_at = time.monotonic()
                     await asyncio.to_thread(self.remote.save, *self._positions())
             except OSError:
                 log.exception("cannot write the task journal in %s", self.spec.work_preserve_dir)
+
+    def _save_journal(self, save: Callable[[], None]) -> None:
+        """Write the journal; when that fails (a full disk, a lost mount) training goes on with its
+        progress unsaved, since stopping it would lose more than the journal protects: one event
+        when saving stops, naming the directory and the error, and one when it works again."""
+        try:
+            save()
+        except OSError as exc:
+            if self._unsaved is None:
+                code = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+                self._unsaved = code
+                self.dispatcher.events.data_event(
+                    "data", None, "unsaved",
+                    f"work_preserve_dir {self.spec.work_preserve_dir}: cannot save the task positions: "
+                    f"{code} ({exc.strerror or exc}); reading goes on, unsaved: a job restarted from this "
+                    f"directory would read again what was read since; retrying every {FLUSH_SECONDS:g}s")
+            return
+        if self._unsaved is not None:
+            self.dispatcher.events.data_event(
+                "data", "unsaved", "saved",
+                f"work_preserve_dir {self.spec.work_preserve_dir}: the task positions are saved again "
+                f"(after {self._unsaved})")
+            self._unsaved = None
+
