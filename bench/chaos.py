@@ -1,53 +1,155 @@
-"""Trainers SIGKILLed at random while they read: records lost, duplicates per kill, exactly-once.
+"""The chaos suite: real jobs on the local backend, each under one fault, every record checked by id.
 
-The issue-10 repro, with default settings (``max_task_attempts`` 3 and the rest): one day of
-RECORDS text records of 21 bytes in 256 KiB tasks, read by 3 workers (``restart: on_failure``,
-``max_failures_per_index: 100``) at PACE records/s each (bench/chaos_trainer.py writes every record
-it processed to a file of its own). Every INTERVAL seconds a random reading trainer is SIGKILLed,
-KILLS times. Three runs on the local backend, each measured here:
+Each scenario runs a job of RECORDS numbered text records (bench/chaos_trainer.py writes every
+record it processed to a file of its own) with 2 workers, ``restart: on_failure``, and injects one
+fault while the records flow:
 
-1. baseline, no kills: every record once; gives the trainers' real pace, so that "one heartbeat of
-   progress" (records a trainer processes in one heartbeat interval) is measured, not assumed;
-2. at-least-once with kills: the job must succeed with 0 records lost; duplicates per kill;
-3. exactly-once with kills (commit every 500 records): 0 lost, 0 duplicates in the committed
-   checkpoints.
+executor_sigkill, trainer_sigkill, exactly_once_kills
+    SIGKILL an executor process, a trainer process; trainers of an exactly-once job, twice;
+executor_sigstop
+    SIGSTOP an executor for longer than ``am.heartbeat_timeout``, then SIGCONT: the zombie must be
+    fenced (lost, its trainer killed, its tasks moved, its late reports refused);
+net_delay, net_drop, net_reset
+    executors reach the AM through bench/netfault.py (``am.advertise``): every chunk delayed, a
+    blackhole shorter than the heartbeat timeout, every connection reset;
+slow_trainer
+    a trainer 20x slower than the others (backpressure): heartbeats go on, nobody is lost;
+full_disk
+    ``input.work_preserve_dir`` on a small tmpfs, filled while the job reads (root only): the AM
+    says so (an event naming the directory and ENOSPC), reading goes on, nothing hangs;
+am_kill_start, am_kill_scale, am_kill_dispatch
+    SIGKILL the AM while executors start, right after a scale-up, while it hands out data; the job
+    must survive. They need AM recovery (a supervisor restarting the AM, which adopts the running
+    executors); until ``AM_RECOVERY`` is True they are reported as not run.
 
-The last line is duplicates per kill (run 2) as a ratio of one heartbeat of a trainer's progress
-(run 1): the goal is <= 1x (before the fix: about 3x, the 128 KiB safety margin plus a heartbeat).
-Loopback only, bounded: each run gives up after TIMEOUT seconds.
-Env: RECORDS (200000), KILLS (10), INTERVAL (2), PACE (2000), TIMEOUT (180), JSON=1 (print each
-run's figures as JSON too).
+A scenario is a function of ``Chaos`` (the job under test) registered in ``SCENARIOS``; adding one
+is one function and one line. Figures, from the one run: a table, then the last line: records
+lost, duplicates, faults survived, AM restarts survived, recovery (fault -> the work moving on: a
+replacement executor running), then survived/injected as a ratio.
+
+Loopback only, bounded: each job gives up after TIMEOUT seconds; the default run takes ~2 minutes.
+Env: RECORDS (20000), PACE (records/s per trainer, 2000), TIMEOUT (60), SCENARIOS (comma list,
+default all), QUICK=1 (the shortest run: a few scenarios, fewer records), AM_KILLS=1 (run the AM
+scenarios even without AM recovery, to see them fail).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netfault import FaultProxy, free_port
+
+from primus_runtime import protocol
+from primus_runtime.api_client import AMClient
+from primus_runtime.backends.local.jobs import pid_alive, processes_of_job
 from primus_runtime.client import PrimusClient
 
 HERE = Path(__file__).resolve().parent
 
-RECORDS = int(os.environ.get("RECORDS", "200000"))
-KILLS = int(os.environ.get("KILLS", "10"))
-INTERVAL = float(os.environ.get("INTERVAL", "2"))
+# Flip when AM recovery (issue 13: backends/local/supervisor.py restarting a dead AM, which adopts
+# the executors still running) is on this branch: the am_kill_* scenarios then run by default.
+AM_RECOVERY = False
+AM_RECOVERY_MISSING = "AM recovery (issue 13: a local supervisor restarting the AM) is not on this branch"
+
+RECORDS = int(os.environ.get("RECORDS", "20000"))
 PACE = float(os.environ.get("PACE", "2000"))
-TIMEOUT = float(os.environ.get("TIMEOUT", "180"))
-HEARTBEAT = 1.0
+TIMEOUT = float(os.environ.get("TIMEOUT", "60"))
+AM = {"heartbeat_interval": "0.25s", "heartbeat_timeout": "3s", "shutdown_grace": "2s"}
+HEARTBEAT_TIMEOUT = 3.0
 
 
-def write_input(data: Path) -> list[str]:
+@dataclass
+class Outcome:
+    scenario: str
+    state: str = "not run"
+    reason: str = ""
+    faults: int = 0
+    lost: int | None = None
+    duplicates: int | None = None
+    recovery: list[float] = field(default_factory=list)  # seconds, fault -> the work moving on
+    am_kill: bool = False
+    checks: dict[str, bool] = field(default_factory=dict)  # what the scenario verified besides records
+
+    @property
+    def survived(self) -> bool:
+        return self.state == "succeeded" and self.lost == 0 and all(self.checks.values())
+
+
+class Chaos:
+    """One job under test: its input, spec, output and the faults done to it."""
+
+    def __init__(self, client: PrimusClient, work: Path, name: str, records: int = RECORDS,
+                 exactly_once: bool = False):
+        self.client, self.name = client, name
+        self.work = work / name
+        self.out = self.work / "out"
+        self.out.mkdir(parents=True)
+        self.expected = write_input(self.work / "data", records)
+        self.exactly_once = exactly_once
+        self.spec = job_spec(self.work / "data", self.out, exactly_once)
+        self.app = ""
+        self.outcome = Outcome(name)
+        self.faulted_at: list[tuple[float, str, str | None]] = []  # (wall time, executor id, old incarnation)
+
+    def submit(self) -> str:
+        self.app = self.client.submit(self.spec)
+        return self.app
+
+    def status(self) -> dict[str, Any]:
+        return self.client.status(self.app)
+
+    def executor(self, executor_id: str) -> dict[str, Any]:
+        return next(e for e in self.status()["executors"] if e["id"] == executor_id)
+
+    def wait_reading(self, records: int = 200) -> None:
+        """Until the trainers processed ``records`` records in all (the data plane is flowing)."""
+        wait_until(lambda: self.processed() >= records, f"{self.name}: {records} records processed")
+
+    def processed(self) -> int:
+        return sum(f.stat().st_size for f in self.out.glob("*.txt")) // 21
+
+    def fault(self, executor_id: str, incarnation: str | None) -> None:
+        """Note a fault done to ``executor_id`` now: its recovery is timed from here."""
+        self.faulted_at.append((time.time(), executor_id, incarnation))
+        self.outcome.faults += 1
+
+    def trainer_pid(self, incarnation: str) -> int:
+        return wait_until(lambda: next(iter(trainer_pids(self.app, incarnation)), None),
+                          f"{self.name}: the trainer of {incarnation}")
+
+    def finish(self) -> Outcome:
+        status = self.client.wait(self.app, timeout=TIMEOUT)
+        if status["job"]["state"] not in ("succeeded", "failed", "killed"):
+            self.client.kill(self.app, "chaos: gave up waiting", timeout=30)
+            status = self.client.status(self.app)
+        got = committed(self.client, self.app, self.out) if self.exactly_once else \
+            [line for f in self.out.glob("worker-*.txt") for line in f.read_text().split()]
+        counts = Counter(got)
+        self.outcome.state, self.outcome.reason = status["job"]["state"], status["job"]["reason"]
+        self.outcome.lost = len(set(self.expected) - counts.keys())
+        self.outcome.duplicates = sum(n - 1 for n in counts.values() if n > 1)
+        self.outcome.recovery = recoveries(status["events"], self.faulted_at)
+        return self.outcome
+
+
+def write_input(data: Path, records: int) -> list[str]:
+    """``records`` numbered text records (21 bytes each) in 2 files of one day's directory."""
     day = data / "20200103"
     day.mkdir(parents=True)
-    lines = [f"r{i:019d}" for i in range(RECORDS)]  # 20 characters + newline: 21 bytes
+    lines = [f"r{i:019d}" for i in range(records)]
     half = len(lines) // 2
     for n, part in enumerate((lines[:half], lines[half:])):
         (day / f"data-{n}.txt").write_text("\n".join(part) + "\n")
@@ -55,37 +157,42 @@ def write_input(data: Path) -> list[str]:
     return lines
 
 
-def spec(data: Path, out: Path, exactly_once: bool) -> dict[str, Any]:
+def job_spec(data: Path, out: Path, exactly_once: bool) -> dict[str, Any]:
     env = {"OUT_DIR": str(out), "PACE": str(PACE)}
     if exactly_once:
-        env["COMMIT_EVERY"] = "500"
+        env["COMMIT_EVERY"] = "200"
     return {
         "name": "chaos",
-        "roles": [{"name": "worker", "replicas": 3, "consumes_input": True,
+        "roles": [{"name": "worker", "replicas": 2, "consumes_input": True,
                    "command": [sys.executable, str(HERE / "chaos_trainer.py")], "env": env,
                    "failover": {"restart": "on_failure", "max_failures_per_index": 100}}],
-        "am": {"heartbeat_interval": f"{HEARTBEAT}s"},
-        "input": {"sources": [{"name": "daily", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/",
-                               "pattern": "data-*"}],
+        "am": dict(AM),
+        "input": {"sources": [{"name": "daily", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/", "pattern": "data-*"}],
                   "time_range": {"start": "2020-01-03", "end": "2020-01-03"},
-                  "task_size": "256Ki",
+                  "task_size": "32Ki",
                   "delivery": "exactly_once" if exactly_once else "at_least_once"},
     }
 
 
-def running_trainers(app: str, killed: set[int]) -> list[int]:
-    """Pids of the job's trainers that still run (found by their command and PRIMUS_APP_ID)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) in killed:
-            continue
-        try:
-            if b"chaos_trainer.py" in (proc / "cmdline").read_bytes() and \
-                    f"PRIMUS_APP_ID={app}".encode() in (proc / "environ").read_bytes().split(b"\0"):
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
+def wait_until(predicate: Callable[[], Any], what: str, timeout: float = TIMEOUT, poll: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout:g}s waiting for {what}")
+        time.sleep(poll)
+    return value
+
+
+def trainer_pids(app: str, incarnation: str) -> list[int]:
+    """The chaos trainers of one executor incarnation (found by command line and environment)."""
+    return [pid for pid in processes_of_job(app, incarnation) if _is_trainer(pid)]
+
+
+def _is_trainer(pid: int) -> bool:
+    try:
+        return b"chaos_trainer.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def committed(client: PrimusClient, app: str, out: Path) -> list[str]:
@@ -95,60 +202,269 @@ def committed(client: PrimusClient, app: str, out: Path) -> list[str]:
     return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
 
 
-def run(client: PrimusClient, data: Path, work: Path, expected: list[str], kills: int,
-        exactly_once: bool) -> dict[str, Any]:
-    out = work / f"out-{kills}-{exactly_once}"
-    out.mkdir()
-    app = client.submit(spec(data, out, exactly_once))
-    started = time.monotonic()
-    killed: set[int] = set()
-    while len(killed) < kills and time.monotonic() - started < TIMEOUT:
-        time.sleep(INTERVAL)
-        if client.status(app)["job"]["state"] in ("succeeded", "failed", "killed"):
-            break
-        candidates = running_trainers(app, killed)
-        if candidates:
-            pid = random.choice(candidates)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-            except ProcessLookupError:
-                pass
-    status = client.wait(app, timeout=max(10.0, TIMEOUT - (time.monotonic() - started)))
-    seconds = time.monotonic() - started
-    if exactly_once:
-        got = committed(client, app, out)
-    else:
-        got = [line for f in out.glob("worker-*.txt") for line in f.read_text().split()]
-    counts = Counter(got)
-    lost = len(set(expected) - counts.keys())
-    duplicates = sum(n - 1 for n in counts.values() if n > 1)
-    return {"delivery": "exactly_once" if exactly_once else "at_least_once", "kills": len(killed),
-            "state": status["job"]["state"], "reason": status["job"]["reason"], "seconds": round(seconds, 1),
-            "records": len(expected), "lost": lost, "duplicates": duplicates,
-            "duplicates_per_kill": round(duplicates / len(killed), 1) if killed else 0.0,
-            "restarts": sum(r["restarts"] for r in status["roles"])}
+def recoveries(events: list[dict[str, Any]], faults: list[tuple[float, str, str | None]]) -> list[float]:
+    """For each fault: seconds until a new incarnation of the executor hit ran its trainer."""
+    found = []
+    for at, executor_id, incarnation in faults:
+        for event in events:
+            if event["subject"] == executor_id and event["to_state"] == "running" and event["time"] >= at \
+                    and event["incarnation"] != incarnation:
+                found.append(event["time"] - at)
+                break
+    return found
+
+
+# --- the scenarios ----------------------------------------------------------------------------
+
+
+def executor_sigkill(chaos: Chaos) -> None:
+    chaos.submit()
+    chaos.wait_reading()
+    victim = chaos.executor("worker-0")
+    os.kill(victim["pid"], signal.SIGKILL)
+    chaos.fault("worker-0", victim["incarnation"])
+
+
+def trainer_sigkill(chaos: Chaos) -> None:
+    chaos.submit()
+    chaos.wait_reading()
+    victim = chaos.executor("worker-1")
+    os.kill(chaos.trainer_pid(victim["incarnation"]), signal.SIGKILL)
+    chaos.fault("worker-1", victim["incarnation"])
+
+
+def exactly_once_kills(chaos: Chaos) -> None:
+    chaos.submit()
+    for executor_id in ("worker-0", "worker-1"):
+        chaos.wait_reading(chaos.processed() + 500)
+        victim = chaos.executor(executor_id)
+        os.kill(chaos.trainer_pid(victim["incarnation"]), signal.SIGKILL)
+        chaos.fault(executor_id, victim["incarnation"])
+
+
+def executor_sigstop(chaos: Chaos) -> None:
+    """The zombie: silent past the heartbeat timeout, then back. Fenced: marked lost, its trainer
+    killed, its late reports refused with a kill command."""
+    chaos.submit()
+    chaos.wait_reading()
+    victim = chaos.executor("worker-0")
+    trainer = chaos.trainer_pid(victim["incarnation"])
+    os.kill(victim["pid"], signal.SIGSTOP)
+    chaos.fault("worker-0", victim["incarnation"])
+    try:
+        wait_until(lambda: chaos.executor("worker-0")["incarnation"] != victim["incarnation"],
+                   "the stopped executor to be replaced")
+    finally:
+        if pid_alive(victim["pid"]):
+            os.kill(victim["pid"], signal.SIGCONT)
+    lost = [e for e in chaos.status()["events"] if e["incarnation"] == victim["incarnation"]]
+    chaos.outcome.checks["marked lost"] = any(e["to_state"] == "lost" for e in lost)
+    chaos.outcome.checks["its trainer killed"] = bool(
+        wait_until(lambda: not pid_alive(trainer), "the zombie's trainer to die", timeout=15))
+    endpoint = chaos.client.local.am_endpoint(chaos.app)
+    assert endpoint is not None
+    late = AMClient(*endpoint).post(protocol.HEARTBEAT_PATH, {
+        "incarnation": victim["incarnation"], "state": "running", "cluster_version": 0, "wait": False,
+        "done": [], "progress": {}, "need_tasks": 2}, timeout=10)
+    chaos.outcome.checks["late report refused"] = late.get("command") == protocol.CMD_KILL and not late.get("tasks")
+
+
+@contextmanager
+def behind_proxy(chaos: Chaos) -> Iterator[FaultProxy]:
+    """Executors (and this client) reach the job's AM only through a FaultProxy."""
+    port = free_port()
+    with FaultProxy(("127.0.0.1", port)) as proxy:
+        chaos.spec["am"].update(port=port, advertise=proxy.address)
+        yield proxy
+
+
+def _network(mode: str, seconds: float, delay: float = 0.0) -> Callable[[Chaos], None]:
+    def scenario(chaos: Chaos) -> None:
+        with behind_proxy(chaos) as proxy:
+            chaos.submit()
+            chaos.wait_reading()
+            before = {e["id"]: e["incarnation"] for e in chaos.status()["executors"]}
+            proxy.set(mode, delay)  # type: ignore[arg-type]
+            chaos.outcome.faults += 1
+            time.sleep(seconds)
+            proxy.set("pass")
+            outcome = chaos.finish()
+            # Survived means more than records: nobody was declared lost over a link that came back.
+            outcome.checks["no executor lost"] = not [e for e in chaos.status()["events"] if e["to_state"] == "lost"]
+            outcome.checks["same executors"] = all(
+                e["incarnation"] == before.get(e["id"]) for e in chaos.status()["executors"])
+    scenario.__name__ = f"net_{mode}"
+    return scenario
+
+
+def slow_trainer(chaos: Chaos) -> None:
+    """Backpressure: one trainer at 1/20 of the pace; its feed blocks, its heartbeats must not."""
+    chaos.spec["roles"][0]["env"]["SLOW_INDEX"] = "1"
+    chaos.spec["roles"][0]["env"]["SLOW_PACE"] = str(PACE / 20)
+    chaos.submit()
+    chaos.outcome.faults += 1
+    outcome = chaos.finish()
+    outcome.checks["no executor lost"] = not [e for e in chaos.status()["events"] if e["to_state"] == "lost"]
+
+
+def full_disk(chaos: Chaos) -> None:
+    """work_preserve_dir on a 1 MiB tmpfs, filled while the job reads, freed a little later."""
+    with tmpfs(chaos.work / "preserve", "1m") as mount:
+        chaos.spec["input"]["work_preserve_dir"] = str(mount / "progress")
+        chaos.submit()
+        chaos.wait_reading()
+        filler = fill(mount)
+        chaos.outcome.faults += 1
+        wait_until(lambda: _data_events(chaos, "unsaved"), "the AM to report the full disk", timeout=15)
+        filler.unlink()
+        outcome = chaos.finish()
+        unsaved = _data_events(chaos, "unsaved")
+        outcome.checks["full disk reported"] = bool(unsaved) and "ENOSPC" in unsaved[0]["reason"] \
+            and str(mount / "progress") in unsaved[0]["reason"]
+        outcome.checks["saved again once freed"] = bool(_data_events(chaos, "saved"))
+
+
+def _data_events(chaos: Chaos, to_state: str) -> list[dict[str, Any]]:
+    return [e for e in chaos.status()["events"] if e["subject"] == "data" and e["to_state"] == to_state]
+
+
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` at ``path``, unmounted at the end whatever happens (root only)."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True,
+                   capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def fill(mount: Path) -> Path:
+    """Fill the file system at ``mount`` until ENOSPC; the file that holds the space."""
+    filler = mount / "filler"
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: closing it has nothing left to write
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
+def _am_kill(when: str) -> Callable[[Chaos], None]:
+    def scenario(chaos: Chaos) -> None:
+        chaos.outcome.am_kill = True
+        chaos.submit()
+        if when == "start":
+            wait_until(lambda: chaos.client.local.am_pid(chaos.app), "the AM to start")
+        elif when == "scale":
+            chaos.wait_reading()
+            chaos.client.scale(chaos.app, "worker", 3)
+        else:
+            chaos.wait_reading()
+        pid = chaos.client.local.am_pid(chaos.app)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        chaos.outcome.faults += 1
+        killed_at = time.monotonic()
+        # Recovery: a new AM attempt serving the API again.
+        wait_until(lambda: (new := chaos.client.local.am_pid(chaos.app)) and new != pid
+                   and chaos.client.local.am_endpoint(chaos.app), "a new AM attempt", timeout=30)
+        chaos.outcome.recovery.append(time.monotonic() - killed_at)
+    scenario.__name__ = f"am_kill_{when}"
+    return scenario
+
+
+@dataclass(frozen=True)
+class Scenario:
+    run: Callable[[Chaos], None]
+    records: int = RECORDS
+    exactly_once: bool = False
+    needs: str | None = None  # why it cannot run here, if it cannot
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "executor_sigkill": Scenario(executor_sigkill),
+    "trainer_sigkill": Scenario(trainer_sigkill),
+    "exactly_once_kills": Scenario(exactly_once_kills, exactly_once=True),
+    "executor_sigstop": Scenario(executor_sigstop),
+    "net_delay": Scenario(_network("delay", 2.0, delay=0.3)),
+    "net_drop": Scenario(_network("drop", HEARTBEAT_TIMEOUT / 2)),
+    "net_reset": Scenario(_network("reset", 0.5)),
+    "slow_trainer": Scenario(slow_trainer, records=RECORDS // 10),
+    "full_disk": Scenario(full_disk, needs=None if os.geteuid() == 0 else "mounting a tmpfs needs root"),
+    "am_kill_start": Scenario(_am_kill("start"), needs=None if AM_RECOVERY else AM_RECOVERY_MISSING),
+    "am_kill_scale": Scenario(_am_kill("scale"), needs=None if AM_RECOVERY else AM_RECOVERY_MISSING),
+    "am_kill_dispatch": Scenario(_am_kill("dispatch"), needs=None if AM_RECOVERY else AM_RECOVERY_MISSING),
+}
+QUICK = ("executor_sigkill", "executor_sigstop", "net_reset", "am_kill_dispatch")
+
+
+def run_scenario(name: str, client: PrimusClient, work: Path, records: int | None = None,
+                 force: bool = False) -> Outcome:
+    """Run scenario ``name`` on a job of its own; its outcome ("not run" when it needs what is missing,
+    unless ``force``)."""
+    scenario = SCENARIOS[name]
+    if scenario.needs is not None and not force:
+        return Outcome(name, reason=scenario.needs, am_kill=name.startswith("am_kill"))
+    chaos = Chaos(client, work, name, records or scenario.records, scenario.exactly_once)
+    try:
+        scenario.run(chaos)
+    except Exception as exc:  # noqa: BLE001 - a scenario that breaks is a finding, reported, not a crash
+        chaos.outcome.checks[f"ran to the end ({type(exc).__name__}: {exc})"] = False
+    if chaos.app and chaos.outcome.lost is None:
+        chaos.finish()
+    return chaos.outcome
+
+
+def report(outcomes: list[Outcome]) -> str:
+    """The table, then the last line."""
+    lines = [f"{'scenario':<20} {'state':<10} {'faults':>6} {'lost':>5} {'dupl':>5} {'recovery s':>10}  checks / reason"]
+    for o in outcomes:
+        failed = [name for name, ok in o.checks.items() if not ok]
+        note = ("FAILED: " + "; ".join(failed)) if failed else (o.reason if not o.survived else "ok")
+        recovery = ", ".join(f"{s:.2f}" for s in o.recovery) or "-"
+        lines.append(f"{o.scenario:<20} {o.state:<10} {o.faults:>6} {_n(o.lost):>5} {_n(o.duplicates):>5} "
+                     f"{recovery:>10}  {note}")
+    ran = [o for o in outcomes if o.state != "not run"]
+    faults = [o for o in ran if not o.am_kill]
+    am = [o for o in ran if o.am_kill]
+    skipped_am = [o for o in outcomes if o.am_kill and o.state == "not run"]
+    times = [s for o in ran for s in o.recovery]
+    lost = sum(o.lost or 0 for o in ran)
+    duplicates = sum(o.duplicates or 0 for o in ran)
+    survived = sum(o.survived for o in ran)
+    am_text = f"{sum(o.survived for o in am)}/{len(am)}" if am else \
+        f"not run ({len(skipped_am)} scenarios: {AM_RECOVERY_MISSING})" if skipped_am else "0/0"
+    recovery = f"median {statistics.median(times):.2f} s max {max(times):.2f} s" if times else "none measured"
+    lines.append(f"chaos: records lost {lost}, duplicates {duplicates}, kills survived "
+                 f"{sum(o.survived for o in faults)}/{len(faults)}, AM restarts survived {am_text}, "
+                 f"recovery {recovery}, scenarios survived: {survived / len(ran) if ran else 0:.2f}x")
+    return "\n".join(lines)
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="primus-chaos-") as tmp:
+    quick = os.environ.get("QUICK") == "1"
+    names = os.environ.get("SCENARIOS", "").split(",") if os.environ.get("SCENARIOS") else \
+        list(QUICK if quick else SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        sys.exit(f"SCENARIOS: unknown {unknown}; known: {', '.join(SCENARIOS)}")
+    force = os.environ.get("AM_KILLS") == "1"
+    with tempfile.TemporaryDirectory(prefix="primus-chaos-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         os.environ["PRIMUS_HOME"] = str(work / "home")
         client = PrimusClient(home=work / "home")
-        expected = write_input(work / "data")
-        base = run(client, work / "data", work, expected, 0, exactly_once=False)
-        alo = run(client, work / "data", work, expected, KILLS, exactly_once=False)
-        eo = run(client, work / "data", work, expected, KILLS, exactly_once=True)
-        for result in (base, alo, eo):
-            print(json.dumps(result) if os.environ.get("JSON") else
-                  f"{result['delivery']:>13} kills {result['kills']:2d}: {result['state']} in {result['seconds']} s, "
-                  f"lost {result['lost']}, duplicates {result['duplicates']} "
-                  f"({result['duplicates_per_kill']} per kill), restarts {result['restarts']}")
-        per_trainer = RECORDS / base["seconds"] / 3  # the baseline's real pace, start-up included
-        heartbeat = per_trainer * HEARTBEAT
-        print(f"one heartbeat of a trainer's progress: {heartbeat:.0f} records ({per_trainer:.0f} records/s each)")
-        ratio = alo["duplicates_per_kill"] / heartbeat if heartbeat else float("inf")
-        print(f"at-least-once duplicates per kill against one heartbeat of progress: {ratio:.2f}x")
+        outcomes = []
+        for name in names:
+            outcomes.append(run_scenario(name, client, work, 4000 if quick else None, force=force))
+            print(f"{name}: {outcomes[-1].state}", file=sys.stderr, flush=True)
+        print(report(outcomes))
 
 
 if __name__ == "__main__":

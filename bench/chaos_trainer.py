@@ -1,8 +1,9 @@
-"""The trainer bench/chaos.py kills: reads its records (``primus_runtime.data.reader``), appends each
+"""The trainer bench/trainer_kills.py and bench/chaos.py kill: reads its records (``primus_runtime.data.reader``), appends each
 to a file of its own the moment it is processed, at a steady pace; under exactly-once it saves the
 records read since its last checkpoint as a checkpoint file and commits it every COMMIT_EVERY records.
 
-Env: OUT_DIR, PACE (records per second), COMMIT_EVERY (exactly-once).
+Env: OUT_DIR, PACE (records per second), COMMIT_EVERY (exactly-once), SLOW_INDEX and SLOW_PACE
+(the executor index that reads at SLOW_PACE instead).
 """
 
 import os
@@ -13,6 +14,8 @@ from primus_runtime.data.reader import commit, records
 
 out_dir = os.environ["OUT_DIR"]
 pace = float(os.environ.get("PACE", "2000"))
+if os.environ.get("SLOW_INDEX") == os.environ["PRIMUS_INDEX"]:  # bench/chaos.py's slow trainer
+    pace = float(os.environ["SLOW_PACE"])
 commit_every = int(os.environ.get("COMMIT_EVERY", "0"))
 name = f"{os.environ['PRIMUS_ROLE']}-{os.environ['PRIMUS_INDEX']}-{os.environ['PRIMUS_ATTEMPT']}-{os.getpid()}"
 fd = os.open(os.path.join(out_dir, name + ".txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)

@@ -43,3 +43,13 @@ def test_ui_load_benchmark_prints_its_ratio_last():
                           cwd=BENCH, env={**os.environ, "EXECUTORS": "20", "TASKS": "2000", "SECONDS": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r": [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+def test_chaos_suite_prints_its_table_and_figures_last(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "chaos.py")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "QUICK": "1", "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r"chaos: records lost 0, duplicates \d+, kills survived (\d+)/\1, AM restarts survived .+, "
+                    r"recovery .+, scenarios survived: 1.00x$", last), proc.stdout
+

@@ -83,10 +83,10 @@ def test_a_trainer_not_ready_in_time_fails_the_job_naming_what_it_waited_for(rea
     ps = record.executors["ps-0"]
     advance(record, "ps-0", S.STARTING, S.REGISTERED, S.RUNNING)
     ps.ports = ports
-    assert sched.not_ready(ps.running_at + 59) is None
-    assert sched.not_ready(ps.running_at + 61) == f"ps-0 not ready after 60s: {unmet}"
+    assert sched.not_ready(ps.running_clock + 59) is None
+    assert sched.not_ready(ps.running_clock + 61) == f"ps-0 not ready after 60s: {unmet}"
     record.mark_ready(ps, None)
-    assert sched.not_ready(ps.running_at + 61) is None
+    assert sched.not_ready(ps.running_clock + 61) is None
 
 
 def test_readiness_timeout_defaults_to_the_start_timeout_and_covers_a_trainer_that_ended_unready():
@@ -94,10 +94,10 @@ def test_readiness_timeout_defaults_to_the_start_timeout_and_covers_a_trainer_th
     ps = record.executors["ps-0"]
     ps.ports = [4000]
     advance(record, "ps-0", S.STARTING, S.REGISTERED, S.RUNNING, S.SUCCEEDED)
-    assert sched.not_ready(ps.running_at + 31) == \
+    assert sched.not_ready(ps.running_clock + 31) == \
         "ps-0 not ready after 30s: port 4000 never accepted a connection (it has ended: succeeded)"
     record.roles["worker"].launched = True  # nobody waits for the ps any more
-    assert sched.not_ready(ps.running_at + 31) is None
+    assert sched.not_ready(ps.running_clock + 31) is None
 
 
 def test_a_start_timeout_names_the_short_role_and_why_its_executors_wait():

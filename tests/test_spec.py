@@ -55,6 +55,9 @@ BAD_SPECS = [
     (spec_with(am={"heartbeat_timeout": "soon"}), "am.heartbeat_timeout: must be a duration"),
     (spec_with(am={"max_attempts": 2, "heartbeat_timeout": "30s", "recovery_grace": "20s"}),
      "am.recovery_grace: must be more than heartbeat_timeout (30s) when max_attempts > 1, got 20s"),
+    (spec_with(am={"advertise": "proxy.example"}), "am.advertise: must be host:port with a port from 1 to 65535, "
+     "got 'proxy.example'"),
+    (spec_with(am={"advertise": "proxy:70000"}), "am.advertise: must be host:port"),
     (spec_with(backend={"type": "mesos"}), "backend: must be one of 'local', 'yarn', 'kubernetes', got 'mesos'"),
     (spec_with(backend={"type": "local", "cpus": -1}), "backend.cpus: must be > 0, got -1"),
     (spec_with(backend={"type": "kubernetes", "gang": "kueue"}), "backend.queue: gang: kueue needs the LocalQueue's name"),

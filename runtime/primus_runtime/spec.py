@@ -312,6 +312,21 @@ class AMSettings(StrictModel):
         "CA of its own at submit, whose key stays with the AM; the AM's certificate names its host, and "
         "executors and clients trust only that CA. Browsers do not know the CA: they warn on the web page."
     )
+    advertise: str | None = Field(
+        None, description="host:port executors and clients are given to reach the AM instead of its own "
+        "address, e.g. a NAT, load balancer or proxy in front of it that forwards to the AM's `port`."
+    )
+
+    @field_validator("advertise")
+    @classmethod
+    def _host_and_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, _, port = value.rpartition(":")
+        bad_host = not host or any(c.isspace() or c == "/" for c in host)
+        if bad_host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ValueError(f"must be host:port with a port from 1 to 65535, got {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _timeout_above_interval(self) -> AMSettings:

@@ -1,4 +1,4 @@
-"""The issue-10 chaos repro, small: trainers SIGKILLed at random while they read (bench/chaos.py).
+"""The issue-10 chaos repro, small: trainers SIGKILLed at random while they read (bench/trainer_kills.py).
 
 Before the fix each kill charged an attempt to every task the trainer held (5-6 of them), so a few
 kills failed the job blaming a healthy file, and each kill fed ~6,000 records again (the 128 KiB
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "trainer_kills.py"
 
 
 def test_random_trainer_kills_lose_nothing_and_feed_again_only_the_record_in_hand(tmp_path):

@@ -40,7 +40,8 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, spec.am.port if port is None else port))
     sock.listen(2048)
-    address = f"{advertise or host}:{sock.getsockname()[1]}"
+    # am.advertise: something in front of the AM (NAT, proxy) that executors and clients must use.
+    address = spec.am.advertise or f"{advertise or host}:{sock.getsockname()[1]}"
     store.publish_address(address)
     log.info("job %s (%s): AM API at %s://%s/api/v1", am.record.app_id, spec.name, "https" if tls else "http",
              address)

@@ -551,7 +551,7 @@ class ApplicationMaster(BackendEvents):
             return
         for role in self.scheduler.roles_to_launch():
             record.roles[role].launched = True
-            record.roles[role].launched_at = time.time()
+            record.roles[role].launched_at = time.monotonic()
         for incarnation in list(self._to_launch):
             ex = self._live[incarnation]
             if record.roles[ex.role].launched:
@@ -655,9 +655,8 @@ class ApplicationMaster(BackendEvents):
                 self._spawn(self.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
                 self._ended(ex, ExecutorState.LOST, f"no heartbeat for {silent:.1f}s "
                                                     f"(timeout {self._timeout:g}s)", None)
-        stuck = self.scheduler.waiting_too_long(time.time(), self.spec.scheduling.start_timeout,
-                                                self.backend.pending_reason) \
-            or self.scheduler.not_ready(time.time())
+        stuck = self.scheduler.waiting_too_long(now, self.spec.scheduling.start_timeout, self.backend.pending_reason) \
+            or self.scheduler.not_ready(now)
         if stuck:
             self.finish(JobState.FAILED, stuck)
         self._journal()

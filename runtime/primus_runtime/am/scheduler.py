@@ -66,12 +66,12 @@ class RoleScheduler:
 
     def not_ready(self, now: float) -> str | None:
         """Why the job cannot go on: a trainer started longer ago than its readiness timeout is
-        still not ready (while it runs, or while an ordered start waits for its role)."""
+        still not ready (while it runs, or while an ordered start waits for its role). ``now``: time.monotonic()."""
         for ex in self.record.executors.values():
-            if ex.ready or ex.running_at is None:
+            if ex.ready or ex.running_clock is None:
                 continue
             timeout = self.spec.readiness_timeout(ex.role)
-            if now - ex.running_at <= timeout:
+            if now - ex.running_clock <= timeout:
                 continue
             if ex.state is ExecutorState.RUNNING or self._awaited(ex.role):
                 ended = "" if ex.state is ExecutorState.RUNNING else f" (it has ended: {ex.state.value})"
@@ -129,7 +129,8 @@ class RoleScheduler:
     def waiting_too_long(self, now: float, timeout: float,
                          pending_reason: Callable[[str], str | None] = lambda incarnation: None) -> str | None:
         """Why the job cannot start: a role requested ``timeout`` ago is still not released.
-        ``pending_reason`` says why the backend has not started an executor yet (by incarnation)."""
+        ``pending_reason`` says why the backend has not started an executor yet (by incarnation);
+        ``now``: time.monotonic()."""
         late = [name for name, role in self.record.roles.items()
                 if role.launched and not role.released and role.launched_at is not None
                 and now - role.launched_at > timeout]

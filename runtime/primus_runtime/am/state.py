@@ -69,6 +69,7 @@ class Executor:
     created_at: float = field(default_factory=time.time)
     registered_at: float | None = None
     running_at: float | None = None
+    running_clock: float | None = None  # monotonic twin of running_at, for timeouts (not part of snapshots)
     # Its trainer passed the role's readiness probe (stays true once it ended).
     ready: bool = False
     ready_at: float | None = None
@@ -101,7 +102,7 @@ class Executor:
 
 
 _EXECUTOR_FIELDS = tuple(f.name for f in fields(Executor)
-                         if f.name not in ("last_seen", "stop_deadline", "replace_when_stopped"))
+                         if f.name not in ("last_seen", "stop_deadline", "replace_when_stopped", "running_clock"))
 
 
 @dataclass
@@ -112,7 +113,7 @@ class RoleState:
     replicas: int
     released: bool = False  # its trainers may start (the start barrier opened for it)
     launched: bool = False  # its executors were requested from the backend (ordered start)
-    launched_at: float | None = None  # wall-clock time they were requested
+    launched_at: float | None = None  # monotonic time they were requested (start_timeout)
     ignored: bool = False  # budget exhausted with on_exhausted=ignore_role
     failures: int = 0  # charged failures, all indices
     failures_by_index: dict[int, int] = field(default_factory=dict)
@@ -221,7 +222,7 @@ class JobRecord:
         if new is ExecutorState.REGISTERED:
             ex.registered_at = now
         elif new is ExecutorState.RUNNING:
-            ex.running_at = now
+            ex.running_at, ex.running_clock = now, time.monotonic()
         elif new.terminal:
             ex.finished_at = now
             ex.exit_code = exit_code

@@ -115,13 +115,31 @@ class TaskJournal:
         self._dirty.clear()
         if not self._pending:
             return
-        self._file.write("\n".join(self._pending) + "\n")
-        self._file.flush()
+        self._append("\n".join(self._pending) + "\n")
         self._unsynced = True
         self._lines += len(self._pending)
         self._pending.clear()
         if self._lines >= max(COMPACT_LINES, len(self.state)):  # amortized: a snapshot costs O(tasks)
-            self.compact()
+            try:
+                self.compact()
+            except OSError as exc:  # the journal holds every position: only its length suffers
+                log.warning("cannot compact the task journal in %s (%s); it keeps growing", self.dir, exc)
+
+    def _append(self, text: str) -> None:
+        """Append ``text`` (``flush`` makes it durable), or leave the journal as it was and raise (e.g.
+        ENOSPC): the lines stay pending for the next write, and a half-written line cannot be glued to them."""
+        size = os.fstat(self._file.fileno()).st_size
+        try:
+            self._file.write(text)
+            self._file.flush()
+        except OSError:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # closing flushes the buffer again, which fails the same way; the file is closed
+            os.truncate(self.dir / JOURNAL, size)
+            self._file = open(self.dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
+            raise
 
     def flush(self) -> None:
         """``write``, then ``fsync``."""
@@ -141,8 +159,10 @@ class TaskJournal:
         self._unsynced = False
 
     def close(self) -> None:
-        self.flush()
-        self._file.close()
+        try:
+            self.flush()
+        finally:
+            self._file.close()
 
 
 def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -199,10 +219,14 @@ def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (SNAPSHOT + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}, f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        tmp.unlink(missing_ok=True)  # on a full disk, a partial copy would only take more of the space
+        raise
     os.replace(tmp, directory / SNAPSHOT)
 
 

@@ -10,8 +10,10 @@ must fail).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,15 @@ from .. import hadoop
 from ..models import DataReport, FeedStats
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher, Ending
-from .journal import UPLOAD_SECONDS, HdfsSnapshots, TaskJournal, read_checkpoints, recover, write_snapshot
+from .journal import (
+    FLUSH_SECONDS,
+    UPLOAD_SECONDS,
+    HdfsSnapshots,
+    TaskJournal,
+    read_checkpoints,
+    recover,
+    write_snapshot,
+)
 from .source import Scanner
 
 log = logging.getLogger("primus.data")
@@ -34,6 +44,7 @@ class DataPlane:
         self.journal: TaskJournal | None = None  # a local work_preserve_dir, else the private journal
         self.remote: HdfsSnapshots | None = None  # a work_preserve_dir on HDFS
         self._problem: str | None = None  # found before start: the job fails at once
+        self._unsaved: str | None = None  # the error (errno name) while the journal cannot be written
         self._namenode_http: str | None = None  # host:port serving WebHDFS for hdfs:// inputs
         recovered: dict[str, dict[str, Any]] = {}
         checkpoints: dict[str, str] = {}
@@ -113,11 +124,9 @@ class DataPlane:
         self.dispatcher.adopted = set(holders)
 
     def journal_write(self) -> None:
+        """The AM's end of a step: what changed goes to the journal before any answer leaves."""
         if self.journal is not None:
-            try:
-                self.journal.write()
-            except OSError:
-                log.exception("cannot write the task journal in %s", self.journal.dir)
+            self._save_journal(self.journal.write)
 
     def checkpoint(self, slot: str) -> str | None:
         """Exactly-once: the checkpoint the last trainer of ``slot`` (an executor id) committed."""
@@ -163,14 +172,14 @@ class DataPlane:
         for task in self._tasks:
             task.cancel()
         if self.journal is not None:
-            self.journal.flush()
+            self._save_journal(self.journal.flush)
         self._upload()
 
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
         if self.journal is not None:
-            self.journal.close()
+            self._save_journal(self.journal.close)
             self.journal = None
         self._upload()
         self.remote = None
@@ -195,9 +204,38 @@ class DataPlane:
             await asyncio.sleep(0.25)
             try:
                 if self.journal is not None:
-                    self.journal.maybe_flush()
+                    self._save_journal(self.journal.maybe_flush)
                 if self.remote is not None and time.monotonic() - uploaded_at >= UPLOAD_SECONDS:
                     uploaded_at = time.monotonic()
                     await asyncio.to_thread(self.remote.save, *self._positions())
             except OSError:
                 log.exception("cannot write the task journal in %s", self.spec.work_preserve_dir)
+
+    def _journal_dir(self) -> str:
+        if self.spec.work_preserve_dir is not None and self.remote is None:
+            return f"work_preserve_dir {self.spec.work_preserve_dir}"
+        return f"the task journal {self.journal.dir if self.journal is not None else ''}"
+
+    def _save_journal(self, save: Callable[[], None]) -> None:
+        """Write the journal; when that fails (a full disk, a lost mount) training goes on with its
+        progress unsaved, since stopping it would lose more than the journal protects: one event
+        when saving stops, naming the directory and the error, and one when it works again."""
+        try:
+            save()
+        except OSError as exc:
+            if self._unsaved is None:
+                code = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+                self._unsaved = code
+                self.dispatcher.events.data_event(
+                    "data", None, "unsaved",
+                    f"{self._journal_dir()}: cannot save the task positions: "
+                    f"{code} ({exc.strerror or exc}); reading goes on, unsaved: a job restarted from this "
+                    f"directory would read again what was read since; retrying every {FLUSH_SECONDS:g}s")
+            return
+        if self._unsaved is not None:
+            self.dispatcher.events.data_event(
+                "data", "unsaved", "saved",
+                f"{self._journal_dir()}: the task positions are saved again "
+                f"(after {self._unsaved})")
+            self._unsaved = None
+
