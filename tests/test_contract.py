@@ -102,7 +102,7 @@ def test_protocol_constants_are_the_models_values():
     literal = next(arg for arg in typing.get_args(state) if typing.get_origin(arg) is typing.Literal)
     assert set(typing.get_args(literal)) == {protocol.REPORT_REGISTERED, protocol.REPORT_RUNNING}
     assert {c.value for c in models.Command} == {protocol.CMD_NONE, protocol.CMD_START, protocol.CMD_KILL,
-                                                 protocol.CMD_CLUSTER}
+                                                 protocol.CMD_CLUSTER, protocol.CMD_DRAIN}
     # protocol.py documents every field the models know.
     for model in (*REQUESTS.values(), models.DataReport, models.Commit, models.TaskPosition, models.FeedStats):
         for field in model.model_fields:

@@ -221,6 +221,7 @@ class Feeder:
         self.closed = False
         self.closed_at: float | None = None  # when the trainer's stdin was closed because the input ended
         self.broken = False  # the trainer closed its end
+        self.draining = False  # a preemption notice: nothing more is written (see drain)
         self._threads = [threading.Thread(target=self._read_loop, name=f"primus-feed-reader-{i}", daemon=True)
                          for i in range(max(1, readers))]
         self._threads.append(threading.Thread(target=self._write_loop, name="primus-feed-writer", daemon=True))
@@ -257,7 +258,7 @@ class Feeder:
                     else:
                         failed[task.id] = task.error
             report: dict[str, Any] = {
-                "need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - self._in_flight()),
+                "need_tasks": 0 if self.exhausted or self.broken or self.draining else max(0, self.max_tasks - self._in_flight()),
                 "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
             reading = self.segments[0].task.id if done_with is not None and self.segments else \
                 self._reading(unread)
@@ -438,6 +439,13 @@ class Feeder:
             log.info("input exhausted: closing the trainer's stdin")
             self.buffer.put(None)  # the writer closes the pipe after what it has
 
+    def drain(self) -> None:
+        """Feed nothing more (a preemption notice). The writer stops after the chunk it is writing, so
+        the trainer's stream ends at a record boundary; the pipe stays open, so that what the trainer
+        took of it can still be measured for its final positions."""
+        self.draining = True
+        self.stop()
+
     def stop(self) -> None:
         with self.lock:
             self.closed = True
@@ -511,6 +519,8 @@ class Feeder:
             item = self.buffer.get()
             if item is None:
                 break
+            if self.draining:
+                return
             task, data, records, nbytes, last = item
             try:
                 size = self._write_range(data) if isinstance(data, _Range) else self._write(data)
