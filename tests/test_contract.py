@@ -114,10 +114,10 @@ def test_openapi_is_generated_from_the_models():
     schemas = document["components"]["schemas"]
     heartbeat = document["paths"][protocol.HEARTBEAT_PATH]["post"]["requestBody"]["content"]["application/json"]
     assert heartbeat["schema"] == {"$ref": "#/components/schemas/HeartbeatRequest"}
-    assert {"commit", "ready", "need_tasks", "progress", "held", "done", "failed"} <= set(
+    assert {"commit", "ready", "need_tasks", "progress", "held", "done", "failed", "draining", "drained"} <= set(
         schemas["HeartbeatRequest"]["properties"])
     assert schemas["HeartbeatRequest"]["properties"]["commit"]["anyOf"][0] == {"$ref": "#/components/schemas/Commit"}
-    assert set(schemas["Command"]["enum"]) == {"none", "start", "kill", "cluster"}
+    assert set(schemas["Command"]["enum"]) == {"none", "start", "kill", "cluster", "drain"}
     assert "stopped" in schemas["ExecutorState"]["enum"] and "killed" not in schemas["ExecutorState"]["enum"]
     assert {(op.method.upper(), op.path) for op in OPERATIONS} == {
         (method.upper(), path) for path, ops in document["paths"].items() for method in ops}

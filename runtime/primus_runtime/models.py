@@ -319,8 +319,10 @@ class ExecutorView(_Reply):
     ready_at: float | None
     heartbeat_at: float | None = Field(None, description="When its last report (register or heartbeat) arrived")
     stop_reason: str | None = Field(description="Set once the AM asked it to stop")
-    preempted: bool = Field(False, description="It ended preempted (the backend said so, or a preemption exit "
-                                               "code): not charged to its failure budget")
+    preempted: bool = Field(False, description="It ended preempted (the backend said so, a preemption exit "
+                                               "code, or it drained): not charged to its failure budget")
+    draining: str | None = Field(None, description="Why it drains (a preemption notice): it takes no more "
+                                                   "tasks, its trainer was told to checkpoint and exit")
     restarts: int | None = Field(None, description="Current executors only: replacements so far")
 
 
