@@ -226,7 +226,7 @@ class Executor:
                 self._final_report(code)
                 return self._finish(code, self.stop_reason)
             exited = self._wait_trainer_or_ready(self.interval)  # returns as soon as the trainer exits
-            if exited is not None:
+            if exited is not None and self.drain_reason is None:  # else it left on the notice: _drain
                 self._final_report(exited)
                 log.info("trainer exited with %d", exited)
                 self.trainer.stop(self.config.kill_grace)  # what it started and left behind
@@ -236,12 +236,13 @@ class Executor:
         """The trainer is gone: its last positions reach the AM before the exit does, so its tasks go
         back to the queue where it stopped, not where the last heartbeat saw it (at-least-once: fewer
         records fed twice), and under exactly-once with its last commits (a task must not go back at an
-        older position than the one committed). A trainer that exits 0 after EOF consumed everything.
-        ``drained``: the end of a drain; the AM hands the tasks to other executors on this report."""
+        older position than the one committed). A trainer that exits 0 after EOF consumed everything,
+        unless it was told to leave: ``drained``, the end of a drain, whose positions the AM hands to
+        other executors on this report."""
         if self.feeder is None:
             return
-        report = self.feeder.report(everything_consumed=code == 0 and self.feeder.closed_at is not None,
-                                    final=True)
+        report = self.feeder.report(
+            everything_consumed=code == 0 and self.feeder.closed_at is not None and not drained, final=True)
         report["need_tasks"] = 0
         if drained:
             report.update(draining=self.drain_reason, drained=True)
@@ -278,9 +279,6 @@ class Executor:
             log.warning("the trainer did not exit within %gs of SIGTERM (preemption.grace): killing it",
                         self.config.preemption.grace)
         code = self.trainer.stop(self.config.kill_grace if exited is not None else 0)
-        if code == 0 and self.feeder is not None and self.feeder.closed_at is not None:
-            self._final_report(code)  # its input had ended: it finished rather than left
-            return self._finish(code, self._exit_message(code))
         self._final_report(code, drained=True)
         return self._finish(protocol.EXIT_PREEMPTED, f"preempted ({self.drain_reason}); trainer exited {code}")
 
