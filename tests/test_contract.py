@@ -102,7 +102,7 @@ def test_protocol_constants_are_the_models_values():
     literal = next(arg for arg in typing.get_args(state) if typing.get_origin(arg) is typing.Literal)
     assert set(typing.get_args(literal)) == {protocol.REPORT_REGISTERED, protocol.REPORT_RUNNING}
     assert {c.value for c in models.Command} == {protocol.CMD_NONE, protocol.CMD_START, protocol.CMD_KILL,
-                                                 protocol.CMD_CLUSTER}
+                                                 protocol.CMD_CLUSTER, protocol.CMD_DRAIN}
     # protocol.py documents every field the models know.
     for model in (*REQUESTS.values(), models.DataReport, models.Commit, models.TaskPosition, models.FeedStats):
         for field in model.model_fields:
@@ -114,10 +114,10 @@ def test_openapi_is_generated_from_the_models():
     schemas = document["components"]["schemas"]
     heartbeat = document["paths"][protocol.HEARTBEAT_PATH]["post"]["requestBody"]["content"]["application/json"]
     assert heartbeat["schema"] == {"$ref": "#/components/schemas/HeartbeatRequest"}
-    assert {"commit", "ready", "need_tasks", "progress", "held", "done", "failed"} <= set(
+    assert {"commit", "ready", "need_tasks", "progress", "held", "done", "failed", "draining", "drained"} <= set(
         schemas["HeartbeatRequest"]["properties"])
     assert schemas["HeartbeatRequest"]["properties"]["commit"]["anyOf"][0] == {"$ref": "#/components/schemas/Commit"}
-    assert set(schemas["Command"]["enum"]) == {"none", "start", "kill", "cluster"}
+    assert set(schemas["Command"]["enum"]) == {"none", "start", "kill", "cluster", "drain"}
     assert "stopped" in schemas["ExecutorState"]["enum"] and "killed" not in schemas["ExecutorState"]["enum"]
     assert {(op.method.upper(), op.path) for op in OPERATIONS} == {
         (method.upper(), path) for path, ops in document["paths"].items() for method in ops}

@@ -67,6 +67,13 @@ BAD_SPECS = [
      "roles[0].failover.retryable_exit_codes: exit codes [127] are also in permanent_exit_codes (default [126, 127])"),
     (spec_with(roles=[{**WORKER, "failover": {"permanent_exit_codes": [3], "preemption_exit_codes": [3, 143]}}]),
      "roles[0].failover.permanent_exit_codes: exit codes [3] are also in preemption_exit_codes, got [3]"),
+    (spec_with(roles=[{**WORKER, "preemption": {"signal": "SIGNOTHING"}}]),
+     "roles[0].preemption.signal: no signal 'SIGNOTHING' (e.g. SIGUSR1, SIGUSR2, SIGHUP)"),
+    (spec_with(roles=[{**WORKER, "preemption": {"signal": "kill"}}]),
+     "roles[0].preemption.signal: SIGKILL cannot be a preemption notice"),
+    (spec_with(roles=[{**WORKER, "preemption": {"grace": 0}}]), "roles[0].preemption.grace: must be > 0, got 0"),
+    (spec_with(roles=[{**WORKER, "preemption": {"notice_file": ""}}]), "roles[0].preemption.notice_file:"),
+    (spec_with(roles=[{**WORKER, "preemption": {"notice": "/x"}}]), "roles[0].preemption.notice:"),
     (spec_with(roles=[{**WORKER, "failover": {"permanent_exit_codes": [0]}}]),
      "roles[0].failover.permanent_exit_codes: exit code 0 is success, never a failure, got [0]"),
     ({"roles": [WORKER]}, "name: is required"),
@@ -174,3 +181,9 @@ def test_auto_readiness_probes_the_ports_of_roles_an_ordered_start_waits_on(poli
     spec = JobSpec.from_dict(spec_with(roles=roles, scheduling={"policy": policy, "start_timeout": "2m"}))
     assert {role.name: spec.readiness_probe(role.name) for role in spec.roles} == expected
     assert spec.readiness_timeout("ps") == 120.0
+
+
+def test_preemption_signals_are_named_as_the_executor_reads_them():
+    spec = JobSpec.from_dict(spec_with(roles=[{**WORKER, "preemption": {"signal": "usr1", "grace": "30s"}}]))
+    assert spec.roles[0].preemption.signal == "SIGUSR1"
+    assert spec.roles[0].preemption.grace == 30.0

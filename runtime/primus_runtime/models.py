@@ -107,6 +107,11 @@ class HeartbeatRequest(DataReport):
     wait: bool = Field(False, description="Waiting for its start command: the AM holds the request open "
                                           "(long poll, at most one heartbeat interval)")
     ready: bool | None = Field(None, description="The trainer passed its readiness probe")
+    draining: str | None = Field(None, max_length=_MAX_TEXT,
+                                 description="Why it is draining (a preemption notice): it takes no more tasks "
+                                             "and its trainer was told to checkpoint and exit")
+    drained: bool = Field(False, description="Draining, and the trainer is gone: these are its final positions, "
+                                             "its tasks go to other executors now")
 
 
 class UnregisterRequest(_Message):
@@ -126,6 +131,7 @@ class Command(str, enum.Enum):
     START = protocol.CMD_START
     KILL = protocol.CMD_KILL
     CLUSTER = protocol.CMD_CLUSTER
+    DRAIN = protocol.CMD_DRAIN
 
 
 class Cluster(_Reply):
@@ -169,7 +175,7 @@ class RegisterReply(_Reply):
 
 class HeartbeatReply(_Reply):
     command: Command
-    reason: str | None = Field(None, description="kill: why")
+    reason: str | None = Field(None, description="kill, drain: why")
     start: StartPayload | None = None
     cluster: Cluster | None = Field(None, description="cluster: the new membership")
     tasks: list[TaskAssignment] | None = Field(None, description="New input tasks, or ones the executor "
@@ -212,6 +218,12 @@ class TaskActionRequest(_Message):
 
 class RestartRequest(_Message):
     """Body of /executors/{id}/restart (optional)."""
+
+    reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
+
+
+class DrainRequest(_Message):
+    """Body of /executors/{id}/drain (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
@@ -317,8 +329,10 @@ class ExecutorView(_Reply):
     ready_at: float | None
     heartbeat_at: float | None = Field(None, description="When its last report (register or heartbeat) arrived")
     stop_reason: str | None = Field(description="Set once the AM asked it to stop")
-    preempted: bool = Field(False, description="It ended preempted (the backend said so, or a preemption exit "
-                                               "code): not charged to its failure budget")
+    preempted: bool = Field(False, description="It ended preempted (the backend said so, a preemption exit "
+                                               "code, or it drained): not charged to its failure budget")
+    draining: str | None = Field(None, description="Why it drains (a preemption notice): it takes no more "
+                                                   "tasks, its trainer was told to checkpoint and exit")
     restarts: int | None = Field(None, description="Current executors only: replacements so far")
 
 
@@ -461,6 +475,11 @@ class WhoAmI(_Reply):
 class RestartReply(_Reply):
     executor: str
     incarnation: str = Field(description="The incarnation being stopped; its replacement follows once it ended")
+
+
+class DrainReply(_Reply):
+    executor: str
+    incarnation: str = Field(description="The incarnation told to drain; its replacement follows once it exited")
 
 
 class RolesReply(_Reply):

@@ -23,8 +23,17 @@ Executor -> AM (all POST, JSON bodies):
     then holds the request open (long poll, at most one heartbeat interval)
     so the start reaches it the moment the start barrier opens.
     -> ``{"command": "none"}``, ``{"command": "start", "start": START}``,
-    ``{"command": "kill", "reason": ...}``, or ``{"command": "cluster",
-    "cluster": CLUSTER}`` when the membership changed.
+    ``{"command": "kill", "reason": ...}``, ``{"command": "cluster",
+    "cluster": CLUSTER}`` when the membership changed, or ``{"command": "drain", "reason": ...}``
+    (``POST /api/v1/executors/{id}/drain``: leave as on a preemption notice, see below).
+
+    Draining (a preemption notice: SIGTERM, the role's ``preemption.signal``, its
+    ``preemption.notice_file`` appearing, or the drain command): the executor stops asking for
+    tasks and feeding records, forwards SIGTERM to the trainer and gives it
+    ``preemption.grace`` seconds to checkpoint and exit. Meanwhile every heartbeat carries
+    ``"draining": why``; its last one, sent once the trainer is gone, adds ``"drained": true``
+    with the final positions, and the AM hands its tasks to other executors at once. Then it
+    exits ``EXIT_PREEMPTED``, which the AM always counts as a preemption (uncharged).
 
     An executor of a role with ``consumes_input`` (its START has ``feed``) adds its
     data report to every heartbeat once running: ``"need_tasks": n`` (tasks it can
@@ -78,6 +87,7 @@ CMD_NONE = "none"
 CMD_START = "start"
 CMD_KILL = "kill"
 CMD_CLUSTER = "cluster"
+CMD_DRAIN = "drain"
 
 # States an executor reports about itself.
 REPORT_REGISTERED = "registered"
@@ -127,9 +137,18 @@ ENV_AM_INFO_FILE = "PRIMUS_AM_INFO_FILE"
 # found dead (epoch seconds).
 ENV_AM_ATTEMPT = "PRIMUS_AM_ATTEMPT"
 ENV_AM_DOWN_SINCE = "PRIMUS_AM_DOWN_SINCE"
+# Optional, the role's ``preemption`` section: a file whose appearance is a preemption notice (polled
+# every heartbeat), an extra signal that is one (a name, e.g. SIGUSR1; SIGTERM always is), and the
+# seconds a draining trainer gets between SIGTERM and SIGKILL (default: PRIMUS_KILL_GRACE).
+ENV_PREEMPTION_NOTICE_FILE = "PRIMUS_PREEMPTION_NOTICE_FILE"
+ENV_PREEMPTION_SIGNAL = "PRIMUS_PREEMPTION_SIGNAL"
+ENV_PREEMPTION_GRACE = "PRIMUS_PREEMPTION_GRACE"
 
 # Exit code of an executor that gave up because the AM was unreachable.
 EXIT_AM_UNREACHABLE = 75
+# Exit code of an executor that drained on a preemption notice: never charged, whatever the role's
+# failover.preemption_exit_codes say.
+EXIT_PREEMPTED = 76
 # Exit code of an executor that could not launch its trainer (bad command...).
 EXIT_LAUNCH_FAILED = 127
 

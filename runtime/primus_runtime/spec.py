@@ -8,6 +8,7 @@ One module of small, strictly validated pydantic types, read top to bottom:
         failover: Failover     what to do when one of its executors ends badly
         placement: Placement   anti-affinity to other roles
         readiness: Readiness   when a started trainer counts as ready (ordered start waits for it)
+        preemption: Preemption how a node's preemption notice reaches the executor (it then drains)
       scheduling: Scheduling   when trainers may start (gang / ordered / dynamic)
       am: AMSettings           heartbeats, shutdown grace, AM attempts
       backend: Local | Yarn | Kubernetes
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from urllib.parse import urlsplit
@@ -180,6 +182,43 @@ class Readiness(StrictModel):
     )
 
 
+# Signals a preemption notice cannot be: uncatchable, or what the executor hears about its trainer.
+_NOT_NOTICE_SIGNALS = ("SIGKILL", "SIGSTOP", "SIGCHLD")
+
+
+class Preemption(StrictModel):
+    """How the node tells the executor it is going away. On a notice (SIGTERM, ``signal``, ``notice_file``
+    appearing, or ``POST /executors/{id}/drain``) the executor drains: it takes no more input tasks,
+    stops feeding records, sends SIGTERM to the trainer and gives it ``grace`` seconds to checkpoint and
+    exit, reports its exact positions (its tasks move to other executors at once) and exits as
+    preempted: restarted, never charged to the failure budget."""
+
+    notice_file: str | None = Field(
+        None, min_length=1, description="A path on the node the executor checks every heartbeat; once it "
+        "exists (a node termination handler or spot-instance agent writes it), the executor drains.",
+    )
+    signal: str | None = Field(
+        None, description="A signal that is a notice besides SIGTERM, e.g. SIGUSR1 (name, with or without SIG).",
+    )
+    grace: Seconds | None = Field(
+        None, description="Seconds the trainer gets after SIGTERM before SIGKILL. Default: am.shutdown_grace.",
+    )
+
+    @field_validator("signal")
+    @classmethod
+    def _signal_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        name = value.upper() if value.upper().startswith("SIG") else "SIG" + value.upper()
+        known = sorted(s.name for s in signal.Signals if s.name.startswith("SIG") and not s.name.startswith("SIG_"))
+        if name not in known:
+            raise ValueError(f"no signal {value!r} (e.g. SIGUSR1, SIGUSR2, SIGHUP)")
+        if name in _NOT_NOTICE_SIGNALS:
+            raise ValueError(f"{name} cannot be a preemption notice (it cannot be caught, or the executor "
+                             f"needs it), got {value!r}")
+        return name
+
+
 class Role(StrictModel):
     """One kind of executor: ``replicas`` copies of the same trainer command."""
 
@@ -212,6 +251,7 @@ class Role(StrictModel):
     failover: Failover | None = Field(None, description="Default depends on the role name (see Failover).")
     placement: Placement = Field(default_factory=Placement)
     readiness: Readiness = Field(default_factory=Readiness)
+    preemption: Preemption = Field(default_factory=Preemption)
     framework: Literal["plain", "tensorflow", "pytorch"] = Field(
         "plain",
         description="tensorflow: TF_CONFIG is set; pytorch: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/"

@@ -6,10 +6,12 @@ records read since the last checkpoint as a checkpoint file batch-*.txt and comm
 trainer does with its model; the checkpoint it was told to restore goes to restore-*.txt), DIE_AFTER (exit 1 after this many lines, on attempts listed
 in DIE_ON_ATTEMPTS, e.g. "0,1"), SLEEP_EVERY / SLEEP (pause SLEEP seconds every SLEEP_EVERY
 lines, to make a run last), EXIT_AFTER (exit 0 after this many lines, before the end of the input,
-on the executor indices listed in EXIT_ON_INDEX, e.g. "0").
+on the executor indices listed in EXIT_ON_INDEX, e.g. "0"), CHECKPOINT_ON_SIGTERM (on SIGTERM, commit
+what it read and exit 0 after the record in hand, as a trainer told of a preemption does).
 """
 
 import os
+import signal
 import sys
 import time
 
@@ -41,6 +43,9 @@ def checkpoint(name: str, batch: list) -> None:
     commit(name)
 
 
+leaving = []
+if os.environ.get("CHECKPOINT_ON_SIGTERM"):
+    signal.signal(signal.SIGTERM, lambda signum, frame: leaving.append(signum))
 pending = []
 count = 0
 for record in records(sys.stdin.buffer):
@@ -56,6 +61,8 @@ for record in records(sys.stdin.buffer):
         os._exit(1)
     if exit_after and count >= exit_after:
         os._exit(0)
+    if leaving:
+        break
     if sleep_every and count % sleep_every == 0:
         time.sleep(pause)
 if commit_every:

@@ -230,6 +230,20 @@ def test_only_the_task_being_read_is_interrupted_and_the_backstop_ends_it():
     assert "interrupted 3 times, max_task_interruptions is 3" in d.tasks[first].error
 
 
+def test_drained_executors_hand_back_their_tasks_without_interrupting_the_one_being_read():
+    d, events = make(max_tasks_per_executor=1, prefetch=0, max_task_interruptions=1, on_bad_data="quarantine")
+    d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+    task = "c/2026-12-01/f0:0"
+    for i in range(3):  # each would use up the task, were draining an interruption
+        assert ids(d.heartbeat(f"i{i}", report({"need_tasks": 1}))) == [task]
+        d.heartbeat(f"i{i}", report({"held": [task], "reading": task,
+                                     "progress": {task: {"records": 10 * (i + 1), "bytes": 10 * (i + 1)}}}))
+        d.release(f"i{i}", Ending.DRAINED, f"worker-{i} drained: received SIGTERM", slot=f"worker-{i}")
+    assert d.tasks[task].state.value == "queued" and d.queue[0] == task
+    assert (d.tasks[task].interruptions, d.tasks[task].attempts, d.tasks[task].records) == (0, 0, 30)
+    assert [e[2] for e in events.events] == ["requeued"] * 3 and "drained" in events.events[0][3]
+
+
 def test_the_limit_counts_every_task_held_also_those_written_out():
     d, _ = make(max_tasks_per_executor=1, prefetch=1)
     d.add_partition("2026-12-01", tasks("2026-12-01", 5))

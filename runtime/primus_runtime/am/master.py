@@ -235,6 +235,29 @@ class ApplicationMaster(BackendEvents):
 
     def request_restart(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
         """Stop one executor and start a new incarnation of its index once it stopped (uncharged)."""
+        ex = self._executor_to_act_on(executor_id)
+        why = reason or "restart requested"
+        self.record.add_event(ex.id, ex.state.value, "restarting", why, incarnation=ex.incarnation, actor=actor)
+        self._restart(ex, why)
+        self._reconcile()
+        return {"executor": ex.id, "incarnation": ex.incarnation}
+
+    def request_drain(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
+        """Drain one running executor as on a preemption notice: its tasks move at their final positions
+        and a new incarnation follows it, uncharged."""
+        ex = self._executor_to_act_on(executor_id)
+        if ex.state is not ExecutorState.RUNNING or ex.draining is not None:
+            doing = f" and draining: {ex.draining}" if ex.draining is not None else ""
+            raise RequestError(409, f"{executor_id} is {ex.state.value}{doing}: only a running executor that is "
+                                    f"not draining can be drained (restart it instead)")
+        ex.draining = f"drain requested{': ' + reason if reason else ''}"
+        self.record.add_event(ex.id, ex.state.value, "draining", ex.draining, incarnation=ex.incarnation,
+                              actor=actor)
+        self._send(ex, {"command": protocol.CMD_DRAIN, "reason": ex.draining})
+        return {"executor": ex.id, "incarnation": ex.incarnation}
+
+    def _executor_to_act_on(self, executor_id: str) -> Executor:
+        """The live executor a user's request names (404 if none, 409 if it ended or is stopping)."""
         self._check_not_finished()
         ex = self.record.executors.get(executor_id)
         if ex is None:
@@ -243,11 +266,7 @@ class ApplicationMaster(BackendEvents):
         if ex.state.terminal or ex.stop_reason is not None:
             raise RequestError(409, f"{executor_id} is {ex.state.value}"
                                     f"{' and stopping: ' + ex.stop_reason if ex.stop_reason else ''}")
-        why = reason or "restart requested"
-        self.record.add_event(ex.id, ex.state.value, "restarting", why, incarnation=ex.incarnation, actor=actor)
-        self._restart(ex, why)
-        self._reconcile()
-        return {"executor": ex.id, "incarnation": ex.incarnation}
+        return ex
 
     def _restart(self, ex: Executor, why: str) -> None:
         ex.replace_when_stopped = True
@@ -381,6 +400,8 @@ class ApplicationMaster(BackendEvents):
                 self.data.heartbeat(ex.incarnation, report.model_copy(update={"need_tasks": 0}), slot=ex.id)  # its last positions
                 self._journal()
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
+        if report.draining is not None and self._drained(ex, report):
+            return NONE_REPLY
         changed = report.state == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED
         if changed:
             self._set(ex, ExecutorState.RUNNING, "trainer started")
@@ -401,13 +422,29 @@ class ApplicationMaster(BackendEvents):
                 and report.cluster_version < self.record.cluster_version:
             reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
         if self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
-                and ex.stop_reason is None and (reply is None or reply["command"] != protocol.CMD_KILL):
+                and ex.stop_reason is None \
+                and (reply is None or reply["command"] not in (protocol.CMD_KILL, protocol.CMD_DRAIN)):
             data = self.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
         self._journal()
         self.metrics.observe_heartbeat(time.perf_counter() - started)
         return NONE_REPLY if reply is None else reply
+
+    def _drained(self, ex: Executor, report: HeartbeatRequest) -> bool:
+        """A draining executor's report (a preemption notice): noted once; once it says it drained, its
+        trainer is gone and its tasks go back now, at this report's positions, before it exits. Whether
+        it has drained."""
+        if ex.draining is None:
+            ex.draining = report.draining
+            self.record.add_event(ex.id, ex.state.value, "draining", f"draining: {report.draining}",
+                                  incarnation=ex.incarnation)
+        if not report.drained:
+            return False
+        if self.data is not None and ex.role in self._fed_roles and ex.state is ExecutorState.RUNNING:
+            self.data.heartbeat(ex.incarnation, report, slot=ex.id)
+            self.data.release(ex.incarnation, Ending.DRAINED, f"{ex.id} drained: {ex.draining}", slot=ex.id)
+        return True
 
     def unregister(self, report: UnregisterRequest) -> dict[str, Any]:
         ex = self._current(report.incarnation)
@@ -469,7 +506,7 @@ class ApplicationMaster(BackendEvents):
             state, reason = ExecutorState.STOPPED, ex.stop_reason
         policy = self.spec.role(ex.role).failover
         ex.preempted = state is ExecutorState.FAILED and (
-            preempted or (policy is not None and policy.is_preemption(exit_code)))
+            preempted or exit_code == protocol.EXIT_PREEMPTED or (policy is not None and policy.is_preemption(exit_code)))
         self._set(ex, state, reason, exit_code)
         self._forget(ex)
         if self.data is not None and ex.role in self._fed_roles:
@@ -482,7 +519,7 @@ class ApplicationMaster(BackendEvents):
             self.record.roles[ex.role].restarts += 1
             self._new_incarnation(ex.role, ex.index, ex.attempt + 1)
         elif self.record.finishing is None and self.record.executors.get(ex.id) is ex:
-            decision = self.failover.decide(self.record.roles[ex.role], ex, preempted)
+            decision = self.failover.decide(self.record.roles[ex.role], ex, ex.preempted)
             if decision.action is Action.RESTART:
                 log.info("%s: restarting (%s)", ex.id, decision.reason)
                 self.record.history.append(ex)

@@ -75,6 +75,10 @@ OPERATIONS = (
     Operation("post", f"{_V1}/executors/{{executor}}/restart", "Stop one executor (`<role>-<index>`) and start a "
               "new incarnation of it once stopped; not charged to its failure budget", models.RestartReply,
               body=models.RestartRequest, errors=_ACTION),
+    Operation("post", f"{_V1}/executors/{{executor}}/drain", "Drain one running executor as on a preemption "
+              "notice: it takes no more tasks, its trainer gets SIGTERM and the role's preemption.grace to "
+              "checkpoint, its tasks move at their final positions; a new incarnation follows, uncharged",
+              models.DrainReply, body=models.DrainRequest, errors=_ACTION),
     Operation("get", f"{_V1}/executors/{{executor}}/logs/{{stream}}", "A slice of one log (stdout, stderr, "
               "executor) of an executor's current incarnation: a tail by default", models.LogChunk,
               query=models.LogQuery, errors=(404,)),

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from .. import protocol
 from ..models import (
+    DrainRequest,
     EmptyRequest,
     EndRequest,
     HeartbeatRequest,
@@ -113,6 +114,10 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         reason = parse(RestartRequest, await request.read(), "restart").reason
         return _json(am.request_restart(request.match_info["executor"], reason, actor))
 
+    async def drain(request: web.Request, actor: str) -> web.Response:
+        reason = parse(DrainRequest, await request.read(), "drain").reason
+        return _json(am.request_drain(request.match_info["executor"], reason, actor))
+
     async def data_suspend(request: web.Request, actor: str) -> web.Response:
         parse(EmptyRequest, await request.read(), "suspend")
         return _json(am.request_data("suspend", actor))
@@ -147,7 +152,8 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     prefix = protocol.API_PREFIX
     control_routes: tuple[tuple[str, GuardedHandler], ...] = (
         ("/job/kill", kill), ("/job/succeed", succeed), ("/roles/{role}/scale", scale),
-        ("/executors/{executor}/restart", restart), ("/data/suspend", data_suspend),
+        ("/executors/{executor}/restart", restart), ("/executors/{executor}/drain", drain),
+        ("/data/suspend", data_suspend),
         ("/data/resume", data_resume), ("/data/tasks/requeue", task_action("requeue")),
         ("/data/tasks/skip", task_action("skip")), ("/data/savepoint", data_savepoint),
     )

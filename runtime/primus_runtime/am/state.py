@@ -79,6 +79,7 @@ class Executor:
     stop_deadline: float | None = None  # monotonic time after which it is force-killed
     preempted: bool = False  # it ended because its node or slot was taken back (not charged)
     replace_when_stopped: bool = False  # a user asked to restart it: a new incarnation follows its stop
+    draining: str | None = None  # why it drains (a preemption notice): it then exits preempted
     last_seen: float = 0.0  # monotonic time of the last report (not part of snapshots)
     heartbeat_at: float | None = None  # wall-clock time of the last report, for people
 

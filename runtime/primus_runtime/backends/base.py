@@ -91,12 +91,17 @@ class Exited:
 def role_env(spec: JobSpec, role_name: str) -> dict[str, str]:
     """The executor environment that is the same for every executor of a role (a backend that
     starts executors before the AM runs sets it from the spec too)."""
+    preemption = spec.role(role_name).preemption
+    optional = {protocol.ENV_PREEMPTION_NOTICE_FILE: preemption.notice_file,
+                protocol.ENV_PREEMPTION_SIGNAL: preemption.signal,
+                protocol.ENV_PREEMPTION_GRACE: None if preemption.grace is None else str(preemption.grace)}
     return {
         protocol.ENV_ROLE: role_name,
         protocol.ENV_NUM_PORTS: str(spec.role(role_name).ports),
         protocol.ENV_HEARTBEAT_TIMEOUT: str(spec.am.heartbeat_timeout),
         protocol.ENV_AM_RECOVERY_GRACE: str(spec.am.executor_patience),
         protocol.ENV_KILL_GRACE: str(spec.am.shutdown_grace),
+        **{name: value for name, value in optional.items() if value is not None},
     }
 
 

@@ -43,6 +43,9 @@ class Ending(str, Enum):
     CRASHED = "crashed"  # the trainer failed: non-zero exit or a signal (OOM kills are SIGKILL)
     PREEMPTED = "preempted"
     LOST = "lost"  # no heartbeat, or its node went away
+    # It drained on a preemption notice and handed its tasks back at their final positions: the
+    # trainer was told to leave, so even the task it was reading is not counted as interrupted.
+    DRAINED = "drained"
     STOPPED = "stopped"  # the AM stopped it (job end, scale-down, user)
 
 

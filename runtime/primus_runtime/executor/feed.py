@@ -221,6 +221,8 @@ class Feeder:
         self.closed = False
         self.closed_at: float | None = None  # when the trainer's stdin was closed because the input ended
         self.broken = False  # the trainer closed its end
+        self.draining = False  # a preemption notice: nothing more is written (see drain)
+        self.drained_eof = False  # draining, the trainer took everything written and its stdin was closed
         self._threads = [threading.Thread(target=self._read_loop, name=f"primus-feed-reader-{i}", daemon=True)
                          for i in range(max(1, readers))]
         self._threads.append(threading.Thread(target=self._write_loop, name="primus-feed-writer", daemon=True))
@@ -257,7 +259,7 @@ class Feeder:
                     else:
                         failed[task.id] = task.error
             report: dict[str, Any] = {
-                "need_tasks": 0 if self.exhausted or self.broken else max(0, self.max_tasks - self._in_flight()),
+                "need_tasks": 0 if self.exhausted or self.broken or self.draining else max(0, self.max_tasks - self._in_flight()),
                 "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
             reading = self.segments[0].task.id if done_with is not None and self.segments else \
                 self._reading(unread)
@@ -373,9 +375,11 @@ class Feeder:
 
     def _unread(self) -> int | None:
         """Bytes written into the pipe that the trainer has not taken yet; None once the pipe is closed
-        (end of input) or cannot be asked."""
+        (end of input) or cannot be asked; 0 once a drain closed it (the trainer had taken everything)."""
         if self.closed_at is not None:
             return None
+        if self.drained_eof:
+            return 0
         try:
             return int(struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0])
         except OSError:
@@ -437,6 +441,18 @@ class Feeder:
             self.closed_at = time.monotonic()
             log.info("input exhausted: closing the trainer's stdin")
             self.buffer.put(None)  # the writer closes the pipe after what it has
+
+    def drain(self) -> None:
+        """Feed nothing more (a preemption notice). The writer stops after the chunk it is writing, so
+        the trainer's stream ends at a record boundary, and closes the pipe once the trainer has taken
+        all of it: a trainer waiting for its next record then reads EOF (and checkpoints and exits)
+        rather than wait for SIGKILL, and its positions are still known (nothing was left unread)."""
+        self.draining = True
+        self.stop()
+        try:
+            self.buffer.put_nowait(None)  # wakes a writer waiting for data; a full buffer wakes it anyway
+        except queue.Full:
+            pass
 
     def stop(self) -> None:
         with self.lock:
@@ -509,6 +525,9 @@ class Feeder:
     def _write_loop(self) -> None:
         while True:
             item = self.buffer.get()
+            if self.draining:
+                self._end_drained_stream()
+                return
             if item is None:
                 break
             task, data, records, nbytes, last = item
@@ -545,6 +564,17 @@ class Feeder:
             self.stdin.close()
         except OSError:
             pass
+
+    def _end_drained_stream(self) -> None:
+        """Draining: close the trainer's stdin once it took everything written (never, if it is gone)."""
+        while not self.broken and self._unread() != 0:
+            time.sleep(0.05)
+        with self.lock:
+            self.drained_eof = True
+            try:
+                self.stdin.close()
+            except OSError:
+                pass
 
     def _write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)

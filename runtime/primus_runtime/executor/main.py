@@ -38,6 +38,7 @@ from typing import Any
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
 from .feed import Feeder, create_position_file
+from .preemption import PreemptionSettings, listen_for_notice_signals
 from .proctree import Cgroup, become_subreaper
 from .readiness import PROBE_PERIOD, ReadinessProbe
 from .trainer import Trainer, last_line, launch_error
@@ -77,6 +78,7 @@ class Config:
         self.am_info_file = env.get(protocol.ENV_AM_INFO_FILE) or None
         self.am_info_url = env.get(protocol.ENV_AM_INFO_URL) or None
         self.kill_grace = float(env.get(protocol.ENV_KILL_GRACE, "10"))
+        self.preemption = PreemptionSettings(env, self.kill_grace)
         self.host = env.get(protocol.ENV_EXECUTOR_HOST) or socket.gethostname()
         self.gpus = [int(g) for g in env.get(protocol.ENV_GPUS, "").split(",") if g.strip()]
         cgroup = env.get(protocol.ENV_CGROUP)
@@ -148,6 +150,8 @@ class Executor:
         self.cluster_version = 0
         self.cluster_file = os.path.join(config.log_dir, "cluster.json")
         self.stop_reason: str | None = None
+        self.drain_reason: str | None = None  # a preemption notice came: see _drain
+        self._trainer_signalled = False  # the drain's SIGTERM reached the trainer
         self.last_contact = time.monotonic()
         self.feeder: Feeder | None = None
         self.readiness: ReadinessProbe | None = None
@@ -168,6 +172,8 @@ class Executor:
         self.interval = float(reply.get("heartbeat_interval", 1.0))
         log.info("registered as %s [%s] with ports %s", self.config.id, self.config.incarnation, ports)
         start = self._wait_for_start()
+        if start is None and self.drain_reason is not None and self.stop_reason is None:
+            return self._finish(protocol.EXIT_PREEMPTED, f"preempted before its trainer started ({self.drain_reason})")
         if start is None:
             return self._finish(self._stop_code(), self.stop_reason or "stopped before start")
         for sock in held:
@@ -175,7 +181,7 @@ class Executor:
         return self._supervise(start, ports)
 
     def _wait_for_start(self) -> dict[str, Any] | None:
-        while self.stop_reason is None:
+        while self.stop_reason is None and self.drain_reason is None:
             reply = self._heartbeat(protocol.REPORT_REGISTERED, wait=True)
             if reply is None:
                 return None
@@ -223,7 +229,7 @@ class Executor:
                                  reader_group=self.trainer.pid, commit_file=commit_file,
                                  position_file=position_file)
         while True:
-            if self.stop_reason is None:
+            if self.stop_reason is None and self.drain_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None
                 reply = self._heartbeat(protocol.REPORT_RUNNING, data=report, ready=self._ready())
                 if reply is None:
@@ -234,6 +240,10 @@ class Executor:
                 if self.feeder is not None and report is not None and reply.get("command") != protocol.CMD_KILL:
                     self.feeder.reported(report, reply)
                     self._check_exit_grace(feed)
+            if self.drain_reason is not None and self.stop_reason is None:
+                drained = self._drain()
+                if drained is not None:
+                    return drained
             if self.stop_reason is not None:
                 if self.feeder is not None:
                     self.feeder.stop()
@@ -241,26 +251,75 @@ class Executor:
                 self._final_report(code)
                 return self._finish(code, self.stop_reason)
             exited = self._wait_trainer_or_ready(self.interval)  # returns as soon as the trainer exits
-            if exited is not None:
+            if exited is not None and self.drain_reason is None:  # else it left on the notice: _drain
                 self._final_report(exited)
                 log.info("trainer exited with %d", exited)
                 self.trainer.stop(self.config.kill_grace)  # what it started and left behind
                 return self._finish(exited, self._exit_message(exited))
 
-    def _final_report(self, code: int) -> None:
+    def _final_report(self, code: int, drained: bool = False) -> None:
         """The trainer is gone: its last positions reach the AM before the exit does, so its tasks go
         back to the queue where it stopped, not where the last heartbeat saw it (at-least-once: fewer
         records fed twice), and under exactly-once with its last commits (a task must not go back at an
-        older position than the one committed). A trainer that exits 0 after EOF consumed everything."""
+        older position than the one committed). A trainer that exits 0 after EOF consumed everything,
+        unless it was told to leave: ``drained``, the end of a drain, whose positions the AM hands to
+        other executors on this report."""
         if self.feeder is None:
             return
-        report = self.feeder.report(everything_consumed=code == 0 and self.feeder.closed_at is not None,
-                                    final=True)
+        report = self.feeder.report(
+            everything_consumed=code == 0 and self.feeder.closed_at is not None and not drained, final=True)
         report["need_tasks"] = 0
+        if drained:
+            report.update(draining=self.drain_reason, drained=True)
         self._call(protocol.HEARTBEAT_PATH, {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": protocol.REPORT_RUNNING,
             "cluster_version": self.cluster_version, "wait": False, **report,
         }, give_up_after=self._last_word_patience())
+
+    def _drain(self) -> int | None:
+        """Leave on a preemption notice: no more tasks nor records, SIGTERM to the trainer, which has the
+        role's ``preemption.grace`` to checkpoint (and commit) and exit, SIGKILL after it; then the final
+        positions, flagged as drained, and EXIT_PREEMPTED. None if the AM stopped the executor
+        meanwhile: the stop goes on as usual."""
+        assert self.trainer is not None
+        log.info("draining: %s", self.drain_reason)
+        if self.feeder is not None:
+            self.feeder.drain()
+        self._signal_trainer()
+        deadline = time.monotonic() + self.config.preemption.grace
+        exited = None
+        while exited is None and time.monotonic() < deadline:
+            report = self.feeder.report() if self.feeder is not None else None
+            reply = self._heartbeat(protocol.REPORT_RUNNING, data=report,
+                                    ready=self.readiness is not None and self.readiness.ready)
+            if reply is None:
+                self.trainer.stop(0)
+                return protocol.EXIT_AM_UNREACHABLE
+            if self.stop_reason is not None:
+                return None
+            if self.feeder is not None and report is not None:
+                self.feeder.reported(report, {})  # a draining executor takes nothing, not even the input's end
+            exited = self.trainer.wait(max(0.0, min(self.interval, deadline - time.monotonic())))
+        if exited is None:
+            log.warning("the trainer did not exit within %gs of SIGTERM (preemption.grace): killing it",
+                        self.config.preemption.grace)
+        code = self.trainer.stop(self.config.kill_grace if exited is not None else 0)
+        self._final_report(code, drained=True)
+        return self._finish(protocol.EXIT_PREEMPTED, f"preempted ({self.drain_reason}); trainer exited {code}")
+
+    def request_drain(self, reason: str) -> None:
+        """A preemption notice; also called from signal handlers, so it only sets flags and signals."""
+        if self.drain_reason is not None or self.stop_reason is not None:
+            return
+        self.drain_reason = reason
+        if self.feeder is not None:
+            self.feeder.draining = True  # not one more chunk into the pipe
+        self._signal_trainer()  # at once: YARN's NodeManager sends SIGKILL 250 ms after SIGTERM by default
+
+    def _signal_trainer(self) -> None:
+        if self.trainer is not None and not self._trainer_signalled:
+            self._trainer_signalled = True
+            self.trainer.signal(signal.SIGTERM)
 
     def _check_exit_grace(self, feed: dict[str, Any] | None) -> None:
         """A trainer still running ``exit_grace`` seconds after its input ended is stopped."""
@@ -345,15 +404,22 @@ class Executor:
 
     def _heartbeat(self, state: str, wait: bool = False, data: dict[str, Any] | None = None,
                    ready: bool = False) -> dict[str, Any] | None:
+        notice = self.config.preemption.notice()
+        if notice is not None:
+            self.request_drain(notice)
         body = {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": state,
             "cluster_version": self.cluster_version, "wait": wait, "ready": ready,
         }
         if data is not None:
             body.update(data)
+        if self.drain_reason is not None:
+            body["draining"] = self.drain_reason
         reply = self._call(protocol.HEARTBEAT_PATH, body)
         if reply is not None and reply.get("command") == protocol.CMD_KILL:
             self.request_stop(str(reply.get("reason", "killed by the AM")))
+        if reply is not None and reply.get("command") == protocol.CMD_DRAIN:
+            self.request_drain(str(reply.get("reason") or "drain requested by the AM"))
         return reply
 
     def _call(self, path: str, body: dict[str, Any],
@@ -420,14 +486,14 @@ def main() -> int:
         token = f.read().strip()
     executor = Executor(config, AMClient(config.am_address, token, config.tls_ca_file), token)
 
-    def on_sigterm(signum: int, frame: Any) -> None:
+    def on_interrupt(signum: int, frame: Any) -> None:
         # Stop the loop; it then forwards SIGTERM (and later SIGKILL) to the trainer.
         executor.request_stop(f"received signal {signum}")
         if executor.trainer is not None:
             executor.trainer.signal(signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGINT, on_sigterm)
+    listen_for_notice_signals(config.preemption, executor.request_drain)
+    signal.signal(signal.SIGINT, on_interrupt)
     try:
         code = executor.run()
     finally:
