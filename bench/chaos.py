@@ -18,9 +18,10 @@ full_disk
     ``input.work_preserve_dir`` on a small tmpfs, filled while the job reads (root only): the AM
     says so (an event naming the directory and ENOSPC), reading goes on, nothing hangs;
 am_kill_start, am_kill_scale, am_kill_dispatch
-    SIGKILL the AM while executors start, right after a scale-up, while it hands out data; the job
-    must survive. They need AM recovery (a supervisor restarting the AM, which adopts the running
-    executors); until ``AM_RECOVERY`` is True they are reported as not run.
+    SIGKILL the AM (``am.max_attempts`` 3) while executors start, right after a scale-up, while it
+    hands out data: the local supervisor starts the next attempt, which adopts the executors still
+    running; the job must survive with nothing lost. Recovery: the kill -> the new attempt has
+    adopted (or found gone) every executor.
 
 A scenario is a function of ``Chaos`` (the job under test) registered in ``SCENARIOS``; adding one
 is one function and one line. Figures, from the one run: a table, then the last line: records
@@ -29,8 +30,7 @@ replacement executor running), then survived/injected as a ratio.
 
 Loopback only, bounded: each job gives up after TIMEOUT seconds; the default run takes ~2 minutes.
 Env: RECORDS (20000), PACE (records/s per trainer, 2000), TIMEOUT (60), SCENARIOS (comma list,
-default all), QUICK=1 (the shortest run: a few scenarios, fewer records), AM_KILLS=1 (run the AM
-scenarios even without AM recovery, to see them fail).
+default all), QUICK=1 (the shortest run: a few scenarios, fewer records).
 """
 
 from __future__ import annotations
@@ -59,10 +59,6 @@ from primus_runtime.client import PrimusClient
 
 HERE = Path(__file__).resolve().parent
 
-# Flip when AM recovery (issue 13: backends/local/supervisor.py restarting a dead AM, which adopts
-# the executors still running) is on this branch: the am_kill_* scenarios then run by default.
-AM_RECOVERY = False
-AM_RECOVERY_MISSING = "AM recovery (issue 13: a local supervisor restarting the AM) is not on this branch"
 
 RECORDS = int(os.environ.get("RECORDS", "20000"))
 PACE = float(os.environ.get("PACE", "2000"))
@@ -355,25 +351,39 @@ def fill(mount: Path) -> Path:
 def _am_kill(when: str) -> Callable[[Chaos], None]:
     def scenario(chaos: Chaos) -> None:
         chaos.outcome.am_kill = True
+        chaos.spec["am"].update(max_attempts=3, recovery_grace="20s")  # the supervisor restarts the AM
         chaos.submit()
         if when == "start":
-            wait_until(lambda: chaos.client.local.am_pid(chaos.app), "the AM to start")
+            pid = wait_until(lambda: serving_am(chaos), "the AM to start")
         elif when == "scale":
             chaos.wait_reading()
             chaos.client.scale(chaos.app, "worker", 3)
+            pid = serving_am(chaos)
         else:
             chaos.wait_reading()
-        pid = chaos.client.local.am_pid(chaos.app)
-        assert pid is not None
+            pid = serving_am(chaos)
+        assert pid
         os.kill(pid, signal.SIGKILL)
         chaos.outcome.faults += 1
-        killed_at = time.monotonic()
-        # Recovery: a new AM attempt serving the API again.
-        wait_until(lambda: (new := chaos.client.local.am_pid(chaos.app)) and new != pid
-                   and chaos.client.local.am_endpoint(chaos.app), "a new AM attempt", timeout=30)
-        chaos.outcome.recovery.append(time.monotonic() - killed_at)
+        killed_at = time.time()
+        # Recovery: the new AM attempt has adopted (or found gone) every executor the dead one had.
+        recovered = wait_until(lambda: recovered_at(chaos), "a new AM attempt to recover the job", timeout=30)
+        chaos.outcome.recovery.append(recovered - killed_at)
     scenario.__name__ = f"am_kill_{when}"
     return scenario
+
+
+def serving_am(chaos: Chaos) -> int | None:
+    """The pid of the AM process (the supervisor's child) that published its address."""
+    job = chaos.client.local.job(chaos.app)
+    info = job.read_json(job.am_info)
+    return int(info["pid"]) if info and pid_alive(int(info["pid"])) else None
+
+
+def recovered_at(chaos: Chaos) -> float | None:
+    status = chaos.client.local.last_status(chaos.app) or {}
+    attempts = status.get("job", {}).get("am_attempts") or []
+    return attempts[-1].get("recovered_at") if attempts else None
 
 
 @dataclass(frozen=True)
@@ -394,19 +404,17 @@ SCENARIOS: dict[str, Scenario] = {
     "net_reset": Scenario(_network("reset", 0.5)),
     "slow_trainer": Scenario(slow_trainer, records=RECORDS // 10),
     "full_disk": Scenario(full_disk, needs=None if os.geteuid() == 0 else "mounting a tmpfs needs root"),
-    "am_kill_start": Scenario(_am_kill("start"), needs=None if AM_RECOVERY else AM_RECOVERY_MISSING),
-    "am_kill_scale": Scenario(_am_kill("scale"), needs=None if AM_RECOVERY else AM_RECOVERY_MISSING),
-    "am_kill_dispatch": Scenario(_am_kill("dispatch"), needs=None if AM_RECOVERY else AM_RECOVERY_MISSING),
+    "am_kill_start": Scenario(_am_kill("start")),
+    "am_kill_scale": Scenario(_am_kill("scale")),
+    "am_kill_dispatch": Scenario(_am_kill("dispatch")),
 }
 QUICK = ("executor_sigkill", "executor_sigstop", "net_reset", "am_kill_dispatch")
 
 
-def run_scenario(name: str, client: PrimusClient, work: Path, records: int | None = None,
-                 force: bool = False) -> Outcome:
-    """Run scenario ``name`` on a job of its own; its outcome ("not run" when it needs what is missing,
-    unless ``force``)."""
+def run_scenario(name: str, client: PrimusClient, work: Path, records: int | None = None) -> Outcome:
+    """Run scenario ``name`` on a job of its own; its outcome ("not run" when it needs what is missing)."""
     scenario = SCENARIOS[name]
-    if scenario.needs is not None and not force:
+    if scenario.needs is not None:
         return Outcome(name, reason=scenario.needs, am_kill=name.startswith("am_kill"))
     chaos = Chaos(client, work, name, records or scenario.records, scenario.exactly_once)
     try:
@@ -430,13 +438,11 @@ def report(outcomes: list[Outcome]) -> str:
     ran = [o for o in outcomes if o.state != "not run"]
     faults = [o for o in ran if not o.am_kill]
     am = [o for o in ran if o.am_kill]
-    skipped_am = [o for o in outcomes if o.am_kill and o.state == "not run"]
     times = [s for o in ran for s in o.recovery]
     lost = sum(o.lost or 0 for o in ran)
     duplicates = sum(o.duplicates or 0 for o in ran)
     survived = sum(o.survived for o in ran)
-    am_text = f"{sum(o.survived for o in am)}/{len(am)}" if am else \
-        f"not run ({len(skipped_am)} scenarios: {AM_RECOVERY_MISSING})" if skipped_am else "0/0"
+    am_text = f"{sum(o.survived for o in am)}/{len(am)}"
     recovery = f"median {statistics.median(times):.2f} s max {max(times):.2f} s" if times else "none measured"
     lines.append(f"chaos: records lost {lost}, duplicates {duplicates}, kills survived "
                  f"{sum(o.survived for o in faults)}/{len(faults)}, AM restarts survived {am_text}, "
@@ -455,14 +461,13 @@ def main() -> None:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         sys.exit(f"SCENARIOS: unknown {unknown}; known: {', '.join(SCENARIOS)}")
-    force = os.environ.get("AM_KILLS") == "1"
     with tempfile.TemporaryDirectory(prefix="primus-chaos-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         os.environ["PRIMUS_HOME"] = str(work / "home")
         client = PrimusClient(home=work / "home")
         outcomes = []
         for name in names:
-            outcomes.append(run_scenario(name, client, work, 4000 if quick else None, force=force))
+            outcomes.append(run_scenario(name, client, work, 4000 if quick else None))
             print(f"{name}: {outcomes[-1].state}", file=sys.stderr, flush=True)
         print(report(outcomes))
 

@@ -433,7 +433,7 @@ class Executor:
         delay = 0.05
         while True:
             try:
-                reply = self.client.post(path, body, timeout=self.interval + 5.0)
+                reply = self.client.post(path, body, timeout=self._request_timeout())
                 self.last_contact = time.monotonic()
                 return reply
             except AMRejected as exc:
@@ -447,6 +447,13 @@ class Executor:
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 self._look_for_am()
+
+    def _request_timeout(self) -> float:
+        """How long one request waits for its answer: longer than a long poll (the AM holds it up to an
+        interval), short enough that a request the network ate is retried well before the AM's
+        heartbeat timeout declares this executor lost."""
+        timeout = self.config.heartbeat_timeout
+        return min(self.interval + 5.0, max(self.interval + 0.5, (timeout - self.interval) / 2))
 
     def _look_for_am(self) -> None:
         """While the AM does not answer, check at most twice a second whether it moved (a restarted AM)."""
