@@ -137,7 +137,7 @@ class Chaos:
         self.outcome.state, self.outcome.reason = status["job"]["state"], status["job"]["reason"]
         self.outcome.lost = len(set(self.expected) - counts.keys())
         self.outcome.duplicates = sum(n - 1 for n in counts.values() if n > 1)
-        self.outcome.recovery = recoveries(status["events"], self.faulted_at)
+        self.outcome.recovery += recoveries(status["events"], self.faulted_at)
         return self.outcome
 
 
@@ -307,6 +307,8 @@ def full_disk(chaos: Chaos) -> None:
     """work_preserve_dir on a 1 MiB tmpfs, filled while the job reads, freed a little later."""
     with tmpfs(chaos.work / "preserve", "1m") as mount:
         chaos.spec["input"]["work_preserve_dir"] = str(mount / "progress")
+        # Small tasks: the journal (written at every AM step) outgrows the page it has once the disk is full.
+        chaos.spec["input"]["task_size"] = "4Ki"
         chaos.submit()
         chaos.wait_reading()
         filler = fill(mount)

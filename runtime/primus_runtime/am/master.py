@@ -95,6 +95,11 @@ class ApplicationMaster(BackendEvents):
         if self.recovered is not None:
             await self._take_over(self.recovered)
             return
+        if self.record.attempt > 1:  # restarted with no journal to carry on from: nothing to adopt
+            now = time.time()
+            self.record.am_attempts.append({"attempt": self.record.attempt, "started_at": now,
+                                            "down_since": _float_env(protocol.ENV_AM_DOWN_SINCE),
+                                            "recovered_at": now, "adopted": 0, "gone": 0})
         self._set_job(JobState.STARTING, "AM started" if self.record.attempt == 1 else
                       f"AM attempt {self.record.attempt} started afresh: nothing of the earlier attempt to adopt "
                       f"(its journal is not here; on YARN its containers ended with it); every executor starts "

@@ -22,7 +22,6 @@ from ..models import DataReport, FeedStats
 from ..spec import InputSpec, local_path
 from .dispatcher import DataEvents, Dispatcher, Ending
 from .journal import (
-    FLUSH_SECONDS,
     UPLOAD_SECONDS,
     HdfsSnapshots,
     TaskJournal,
@@ -230,7 +229,7 @@ class DataPlane:
                     "data", None, "unsaved",
                     f"{self._journal_dir()}: cannot save the task positions: "
                     f"{code} ({exc.strerror or exc}); reading goes on, unsaved: a job restarted from this "
-                    f"directory would read again what was read since; retrying every {FLUSH_SECONDS:g}s")
+                    f"directory would read again what was read since; retried at each step")
             return
         if self._unsaved is not None:
             self.dispatcher.events.data_event(

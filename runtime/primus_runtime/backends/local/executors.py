@@ -272,4 +272,5 @@ class LocalExecutorBackend(ExecutorBackend):
         if self.cgroup is not None:
             self.cgroup.remove()
             self.job.cgroup.unlink(missing_ok=True)
-        signal_all(processes_of_job(self.job.app_id), signal.SIGKILL)  # what left the cgroup's reach, or without one
+        # What left the cgroup's reach, or without one; not the supervisor this AM may run under.
+        signal_all([p for p in processes_of_job(self.job.app_id) if p != os.getppid()], signal.SIGKILL)
