@@ -98,7 +98,9 @@ async def serve(token: str, data_dir: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     address = f"127.0.0.1:{sock.getsockname()[1]}"
-    am = ApplicationMaster(spec, "bench-app", SimulatedBackend())
+    # The AM keeps its files (status, event log, AM and task journals) as every real AM does.
+    am = ApplicationMaster(spec, "bench-app", SimulatedBackend(), status_path=Path(data_dir) / "am" / "status.json")
+    (Path(data_dir) / "am").mkdir()
     await am.start(address)
     runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
     await runner.setup()

@@ -19,7 +19,9 @@ import select
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from aiohttp import web
 
@@ -53,7 +55,10 @@ async def serve(kind: str, token: str) -> None:
     if kind == "am":
         spec = JobSpec(name="heartbeat-bench", roles=[Role(name="worker", replicas=EXECUTORS, command=["true"])],
                        am=AMSettings(heartbeat_interval=1.0, heartbeat_timeout=30.0))  # nobody lost on ramp-up
-        am = ApplicationMaster(spec, "bench-app", SimulatedBackend())  # the load generator plays them
+        # The load generator plays the executors; the AM keeps its files (status, event log, journal)
+        # as every real AM does.
+        am = ApplicationMaster(spec, "bench-app", SimulatedBackend(),
+                               status_path=Path(tempfile.mkdtemp(prefix="heartbeat-bench-")) / "status.json")
         await am.start(address)
         app = build_app(am, token)
     else:
