@@ -99,8 +99,8 @@ async def serve(token: str, data_dir: str) -> None:
     sock.bind(("127.0.0.1", 0))
     address = f"127.0.0.1:{sock.getsockname()[1]}"
     # The AM keeps its files (status, event log, AM and task journals) as every real AM does.
+    (Path(data_dir) / "am").mkdir(exist_ok=True)
     am = ApplicationMaster(spec, "bench-app", SimulatedBackend(), status_path=Path(data_dir) / "am" / "status.json")
-    (Path(data_dir) / "am").mkdir()
     await am.start(address)
     runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
     await runner.setup()
