@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import signal
@@ -16,6 +17,7 @@ import socket
 import ssl
 import sys
 import threading
+from collections.abc import Callable
 
 from .. import backends
 from ..backends.base import JobStore
@@ -29,10 +31,13 @@ LINGER_SECONDS = 1.0
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore,
-                port: int | None = None, tls: ssl.SSLContext | None = None) -> int:
+                port: int | None = None, tls: ssl.SSLContext | None = None,
+                on_signal: Callable[[int], None] | None = None) -> int:
     """Run the AM's API until the job ends. ``store`` learns the API's address, and gets the status
     while the job runs (when it asks for copies) and the moment the outcome is known, not after
-    lingering. ``tls``: serve HTTPS with this context (its certificate names ``advertise or host``)."""
+    lingering. ``tls``: serve HTTPS with this context (its certificate names ``advertise or host``).
+    ``on_signal``: what SIGTERM and SIGINT do instead of stopping the job (a backend that runs
+    another AM attempt after this one)."""
     spec = am.spec
     # Listen before launching anything: executors that connect while the API is still
     # being set up wait in the socket's backlog instead of failing.
@@ -47,7 +52,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, _on_signal, am, sig)
+        loop.add_signal_handler(sig, on_signal or functools.partial(_on_signal, am), sig)
     # Executors boot (a Python start each) while this process imports the HTTP stack.
     await am.start(address)
     from aiohttp import web  # imported only now, on purpose (see above)

@@ -9,8 +9,10 @@ downloads it and adopts the executor pods still running (``KubernetesExecutorBac
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +75,26 @@ async def run_am(args: list[str]) -> int:
     try:
         # On its pod IP (other pods of the node may use the same port on theirs), at the port the
         # executors started with the job were told (manifests.am_address).
-        return await serve(am, token, spec.am.host or os.environ["POD_IP"], None, store, port=m.am_port(spec))
+        return await serve(am, token, spec.am.host or os.environ["POD_IP"], None, store, port=m.am_port(spec),
+                           on_signal=functools.partial(_end_attempt, am, copy) if copy is not None else None)
     finally:
         if uploader is not None:
             uploader.cancel()
+
+
+def _end_attempt(am: ApplicationMaster, copy: JournalConfigMap, sig: int) -> None:
+    """SIGTERM to a Job's AM pod (deleted, evicted, drained) ends this attempt, not the job: the
+    journal's copy is brought up to date and the AM exits at once, leaving its executors running
+    for the next attempt (``primus kill`` stops a job through the API; deleting the Job deletes
+    everything it owns)."""
+    log.warning("AM received %s: this attempt ends, the job goes on with the next one", signal.Signals(sig).name)
+    try:
+        if am.journal is not None:
+            copy.upload(am.journal.compacted()[0])
+    except Exception:  # noqa: BLE001 - the copy of the last upload is what the next attempt gets
+        log.exception("uploading the AM journal failed")
+    logging.shutdown()
+    os._exit(128 + sig)
 
 
 def _attempt(core: Any, store: ConfigMapStore, namespace: str, pod_name: str) -> int:
