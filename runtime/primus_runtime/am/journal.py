@@ -115,17 +115,22 @@ class AMJournal:
                           "complete line", self.path)
         self._lines += len(lines)
 
-    def compact(self) -> None:
-        """Rewrite the journal as one line per object (earlier incarnations first, in order)."""
+    def compacted(self) -> tuple[str, int]:
+        """The journal as one line per object (earlier incarnations first, in order), and its lines."""
         record = self.record
         lines = [{"k": "job", **_job_line(record, self.finish_reason)}]
         lines += [{"k": "role", **_role_line(role)} for role in record.roles.values()]
         lines += [{"k": "ex", **_executor_line(record, ex)} for ex in [*record.history, *record.executors.values()]]
         lines += [{"k": "ev", **e.__dict__} for e in record.events]
+        return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines), len(lines)
+
+    def compact(self) -> None:
+        """Rewrite the journal as ``compacted`` says, atomically."""
+        text, count = self.compacted()
         tmp = self.path.with_suffix(".tmp")
         try:
             with tmp.open("w", encoding="utf-8") as out:
-                out.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+                out.write(text)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, self.path)
@@ -134,7 +139,7 @@ class AMJournal:
             return
         self._file.close()
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-        self._lines = len(lines)
+        self._lines = count
 
     def close(self) -> None:
         self.flush()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import signal
@@ -16,6 +17,7 @@ import socket
 import ssl
 import sys
 import threading
+from collections.abc import Callable
 
 from .. import backends
 from ..backends.base import JobStore
@@ -24,15 +26,22 @@ from .state import JobState
 
 log = logging.getLogger("primus.am")
 
+# The AM's exit codes: 0 the job succeeded, 1 it did not, 2 it cannot run on this backend (verdicts,
+# never retried), EXIT_CRASHED an uncaught error (the AM is restarted while am.max_attempts allows).
+EXIT_CRASHED = 70
+
 # After the job ends the API stays up this long, so watchers see the outcome live.
 LINGER_SECONDS = 1.0
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore,
-                port: int | None = None, tls: ssl.SSLContext | None = None) -> int:
+                port: int | None = None, tls: ssl.SSLContext | None = None,
+                on_signal: Callable[[int], None] | None = None) -> int:
     """Run the AM's API until the job ends. ``store`` learns the API's address, and gets the status
     while the job runs (when it asks for copies) and the moment the outcome is known, not after
-    lingering. ``tls``: serve HTTPS with this context (its certificate names ``advertise or host``)."""
+    lingering. ``tls``: serve HTTPS with this context (its certificate names ``advertise or host``).
+    ``on_signal``: what SIGTERM and SIGINT do instead of stopping the job (a backend that runs
+    another AM attempt after this one)."""
     spec = am.spec
     # Listen before launching anything: executors that connect while the API is still
     # being set up wait in the socket's backlog instead of failing.
@@ -48,7 +57,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, _on_signal, am, sig)
+        loop.add_signal_handler(sig, on_signal or functools.partial(_on_signal, am), sig)
     # Executors boot (a Python start each) while this process imports the HTTP stack.
     await am.start(address)
     from aiohttp import web  # imported only now, on purpose (see above)
@@ -144,4 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _use_fast_loop()
-    sys.exit(asyncio.run(backends.get(args.backend).run_am(rest)))
+    try:
+        code = asyncio.run(backends.get(args.backend).run_am(rest))
+    except Exception:  # noqa: BLE001 - a bug, not a verdict: exit so that the AM is restarted (am.max_attempts)
+        log.exception("the AM crashed")
+        code = EXIT_CRASHED
+    sys.exit(code)

@@ -1,13 +1,23 @@
 """The Kubernetes backend's AM bootstrap, in the AM pod: the spec and token come mounted from the
 job's ConfigMap and Secret, executors are pods, and the address and status go to the store
-ConfigMap."""
+ConfigMap.
+
+With ``am.max_attempts > 1`` the AM pod is a Job's (``manifests.am_job``): the Job creates the next
+attempt when this pod dies. Each attempt uploads its journal to the journal ConfigMap; the next one
+downloads it and adopts the executor pods still running (``KubernetesExecutorBackend.adopt``)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
+import signal
 from pathlib import Path
+from typing import Any
 
+from ... import protocol
+from ...am import journal
 from ...am.main import serve
 from ...am.master import ApplicationMaster
 from ...bundle import runtime_digest
@@ -15,9 +25,16 @@ from ...spec import JobSpec
 from . import manifests as m
 from .executors import KubernetesExecutorBackend
 from .settings import KubernetesBackend
-from .store import ConfigMapStore
+from .store import ConfigMapStore, JournalConfigMap
 
 log = logging.getLogger("primus.am")
+
+# How often, at most, the journal's copy is replaced. What a new attempt can miss is the last
+# interval's changes: an executor that registered in it is found unregistered in the copy, so its pod
+# is deleted and the executor replaced (were it left running, the new AM would answer it "unknown or
+# stale incarnation"); an executor launched in it is unknown to the copy, its pod deleted the same
+# way; tasks handed out in it are handed out again from the input's work_preserve_dir (at least once).
+JOURNAL_UPLOAD_SECONDS = 1.0
 
 
 async def run_am(args: list[str]) -> int:
@@ -29,19 +46,116 @@ async def run_am(args: list[str]) -> int:
     if not isinstance(spec.backend, KubernetesBackend):
         log.error("a %r job cannot run on the Kubernetes backend", spec.backend.type)
         return 2
-    namespace, app = os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]
-    pod = core.read_namespaced_pod(app, namespace)
-    backend = KubernetesExecutorBackend(core, spec, app, namespace, pod.metadata.uid)
+    namespace, pod_name = os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]
+    pod = core.read_namespaced_pod(pod_name, namespace)
+    app = pod.metadata.labels[m.LABEL_APP]  # the pod's own name unless a Job runs it
+    job = next((o for o in pod.metadata.owner_references or [] if o.kind == "Job"), None)
+    owner_uid, owner_kind = (job.uid, "Job") if job is not None else (pod.metadata.uid, "Pod")
+    backend = KubernetesExecutorBackend(core, spec, app, namespace, owner_uid, owner_kind)
     status_path = Path(m.WORK_DIR, "status.json")  # the pod's own emptyDir: never another job's file
-    am = ApplicationMaster(spec, m.app_id(namespace, app), backend, status_path=status_path)
+    store = ConfigMapStore(core, namespace, m.Names(app).store)
+    copy = JournalConfigMap(core, namespace, m.Names(app).journal) if m.recoverable(spec) else None
+    recovered = None
+    if copy is not None:
+        store.attempt = _attempt(core, store, namespace, pod_name)
+        if store.attempt > 1:
+            recovered = _download(copy, status_path.parent / journal.JOURNAL)
+            if recovered is None:  # it starts afresh: nothing of the earlier attempts may keep running
+                await backend.remove_all()
+    am = ApplicationMaster(spec, m.app_id(namespace, app), backend, status_path=status_path,
+                           attempt=store.attempt, recovered=recovered)
     submitted = (pod.metadata.annotations or {}).get(m.ANNOTATION_RUNTIME)
     if submitted and submitted != runtime_digest():
         warning = (f"the image's runtime differs from the client's (runtime digest {runtime_digest()} in the "
                    f"image, {submitted} where the job was submitted): build the image from the same Primus version")
         log.warning("%s", warning)
         am.record.add_event("am", None, "warning", warning)
-    store = ConfigMapStore(core, namespace, m.Names(app).store)
     token = Path(m.TOKEN_DIR, m.TOKEN_KEY).read_text().strip()
-    # On its pod IP (other pods of the node may use the same port on theirs), at the port the
-    # executors started with the job were told (manifests.am_address).
-    return await serve(am, token, spec.am.host or os.environ["POD_IP"], None, store, port=m.am_port(spec))
+    uploader = asyncio.ensure_future(_upload_journal(am, copy)) if copy is not None else None
+    try:
+        # On its pod IP (other pods of the node may use the same port on theirs), at the port the
+        # executors started with the job were told (manifests.am_address).
+        return await serve(am, token, spec.am.host or os.environ["POD_IP"], None, store, port=m.am_port(spec),
+                           on_signal=functools.partial(_end_attempt, am, copy) if copy is not None else None)
+    finally:
+        if uploader is not None:
+            uploader.cancel()
+
+
+def _end_attempt(am: ApplicationMaster, copy: JournalConfigMap, sig: int) -> None:
+    """SIGTERM to a Job's AM pod (deleted, evicted, drained) ends this attempt, not the job: the
+    journal's copy is brought up to date and the AM exits at once, leaving its executors running
+    for the next attempt (``primus kill`` stops a job through the API; deleting the Job deletes
+    everything it owns)."""
+    log.warning("AM received %s: this attempt ends, the job goes on with the next one", signal.Signals(sig).name)
+    try:
+        if am.journal is not None:
+            copy.upload(am.journal.compacted()[0])
+    except Exception:  # noqa: BLE001 - the copy of the last upload is what the next attempt gets
+        log.exception("uploading the AM journal failed")
+    logging.shutdown()
+    os._exit(128 + sig)
+
+
+def _attempt(core: Any, store: ConfigMapStore, namespace: str, pod_name: str) -> int:
+    """This AM pod's attempt: one more than the attempt that published its address before (an
+    attempt that died before publishing one left nothing to take over: this one is the first
+    again). The moment the earlier pod ended goes to the master as ``PRIMUS_AM_DOWN_SINCE``."""
+    earlier = store.published()
+    if earlier is None or earlier.get("pod") == pod_name:
+        return 1
+    down_since = _ended_at(core, namespace, str(earlier.get("pod")))
+    if down_since is not None:
+        os.environ[protocol.ENV_AM_DOWN_SINCE] = repr(down_since)
+    return int(earlier.get("attempt", 1)) + 1
+
+
+def _ended_at(core: Any, namespace: str, pod_name: str) -> float | None:
+    """When the AM pod ``pod_name`` ended (its container's end, else its deletion); None once it is gone."""
+    try:
+        pod = core.read_namespaced_pod(pod_name, namespace)
+    except Exception as exc:  # noqa: BLE001 - ApiException: gone (404) or not readable, unknown either way
+        log.info("the earlier AM pod %s: %s", pod_name, getattr(exc, "reason", exc))
+        return None
+    for status in pod.status.container_statuses or []:
+        if status.name == m.AM_CONTAINER and status.state is not None and status.state.terminated is not None:
+            return float(status.state.terminated.finished_at.timestamp())
+    deleted = pod.metadata.deletion_timestamp
+    return float(deleted.timestamp()) if deleted is not None else None
+
+
+def _download(copy: JournalConfigMap, path: Path) -> journal.Recovered | None:
+    """The earlier attempts' journal, written to ``path`` (where this attempt's journal goes on)."""
+    text = copy.download()
+    if not text:
+        log.warning("no AM journal to take over from (%s): the job starts afresh",
+                    "it outgrew its ConfigMap" if text == "" else "none was uploaded")
+        return None
+    path.write_text(text, encoding="utf-8")
+    return journal.load(path)
+
+
+async def _upload_journal(am: ApplicationMaster, copy: JournalConfigMap) -> None:
+    """Replace the journal's copy with the compacted journal when it changed, at most every
+    ``JOURNAL_UPLOAD_SECONDS``; stop for good (the job cannot be taken over past this point) once it
+    outgrows the ConfigMap."""
+    assert am.journal is not None
+    written: tuple[int, int] | None = None
+    while True:
+        await asyncio.sleep(JOURNAL_UPLOAD_SECONDS)
+        stat = am.journal.path.stat()
+        if (stat.st_size, stat.st_mtime_ns) == written:
+            continue
+        text, _ = am.journal.compacted()
+        try:
+            fits = await asyncio.to_thread(copy.upload, text)
+        except Exception:  # noqa: BLE001 - the API server may be briefly unavailable: the next round retries
+            log.exception("uploading the AM journal failed")
+            continue
+        written = (stat.st_size, stat.st_mtime_ns)
+        if not fits:
+            warning = (f"the AM journal ({len(text.encode())} bytes) outgrew its ConfigMap {copy.name}: a new AM "
+                       f"attempt cannot take over this job any more, it would start every executor again")
+            log.warning("%s", warning)
+            am.record.add_event("am", None, "warning", warning)
+            return

@@ -67,7 +67,9 @@ class KubernetesClusterClient(ClusterClient):
         self.namespace = namespace or "default"
         self.hadoop_conf_dir = hadoop_conf_dir
         self._endpoints: dict[str, tuple[str, str]] = {}
+        self._am_pods: dict[str, str] = {}  # app id -> the AM pod its endpoint is on
         self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
@@ -91,21 +93,22 @@ class KubernetesClusterClient(ClusterClient):
         cluster_env = hdfs_env(spec, self.hadoop_conf_dir)
         app = m.app_name(spec.name, secrets.token_hex(3))
         objects = m.submit_objects(spec, app, secrets.token_urlsafe(32), runtime_digest(), files, cluster_env)
-        *others, am_pod = objects
+        *others, owner = objects
         created: list[m.Manifest] = []
         try:
             for body in others:
                 self._call("create", body)
                 created.append(body)
-            am_uid = self._call("create", am_pod).metadata.uid
-            created.append(am_pod)
+            owner_uid = self._call("create", owner).metadata.uid
+            created.append(owner)
             # The executors the AM would launch first start now, beside the AM: they wait for it at
             # its stable address instead of for its start-up (a Python process importing its stack).
-            for body in first_executor_pods(spec, app, am_uid, files, cluster_env):
+            for body in first_executor_pods(spec, app, owner_uid, files, cluster_env, owner["kind"]):
                 self._call("create", body)
                 created.append(body)
+            reference = m.owner_reference(app, owner_uid, owner["kind"])
             for body in others:
-                self._call("patch", body, {"metadata": {"ownerReferences": [m.owner_reference(app, am_uid)]}})
+                self._call("patch", body, {"metadata": {"ownerReferences": [reference]}})
         except Exception:
             for body in reversed(created):
                 try:
@@ -144,21 +147,34 @@ class KubernetesClusterClient(ClusterClient):
         api, suffix = {"ServiceAccount": (self.core, "service_account"), "Role": (self.rbac, "role"),
                        "RoleBinding": (self.rbac, "role_binding"), "ConfigMap": (self.core, "config_map"),
                        "Secret": (self.core, "secret"), "Pod": (self.core, "pod"),
-                       "Service": (self.core, "service")}[kind]
+                       "Service": (self.core, "service"), "Job": (self.batch, "job")}[kind]
         method = getattr(api, f"{verb}_namespaced_{suffix}")
         if verb == "create":
             return method(ns, body)
         if verb == "patch":
             return method(name, ns, patch)
-        return method(name, ns)
+        return method(name, ns, propagation_policy="Background")
 
     # --- find and read ---
 
     def _am_pod(self, app_id: str) -> Any:
-        """The AM pod, or None once it is gone; KeyError for an id that is not a Kubernetes one."""
+        """The AM pod (of a Job's, the newest), or None once it is gone; KeyError for an id that is
+        not a Kubernetes one."""
+        ns, app = m.parse_app_id(app_id)
+        pods = self.core.list_namespaced_pod(ns, label_selector=_am_selector(app)).items
+        return max(pods, key=lambda p: p.metadata.creation_timestamp) if pods else None
+
+    def _recoverable(self, app_id: str) -> bool:
+        try:
+            return m.recoverable(self.spec(app_id))
+        except KeyError:
+            return False
+
+    def _am_job(self, app_id: str) -> Any:
+        """The Job that runs the AM of a job with ``am.max_attempts > 1``; None for another job."""
         ns, app = m.parse_app_id(app_id)
         try:
-            return self.core.read_namespaced_pod(app, ns)
+            return self.batch.read_namespaced_job(app, ns)
         except Exception as exc:
             if _not_found(exc):
                 return None
@@ -186,15 +202,27 @@ class KubernetesClusterClient(ClusterClient):
         return JobSpec.model_validate_json(data[m.SPEC_KEY])
 
     def am_alive(self, app_id: str) -> bool:
+        """An AM pod runs, or the Job that runs the AM has attempts left (between two attempts no
+        pod may run)."""
         pod = self._am_pod(app_id)
-        return pod is not None and pod.status.phase in AM_ALIVE_PHASES
+        if pod is not None and pod.status.phase in AM_ALIVE_PHASES:
+            return True
+        run_by_job = _owned_by_job(pod) if pod is not None else self._recoverable(app_id)
+        job = self._am_job(app_id) if run_by_job else None
+        return job is not None and not any(c.type in ("Complete", "Failed") and c.status == "True"
+                                           for c in job.status.conditions or [])
 
     def _store(self, app_id: str) -> dict[str, str]:
         return self._config_map(app_id, m.Names(m.parse_app_id(app_id)[1]).store) or {}
 
     def _am_address(self, app_id: str) -> str | None:
+        """The address the running AM attempt published; its pod is remembered for the proxy."""
         info = self._store(app_id).get(STORE_ADDRESS_KEY)
-        return json.loads(info)["address"] if info else None
+        if not info:
+            return None
+        published = json.loads(info)
+        self._am_pods[app_id] = published.get("pod") or m.parse_app_id(app_id)[1]
+        return str(published["address"])
 
     def _token(self, app_id: str) -> str:
         ns, app = m.parse_app_id(app_id)
@@ -219,7 +247,7 @@ class KubernetesClusterClient(ClusterClient):
 
     def _proxy_path(self, app_id: str, address: str) -> str:
         ns, app = m.parse_app_id(app_id)
-        return f"/api/v1/namespaces/{ns}/pods/{app}:{address.rsplit(':', 1)[1]}/proxy"
+        return f"/api/v1/namespaces/{ns}/pods/{self._am_pods.get(app_id, app)}:{address.rsplit(':', 1)[1]}/proxy"
 
     def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
                    timeout: float) -> dict[str, Any] | None:
@@ -238,7 +266,9 @@ class KubernetesClusterClient(ClusterClient):
                 body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - ApiException, or urllib3's connection errors
             status, data = getattr(exc, "status", None), getattr(exc, "body", None) or b""
-            return self._proxy_error(status, data)
+            self._proxy_error(status, data)  # raises the AM's own refusal
+            self._endpoints.pop(app_id, None)  # the AM does not answer: a new attempt may be on another pod
+            return None
         return json.loads(response[0].data if isinstance(response, tuple) else response.data)
 
     @staticmethod
@@ -278,43 +308,61 @@ class KubernetesClusterClient(ClusterClient):
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
         stores = {cm.metadata.name: cm.data or {} for cm in
                   self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items}
-        out = []
+        attempts: dict[str, list[Any]] = {}  # app -> its AM pods (a Job's: one per attempt)
         for pod in pods:
+            attempts.setdefault(pod.metadata.labels[m.LABEL_APP], []).append(pod)
+        out = []
+        for app, am_pods in attempts.items():
+            pod = max(am_pods, key=lambda p: p.metadata.creation_timestamp)
             annotations = pod.metadata.annotations or {}
             job_tags = json.loads(annotations.get(m.ANNOTATION_TAGS, "{}"))
             if tags and any(job_tags.get(k) != v for k, v in tags.items()):
                 continue  # the labels are sanitized; the annotation has the exact tags
-            app = pod.metadata.name
             status = json.loads(stores.get(m.Names(app).store, {}).get(STORE_STATUS_KEY) or "{}")
             state = status.get("job", {}).get("state", JobState.PENDING.value)
             if pod.status.phase not in AM_ALIVE_PHASES and state not in JOB_OUTCOMES:
                 state = JobState.LOST.value
             out.append({"app_id": m.app_id(self.namespace, app), "name": annotations.get(m.ANNOTATION_JOB_NAME, app),
                         "state": state, "tags": job_tags,
-                        "created_at": pod.metadata.creation_timestamp.timestamp()})
+                        "created_at": min(p.metadata.creation_timestamp for p in am_pods).timestamp()})
         return sorted(out, key=lambda j: j["created_at"], reverse=True)
 
     # --- control ---
 
     def force_kill(self, app_id: str) -> int:
-        """Delete the AM pod at once; the garbage collector deletes everything it owns (executor
-        pods, Service, ConfigMaps, Secret, RBAC). The number of the job's pods that go."""
+        """Delete the job's owner (the AM pod, or the Job that runs the AM, with its AM pods) at
+        once; the garbage collector deletes everything it owns (executor pods, Service, ConfigMaps,
+        Secret, RBAC). The number of the job's pods that go."""
         ns, app = m.parse_app_id(app_id)
         pods = self.core.list_namespaced_pod(ns, label_selector=f"{m.LABEL_APP}={app}").items
-        try:
-            self.core.delete_namespaced_pod(app, ns, grace_period_seconds=0, propagation_policy="Background")
-        except Exception as exc:
-            if _not_found(exc):
-                return 0
-            raise
+        if not self._delete_owner(app_id, grace=0):
+            return 0
+        for pod in pods:
+            if pod.metadata.labels.get(m.LABEL_COMPONENT) == "am":  # a Job's: the collector would take its grace
+                self._delete_pod(ns, pod.metadata.name, grace=0)
         return len(pods)
 
     def remove(self, app_id: str) -> None:
-        """Delete the AM pod with its grace period (an AM still stopping the job finishes that: it
-        gets SIGTERM); the garbage collector deletes everything the AM pod owns."""
+        """Delete the job's owner with its grace period (an AM still stopping the job finishes that:
+        it gets SIGTERM); the garbage collector deletes everything the owner owns."""
+        self._delete_owner(app_id, grace=None)
+
+    def _delete_owner(self, app_id: str, grace: int | None) -> bool:
+        """Delete the AM pod, or else the Job that runs the AM (its pods have other names); False
+        when neither is there."""
         ns, app = m.parse_app_id(app_id)
+        for delete in (self.core.delete_namespaced_pod, self.batch.delete_namespaced_job):
+            try:
+                delete(app, ns, grace_period_seconds=grace, propagation_policy="Background")
+                return True
+            except Exception as exc:
+                if not _not_found(exc):
+                    raise
+        return False
+
+    def _delete_pod(self, ns: str, name: str, grace: int | None) -> None:
         try:
-            self.core.delete_namespaced_pod(app, ns, propagation_policy="Background")
+            self.core.delete_namespaced_pod(name, ns, grace_period_seconds=grace)
         except Exception as exc:
             if not _not_found(exc):
                 raise
@@ -322,8 +370,10 @@ class KubernetesClusterClient(ClusterClient):
     # --- logs ---
 
     def am_log(self, app_id: str) -> str:
+        """The log of the AM pod (of a Job's, the newest attempt)."""
         _, app = m.parse_app_id(app_id)
-        return log_path(app, m.AM_CONTAINER)
+        pod = self._am_pod(app_id)
+        return log_path(pod.metadata.name if pod is not None else app, m.AM_CONTAINER)
 
     def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
         """The newest pod of the executor (its container log holds the executor's and the trainer's
@@ -390,8 +440,8 @@ def submit_manifests(spec: JobSpec) -> list[m.Manifest]:
                             runtime_digest(), files)
 
 
-def first_executor_pods(spec: JobSpec, app: str, am_uid: str, files: dict[str, bytes],
-                        cluster_env: dict[str, str]) -> list[m.Manifest]:
+def first_executor_pods(spec: JobSpec, app: str, owner_uid: str, files: dict[str, bytes],
+                        cluster_env: dict[str, str], owner_kind: str = "Pod") -> list[m.Manifest]:
     """The pods of the executors the AM launches the moment it starts (``launched_at_start``), under
     the first incarnations it will adopt them by (``manifests.first_incarnation``)."""
     config = spec.backend
@@ -404,9 +454,9 @@ def first_executor_pods(spec: JobSpec, app: str, am_uid: str, files: dict[str, b
             env = launch_env(spec, m.app_id(config.namespace, app), role_name, index, incarnation,
                              m.am_address(spec, app))
             request = LaunchRequest(role_name, index, incarnation, 0, role.resources, env, role.files)
-            pods.append(m.executor_pod(spec, app, am_uid, request, env[protocol.ENV_AM_ADDRESS],
+            pods.append(m.executor_pod(spec, app, owner_uid, request, env[protocol.ENV_AM_ADDRESS],
                                        files=sorted({Path(f).name for f in role.files} & set(files)),
-                                       cluster_env=cluster_env))
+                                       cluster_env=cluster_env, owner_kind=owner_kind))
     return pods
 
 
@@ -431,6 +481,14 @@ def hdfs_env(spec: JobSpec, conf_dir: str | None) -> dict[str, str]:
                              f"is submitted ({exc}), got {path!r}; or name the NameNode: "
                              f"webhdfs://HOST:PORT/..." for field, path in on_hdfs.items()]) from None
     return env
+
+
+def _am_selector(app: str) -> str:
+    return f"{m.LABEL_APP}={app},{m.LABEL_COMPONENT}=am"
+
+
+def _owned_by_job(pod: Any) -> bool:
+    return any(o.kind == "Job" for o in pod.metadata.owner_references or [])
 
 
 def log_path(pod: str, container: str) -> str:

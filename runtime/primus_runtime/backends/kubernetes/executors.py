@@ -13,7 +13,16 @@ from typing import Any
 from ... import protocol
 from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS
 from ...spec import JobSpec, Resources
-from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launched_at_start, slice_log
+from ..base import (
+    Adoption,
+    BackendEvents,
+    ExecutorBackend,
+    Exited,
+    Launched,
+    LaunchRequest,
+    launched_at_start,
+    slice_log,
+)
 from . import manifests as m
 from .client import log_path
 
@@ -26,6 +35,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 PREEMPTION_REASONS = ("PreemptionByScheduler", "EvictionByEvictionAPI", "TerminationByKubelet")
 NODE_LOST_REASONS = ("DeletionByTaintManager", "DeletionByPodGC", "NodeLost")
 WATCH_SECONDS = 300  # a watch is renewed (from the last resource version) this often
+GONE_WAIT_SECONDS = 30.0  # how long a new AM attempt waits for the pods it deleted to be gone
 
 
 def _condition(pod: Any, kind: str) -> Any:
@@ -85,12 +95,13 @@ CLUSTER_ENV = (ENV_WEBHDFS, ENV_HADOOP_USER)
 
 
 class KubernetesExecutorBackend(ExecutorBackend):
-    def __init__(self, core: Any, spec: JobSpec, app: str, namespace: str, am_uid: str):
+    def __init__(self, core: Any, spec: JobSpec, app: str, namespace: str, am_uid: str, owner_kind: str = "Pod"):
         self.core = core  # kubernetes.client.CoreV1Api
         self.spec = spec
         self.app = app
         self.namespace = namespace
-        self.am_uid = am_uid
+        self.am_uid = am_uid  # of the job's owner: the AM pod, or the AM's Job (owner_kind)
+        self.owner_kind = owner_kind
         self.selector = m.executor_selector(app)
         self._events: BackendEvents | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,7 +126,8 @@ class KubernetesExecutorBackend(ExecutorBackend):
 
     def _create_service(self) -> None:
         try:
-            self.core.create_namespaced_service(self.namespace, m.headless_service(self.spec, self.app, self.am_uid))
+            self.core.create_namespaced_service(
+                self.namespace, m.headless_service(self.spec, self.app, self.am_uid, self.owner_kind))
         except Exception as exc:
             if getattr(exc, "status", None) != 409:  # a restarted AM finds it there
                 raise
@@ -147,7 +159,8 @@ class KubernetesExecutorBackend(ExecutorBackend):
 
         body = m.executor_pod(self.spec, self.app, self.am_uid, request, request.env[protocol.ENV_AM_ADDRESS],
                               files=sorted({basename(f) for f in request.files}),
-                              cluster_env={k: os.environ[k] for k in CLUSTER_ENV if k in os.environ})
+                              cluster_env={k: os.environ[k] for k in CLUSTER_ENV if k in os.environ},
+                              owner_kind=self.owner_kind)
         name = body["metadata"]["name"]
         self._requests[name] = request  # before it exists: its first event may come at once
         if request.incarnation in self._started_with_job and await self._adopt(name):
@@ -172,6 +185,56 @@ class KubernetesExecutorBackend(ExecutorBackend):
         log.info("adopted pod %s, started with the job", name)
         self._on_pod("MODIFIED", pod)
         return True
+
+    async def adopt(self, executors: list[Adoption]) -> set[str]:
+        """Executor pods of an earlier AM attempt, found by their incarnation label, are watched from
+        now on. Adopted: the running or pending pods of executors the journal saw register (``pid``).
+        Deleted (and waited for, so that a relaunch under the same name does not clash): every other
+        pod not ended, e.g. one whose registration the journal's copy missed, which the new AM would
+        answer "unknown or stale incarnation" anyway; the AM replaces those executors."""
+        wanted = {a.incarnation: a for a in executors if a.pid is not None}
+        listing = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace, label_selector=self.selector)
+        found: set[str] = set()
+        stale: list[str] = []
+        for pod in listing.items:
+            if pod_exit(pod) is not None:
+                continue
+            adoption = wanted.get((pod.metadata.labels or {}).get(m.LABEL_INCARNATION, ""))
+            if adoption is None:
+                stale.append(pod.metadata.name)
+                continue
+            self._watch_adopted(pod, adoption)
+            found.add(adoption.incarnation)
+        if stale:
+            log.info("deleting %d executor pod(s) no adopted executor owns: %s", len(stale), ", ".join(stale))
+            await asyncio.to_thread(self._delete_and_wait, stale)
+        return found
+
+    def _watch_adopted(self, pod: Any, adoption: Adoption) -> None:
+        name = pod.metadata.name
+        self._requests[name] = LaunchRequest(adoption.role, adoption.index, adoption.incarnation, adoption.attempt,
+                                             adoption.resources, {})
+        self._running.add(name)  # it registered with an earlier attempt: launched, as the record knows
+        self._pods[name] = pod
+
+    def _delete_and_wait(self, names: list[str]) -> None:
+        for name in names:
+            self._delete(name, 0)
+        deadline = time.monotonic() + GONE_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            listing = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+            if not {pod.metadata.name for pod in listing.items} & set(names):
+                return
+            time.sleep(0.2)
+        log.warning("executor pods deleted %.0fs ago are still there: %s", GONE_WAIT_SECONDS, ", ".join(names))
+
+    async def remove_all(self) -> None:
+        """Delete every executor pod of the job (a new AM attempt that cannot take over starts afresh)."""
+        listing = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace, label_selector=self.selector)
+        names = [pod.metadata.name for pod in listing.items]
+        if names:
+            log.info("deleting the %d executor pod(s) of earlier AM attempts", len(names))
+            await asyncio.to_thread(self._delete_and_wait, names)
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         name = next((n for n, r in self._requests.items() if r.incarnation == incarnation), None)

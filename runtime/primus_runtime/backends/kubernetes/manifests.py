@@ -2,7 +2,10 @@
 
 Pure functions of the spec: the client creates the submit objects (``submit_objects``), the AM the
 headless Service and one pod per executor incarnation (``executor_pod``). Every object carries the
-job's labels; all but the AM pod are owned by the AM pod, so deleting it deletes the job.
+job's labels; all are owned by the job's owner, so deleting it deletes the job. The owner is the AM
+pod, or with ``am.max_attempts > 1`` the batch Job that runs the AM (``am_job``): it outlives an
+AM pod, so the executors (and the store) survive the AM attempt that dies, and the Job's
+controller creates the next AM pod.
 
 Names: the application is the AM pod's name, ``primus-<job name>-<6 hex>``; the others derive from
 it (``<app>-spec``, ``<app>-token``, ``<app>-store``, ``<app>-files``, the Service ``<app>``,
@@ -37,6 +40,10 @@ TAG_LABEL_PREFIX = "tags.primus.io/"
 ANNOTATION_TAGS = "primus.io/tags"  # the exact tags, JSON: label values cannot hold every tag
 ANNOTATION_JOB_NAME = "primus.io/job-name"
 ANNOTATION_RUNTIME = "primus.io/runtime-digest"  # the submitting client's runtime sources
+JOURNAL_KEY = "am-journal.jsonl"  # in the journal ConfigMap: the AM journal, for the next AM attempt
+# The AM's exit codes that are its verdict (1: the job did not succeed; 2: the job cannot run here):
+# the Job makes no further attempt for them. A killed, evicted or deleted AM pod is retried.
+AM_VERDICT_EXIT_CODES = [1, 2]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "primus"}
 
 # Where things are inside the pods.
@@ -108,6 +115,7 @@ class Names:
         self.token = f"{app}-token"
         self.store = f"{app}-store"
         self.files = f"{app}-files"
+        self.journal = f"{app}-journal"
         self.pod_group = app
 
     def executor_pod(self, role: str, index: int, incarnation: str) -> str:
@@ -196,10 +204,19 @@ def _meta(name: str, namespace: str, labels: dict[str, str], **extra: Any) -> di
     return {"name": name, "namespace": namespace, "labels": labels, **extra}
 
 
-def owner_reference(pod_name: str, uid: str) -> dict[str, Any]:
-    """Owned by the AM pod: the garbage collector deletes the object with it."""
-    return {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid,
-            "controller": True, "blockOwnerDeletion": True}
+def owner_reference(name: str, uid: str, kind: str = "Pod") -> dict[str, Any]:
+    """Owned by the job's owner (``kind``: the AM ``Pod``, or the AM's ``Job``): the garbage
+    collector deletes the object with it. A Job's controller releases the pods it controls that its
+    selector does not match: a Job owner is not their controller (nor blocks their deletion, which
+    would need rights on the Job's finalizers)."""
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+    return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "controller": True, "blockOwnerDeletion": True}
+
+
+def recoverable(spec: JobSpec) -> bool:
+    """A dead AM gets another attempt: the AM runs as a Job's pod and journals into the store."""
+    return spec.am.max_attempts > 1
 
 
 # --- at submit ----------------------------------------------------------------------
@@ -207,8 +224,8 @@ def owner_reference(pod_name: str, uid: str) -> dict[str, Any]:
 
 def submit_objects(spec: JobSpec, app: str, token: str, runtime_digest: str,
                    files: dict[str, bytes] | None = None, cluster_env: dict[str, str] | None = None) -> list[Manifest]:
-    """Every object of a submit, in creation order: the AM pod last (its owner references go onto
-    the others once it exists). ``cluster_env``: where the job's other clusters are (HDFS), for
+    """Every object of a submit, in creation order: the owner (the AM pod or Job) last (its owner
+    references go onto the others once it exists). ``cluster_env``: where the job's other clusters are (HDFS), for
     the AM, which hands it on to its executors."""
     config = _config(spec)
     ns = config.namespace
@@ -233,7 +250,12 @@ def submit_objects(spec: JobSpec, app: str, token: str, runtime_digest: str,
         objects.append(files_config_map(spec, app, files))
     if config.gang == "volcano":
         objects.append(pod_group(spec, app))
-    objects.append(am_pod(spec, app, runtime_digest, cluster_env or {}))
+    if recoverable(spec):
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(names.journal, ns, labels),
+                        "data": {}})
+        objects.append(am_job(spec, app, runtime_digest, cluster_env or {}))
+    else:
+        objects.append(am_pod(spec, app, runtime_digest, cluster_env or {}))
     return objects
 
 
@@ -312,14 +334,29 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
                                  {"name": "work", "emptyDir": {}}]}}
 
 
+def am_job(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, str] | None = None) -> Manifest:
+    """The AM as a batch Job named ``app`` of ``am.max_attempts`` pods at most: a pod that dies
+    other than with the AM's verdict (``AM_VERDICT_EXIT_CODES``) is replaced by the next attempt,
+    which adopts the executors still running. Its pods are named ``<app>-<5 chars>``."""
+    pod = am_pod(spec, app, runtime_digest, cluster_env)
+    template_meta = {key: pod["metadata"][key] for key in ("labels", "annotations")}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": _meta(app, _config(spec).namespace, job_labels(spec, app, "am"),
+                              annotations=job_annotations(spec)),
+            "spec": {"backoffLimit": spec.am.max_attempts - 1, "completions": 1, "parallelism": 1,
+                     "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                         "containerName": AM_CONTAINER, "operator": "In", "values": AM_VERDICT_EXIT_CODES}}]},
+                     "template": {"metadata": template_meta, "spec": pod["spec"]}}}
+
+
 # --- by the AM ---------------------------------------------------------------------
 
 
-def headless_service(spec: JobSpec, app: str, owner_uid: str | None = None) -> Manifest:
+def headless_service(spec: JobSpec, app: str, owner_uid: str | None = None, owner_kind: str = "Pod") -> Manifest:
     """Gives the AM and each executor pod (``hostname``/``subdomain``) a stable DNS name. Not-ready
     pods are published too: executors resolve the AM and each other before anyone is ready."""
     config = _config(spec)
-    owners = {"ownerReferences": [owner_reference(app, owner_uid)]} if owner_uid else {}
+    owners = {"ownerReferences": [owner_reference(app, owner_uid, owner_kind)]} if owner_uid else {}
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": _meta(Names(app).service, config.namespace, job_labels(spec, app, "am"), **owners),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {LABEL_APP: app}}}
@@ -327,10 +364,10 @@ def headless_service(spec: JobSpec, app: str, owner_uid: str | None = None) -> M
 
 def executor_pod(spec: JobSpec, app: str, owner_uid: str, request: LaunchRequest,
                  am_address: str, files: list[str] | None = None,
-                 cluster_env: dict[str, str] | None = None) -> Manifest:
-    """The pod of one executor incarnation. ``files``: names in the job's files ConfigMap this
-    role's executors get (linked into their working directory by the executor); ``cluster_env``:
-    the AM's (where HDFS is)."""
+                 cluster_env: dict[str, str] | None = None, owner_kind: str = "Pod") -> Manifest:
+    """The pod of one executor incarnation, owned by the job's owner (``owner_kind``). ``files``:
+    names in the job's files ConfigMap this role's executors get (linked into their working
+    directory by the executor); ``cluster_env``: the AM's (where HDFS is)."""
     config = _config(spec)
     names = Names(app)
     role = spec.role(request.role)
@@ -379,7 +416,7 @@ def executor_pod(spec: JobSpec, app: str, owner_uid: str, request: LaunchRequest
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": _meta(names.executor_pod(request.role, request.index, request.incarnation),
                               config.namespace, labels, annotations=annotations,
-                              ownerReferences=[owner_reference(app, owner_uid)]),
+                              ownerReferences=[owner_reference(app, owner_uid, owner_kind)]),
             "spec": pod_spec}
 
 

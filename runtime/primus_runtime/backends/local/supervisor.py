@@ -33,6 +33,7 @@ from primus_runtime.executor.proctree import become_subreaper  # noqa: E402
 from primus_runtime.states import JOB_OUTCOMES  # noqa: E402
 
 LEFTOVER_GRACE = 10.0
+CANNOT_RUN_HERE = 2  # the AM's verdict that the job cannot run on this backend: no attempt would differ
 
 
 def log(message: str) -> None:
@@ -58,7 +59,7 @@ class Supervisor:
             code = self.run_am(attempt, down_since)
             # 0 and 1 are the AM's own exits once the job ended; killed or crashed, even after the
             # outcome was known, the next attempt finishes what it did not (the status, the history).
-            if self.stopping or (code in (0, 1) and self.has_outcome()):
+            if self.stopping or (code in (0, 1) and self.has_outcome()) or code == CANNOT_RUN_HERE:
                 return code
             how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
             if attempt >= self.max_attempts and self.has_outcome():

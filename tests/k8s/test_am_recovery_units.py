@@ -1,0 +1,102 @@
+"""AM recovery on Kubernetes without a cluster: the Job and the ownership (manifests), what a new AM
+attempt adopts or deletes (fed real V1Pod objects), and the journal's copy in its ConfigMap."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from kubernetes.client import V1ObjectMeta, V1Pod, V1PodSpec, V1PodStatus
+
+from primus_runtime.backends.base import Adoption
+from primus_runtime.backends.kubernetes import manifests as m
+from primus_runtime.backends.kubernetes.executors import KubernetesExecutorBackend
+from primus_runtime.backends.kubernetes.store import MAX_JOURNAL_BYTES, JournalConfigMap
+from primus_runtime.spec import JobSpec, Resources
+
+APP = "primus-x-abc123"
+
+
+def job(max_attempts: int) -> JobSpec:
+    return JobSpec.from_dict({"name": "x", "am": {"max_attempts": max_attempts},
+                              "roles": [{"name": "worker", "replicas": 2, "command": "x"}],
+                              "backend": {"type": "kubernetes", "image": "registry/primus:1", "namespace": "ml"}})
+
+
+def test_with_max_attempts_the_am_is_a_job_of_that_many_pods_and_verdicts_are_not_retried():
+    objects = m.submit_objects(job(3), APP, "token", "digest")
+    owner = objects[-1]
+    assert (owner["kind"], owner["metadata"]["name"], owner["spec"]["backoffLimit"]) == ("Job", APP, 2)
+    assert owner["spec"]["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onExitCodes": {
+        "containerName": m.AM_CONTAINER, "operator": "In", "values": [1, 2]}}]
+    template = owner["spec"]["template"]
+    assert template["metadata"]["labels"][m.LABEL_APP] == APP  # what the Service and the client select by
+    assert (template["spec"]["restartPolicy"], template["spec"]["hostname"]) == ("Never", m.AM_HOSTNAME)
+    journal = next(o for o in objects if o["metadata"]["name"] == m.Names(APP).journal)
+    assert (journal["kind"], journal["data"]) == ("ConfigMap", {})
+    assert [o["kind"] for o in m.submit_objects(job(1), APP, "t", "d")][-1] == "Pod"
+    assert m.Names(APP).journal not in [o["metadata"]["name"] for o in m.submit_objects(job(1), APP, "t", "d")]
+
+
+def test_a_job_owner_is_not_the_controller_of_what_it_owns():
+    assert m.owner_reference(APP, "uid-1", "Job") == {"apiVersion": "batch/v1", "kind": "Job", "name": APP,
+                                                      "uid": "uid-1"}
+    assert m.headless_service(job(2), APP, "uid-1", "Job")["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert m.owner_reference(APP, "uid-1")["controller"] is True  # an AM pod still is
+
+
+def executor(incarnation: str, phase: str = "Running") -> V1Pod:
+    return V1Pod(metadata=V1ObjectMeta(name=f"{APP}-worker-{incarnation}", labels={m.LABEL_INCARNATION: incarnation}),
+                 spec=V1PodSpec(containers=[]), status=V1PodStatus(phase=phase, container_statuses=[]))
+
+
+class FakeCore:
+    """list and delete of pods: deleted pods leave the listing at once."""
+
+    def __init__(self, pods: list[V1Pod]):
+        self.pods = {p.metadata.name: p for p in pods}
+        self.deleted: list[str] = []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
+        return SimpleNamespace(items=list(self.pods.values()))
+
+    def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> None:
+        self.deleted.append(name)
+        self.pods.pop(name)
+
+
+def adoption(incarnation: str, pid: int | None) -> Adoption:
+    return Adoption("worker", 0, incarnation, 0, pid, Resources(), [], {})
+
+
+def test_a_stale_journal_adopts_registered_executors_only_and_deletes_the_pods_it_does_not_know():
+    core = FakeCore([executor("registered"), executor("unregistered"), executor("unknown"),
+                     executor("ended", phase="Succeeded")])
+    backend = KubernetesExecutorBackend(core, job(2), APP, "ml", "uid-1", "Job")
+    # The copy saw "registered" register, "unregistered" only launched (it registered in the last
+    # second), and never heard of "unknown" (launched in the last second).
+    found = asyncio.run(backend.adopt([adoption("registered", 7), adoption("unregistered", None)]))
+    assert found == {"registered"}
+    assert sorted(core.deleted) == [f"{APP}-worker-unknown", f"{APP}-worker-unregistered"]
+    assert f"{APP}-worker-registered" in backend._requests  # watched from now on
+
+
+class FakeConfigMaps:
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
+        self.data.update(body["data"])
+
+    def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+        return SimpleNamespace(data=dict(self.data))
+
+
+def test_a_journal_that_outgrows_its_configmap_empties_the_copy():
+    core = FakeConfigMaps()
+    copy = JournalConfigMap(core, "ml", m.Names(APP).journal)
+    assert copy.download() is None
+    assert copy.upload('{"k":"job"}\n') and copy.download() == '{"k":"job"}\n'
+    assert not copy.upload("x" * (MAX_JOURNAL_BYTES + 1))
+    assert copy.download() == ""  # no later attempt takes over from the outdated copy
