@@ -34,11 +34,14 @@ import os
 import re
 import threading
 import time
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
 from .. import hadoop
 from .dispatcher import Task, TaskState
+
+_quote = encode_basestring_ascii  # a JSON string literal (C speed)
 
 log = logging.getLogger("primus.data")
 
@@ -51,17 +54,25 @@ _NUMBERED = re.compile(r"tasks\.snapshot\.(\d+)\.json")
 
 
 class TaskJournal:
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, keep_listing: bool = True):
+        """``keep_listing``: journal every task the scan lists (what a later job resuming from this
+        directory needs); without it only tasks that changed are kept, which is all a restarted AM of
+        the same job needs (its scan lists the tasks again) and costs nothing per listed task."""
+        self.keep_listing = keep_listing
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.state: dict[str, dict[str, Any]] = self.recover()
         self.checkpoints: dict[str, str] = read_checkpoints(self.dir)  # executor id -> committed checkpoint
         self._pending: list[str] = []
         self._dirty: dict[str, Task] = {}
+        # What the journal says of each task changed since the snapshot: (state, records, bytes,
+        # attempts, error, holder), compared at each write so that only changes are written.
+        self._written: dict[str, tuple[str, int, int, int, str, str | None]] = {}
         self._flushed_at = 0.0
         self._unsynced = False
         self._lines = self._cut_torn_line()
         self._file = open(self.dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
+        self._size = os.fstat(self._file.fileno()).st_size  # what a failed append is cut back to
 
     # --- recovery ---
 
@@ -84,7 +95,7 @@ class TaskJournal:
     # --- TaskStore ---
 
     def added(self, task: Task) -> None:
-        if task.id not in self.state:
+        if self.keep_listing and task.id not in self.state:
             self.state[task.id] = {"state": "queued", "records": 0, "bytes": 0, "attempts": 0}
             self._pending.append(json.dumps({"op": "add", "task": task.to_dict()}))
 
@@ -103,15 +114,15 @@ class TaskJournal:
             self.flush()
 
     def write(self) -> None:
-        """Write what changed since the last write (no ``fsync``); compact when the journal is long."""
+        """Write what changed since the last write (no ``fsync``); compact when the journal is long.
+        The AM calls this at the end of every step, so it is lean: tuples to compare, lines built by
+        hand, one ``os.write``."""
         for task in self._dirty.values():
-            entry = {"state": task.state.value, "records": task.records, "bytes": task.bytes_done,
-                     "attempts": task.attempts, "error": task.error}
-            if task.state is TaskState.RUNNING and task.holder is not None:
-                entry["holder"] = task.holder
-            if self.state.get(task.id) != entry:
-                self.state[task.id] = entry
-                self._pending.append(json.dumps({"op": "set", "id": task.id, **entry}))
+            entry = (task.state.value, task.records, task.bytes_done, task.attempts, task.error,
+                     task.holder if task.state is TaskState.RUNNING else None)
+            if self._written.get(task.id) != entry:
+                self._written[task.id] = entry
+                self._pending.append(_set_line(task.id, entry))
         self._dirty.clear()
         if not self._pending:
             return
@@ -119,7 +130,7 @@ class TaskJournal:
         self._unsynced = True
         self._lines += len(self._pending)
         self._pending.clear()
-        if self._lines >= max(COMPACT_LINES, len(self.state)):  # amortized: a snapshot costs O(tasks)
+        if self._lines >= max(COMPACT_LINES, len(self.state) + len(self._written)):  # amortized: O(tasks) each
             try:
                 self.compact()
             except OSError as exc:  # the journal holds every position: only its length suffers
@@ -128,10 +139,13 @@ class TaskJournal:
     def _append(self, text: str) -> None:
         """Append ``text`` (``flush`` makes it durable), or leave the journal as it was and raise (e.g.
         ENOSPC): the lines stay pending for the next write, and a half-written line cannot be glued to them."""
-        size = os.fstat(self._file.fileno()).st_size
+        size = self._size
+        data = text.encode()
         try:
-            self._file.write(text)
-            self._file.flush()
+            written = 0
+            while written < len(data):
+                written += os.write(self._file.fileno(), data[written:])
+            self._size += len(data)
         except OSError:
             try:
                 self._file.close()
@@ -151,11 +165,14 @@ class TaskJournal:
 
     def compact(self) -> None:
         """A new snapshot of every task, then an empty journal."""
+        self.state.update((task_id, _entry(values)) for task_id, values in self._written.items())
+        self._written.clear()
         write_snapshot(self.dir, self.state, self.checkpoints)
         self._file.close()
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
         self._lines = 0
+        self._size = 0
         self._unsynced = False
 
     def close(self) -> None:
@@ -163,6 +180,22 @@ class TaskJournal:
             self.flush()
         finally:
             self._file.close()
+
+
+def _set_line(task_id: str, entry: tuple[str, int, int, int, str, str | None]) -> str:
+    """``{"op": "set", ...}`` as ``json.dumps`` would write it, built by hand (it is hot)."""
+    state, records, nbytes, attempts, error, holder = entry
+    line = (f'{{"op": "set", "id": {_quote(task_id)}, "state": "{state}", "records": {records}, '
+            f'"bytes": {nbytes}, "attempts": {attempts}, "error": {_quote(error)}')
+    return line + (f', "holder": {_quote(holder)}}}' if holder is not None else "}")
+
+
+def _entry(values: tuple[str, int, int, int, str, str | None]) -> dict[str, Any]:
+    state, records, nbytes, attempts, error, holder = values
+    entry: dict[str, Any] = {"state": state, "records": records, "bytes": nbytes, "attempts": attempts, "error": error}
+    if holder is not None:
+        entry["holder"] = holder
+    return entry
 
 
 def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -221,7 +254,7 @@ def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
     tmp = directory / (SNAPSHOT + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}, f)
+            f.write(json.dumps({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}))
             f.flush()
             os.fsync(f.fileno())
     except OSError:

@@ -58,7 +58,7 @@ class DataPlane:
                     self.journal = TaskJournal(local_path(spec.work_preserve_dir))
                     recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
             if self.journal is None and private_journal is not None:
-                self.journal = TaskJournal(private_journal)
+                self.journal = TaskJournal(private_journal, keep_listing=False)
                 if recovering and self.journal.state:  # exact up to the AM's death, unlike HDFS snapshots
                     recovered, checkpoints = self.journal.state, dict(self.journal.checkpoints)
             if spec.restore_from is not None and not recovered:
