@@ -32,6 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from chaos import write_input  # the same numbered records
+
 from primus_runtime.client import PrimusClient
 
 HERE = Path(__file__).resolve().parent
@@ -42,17 +44,6 @@ INTERVAL = float(os.environ.get("INTERVAL", "2"))
 PACE = float(os.environ.get("PACE", "2000"))
 TIMEOUT = float(os.environ.get("TIMEOUT", "180"))
 HEARTBEAT = 1.0
-
-
-def write_input(data: Path) -> list[str]:
-    day = data / "20200103"
-    day.mkdir(parents=True)
-    lines = [f"r{i:019d}" for i in range(RECORDS)]  # 20 characters + newline: 21 bytes
-    half = len(lines) // 2
-    for n, part in enumerate((lines[:half], lines[half:])):
-        (day / f"data-{n}.txt").write_text("\n".join(part) + "\n")
-    (day / "_SUCCESS").write_text("")
-    return lines
 
 
 def spec(data: Path, out: Path, exactly_once: bool) -> dict[str, Any]:
@@ -135,7 +126,7 @@ def main() -> None:
         work = Path(tmp)
         os.environ["PRIMUS_HOME"] = str(work / "home")
         client = PrimusClient(home=work / "home")
-        expected = write_input(work / "data")
+        expected = write_input(work / "data", RECORDS)
         base = run(client, work / "data", work, expected, 0, exactly_once=False)
         alo = run(client, work / "data", work, expected, KILLS, exactly_once=False)
         eo = run(client, work / "data", work, expected, KILLS, exactly_once=True)
