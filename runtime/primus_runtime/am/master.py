@@ -197,6 +197,8 @@ class ApplicationMaster(BackendEvents):
             self._stop(ex, reason)  # asked to stop before: ask again
         elif ex.state is ExecutorState.REGISTERED:
             self._awaiting_start.add(ex.incarnation)  # a start command sent twice is ignored
+        elif ex.draining is not None:
+            self._send(ex, {"command": protocol.CMD_DRAIN, "reason": ex.draining})  # a drain asked twice is one
 
     def _heard_from(self, ex: Executor) -> None:
         if ex.incarnation in self._adopting:
@@ -256,9 +258,11 @@ class ApplicationMaster(BackendEvents):
             raise RequestError(409, f"{executor_id} is {ex.state.value}{doing}: only a running executor that is "
                                     f"not draining can be drained (restart it instead)")
         ex.draining = f"drain requested{': ' + reason if reason else ''}"
+        self.record.touch(ex)
         self.record.add_event(ex.id, ex.state.value, "draining", ex.draining, incarnation=ex.incarnation,
                               actor=actor)
         self._send(ex, {"command": protocol.CMD_DRAIN, "reason": ex.draining})
+        self._journal()
         return {"executor": ex.id, "incarnation": ex.incarnation}
 
     def _executor_to_act_on(self, executor_id: str) -> Executor:
@@ -406,6 +410,7 @@ class ApplicationMaster(BackendEvents):
                 self._journal()
             return {"command": protocol.CMD_KILL, "reason": ex.stop_reason}
         if report.draining is not None and self._drained(ex, report):
+            self._journal()
             return NONE_REPLY
         changed = report.state == protocol.REPORT_RUNNING and ex.state is ExecutorState.REGISTERED
         if changed:
@@ -442,6 +447,7 @@ class ApplicationMaster(BackendEvents):
         it has drained."""
         if ex.draining is None:
             ex.draining = report.draining
+            self.record.touch(ex)
             self.record.add_event(ex.id, ex.state.value, "draining", f"draining: {report.draining}",
                                   incarnation=ex.incarnation)
         if not report.drained:
