@@ -357,3 +357,29 @@ def test_task_pages_and_per_source_watermarks():
     for i in range(1, 5):
         d.skip(f"c/2026-12-01/f{i}:0", "skipped")
     assert d.source_watermarks() == {"c": "2026-12-01"}
+
+
+def test_a_restarted_am_gives_adopted_executors_their_tasks_back_and_keeps_their_early_reports():
+    """AM recovery: the journal says which executor read which task; the adopted executor's reports that
+    arrive before the scan lists the tasks again are applied once it has (a done task is never read twice)."""
+    earlier = {"c/2026-12-01/f0:0": {"state": "running", "records": 3, "bytes": 30, "attempts": 0, "holder": "a"},
+               "c/2026-12-01/f1:0": {"state": "running", "records": 5, "bytes": 50, "attempts": 0, "holder": "a"},
+               "c/2026-12-01/f2:0": {"state": "running", "records": 9, "bytes": 90, "attempts": 0, "holder": "gone"},
+               "c/2026-12-01/f3:0": {"state": "done", "records": 10, "bytes": 100, "attempts": 0}}
+    spec = InputSpec.model_validate({"sources": [{"name": "c", "path": "/d/{{YYYY}}{{MM}}{{DD}}"}],
+                                     "time_range": {"start": "2026-12-01", "end": "2026-12-01"}})
+    d = Dispatcher(spec, Events(), recovered=earlier)
+    d.adopted = {"a"}
+    # Before the scan: "a" finished f0 and moved on in f1.
+    assert d.heartbeat("a", report({"held": ["c/2026-12-01/f1:0"], "done": ["c/2026-12-01/f0:0"],
+                                    "progress": {"c/2026-12-01/f1:0": {"records": 8, "bytes": 80}}})) == {}
+    d.add_partition("2026-12-01", tasks("2026-12-01", 5))
+    t = d.tasks
+    assert t["c/2026-12-01/f0:0"].state.value == "done"
+    assert (t["c/2026-12-01/f1:0"].state.value, t["c/2026-12-01/f1:0"].holder, t["c/2026-12-01/f1:0"].records) == \
+        ("running", "a", 8)
+    assert t["c/2026-12-01/f3:0"].state.value == "done"
+    # The task of an executor that did not come back is queued at its position, first; "a" keeps f1.
+    reply = d.heartbeat("b", report({"need_tasks": 2}))
+    assert ids(reply) == ["c/2026-12-01/f2:0", "c/2026-12-01/f4:0"] and reply["tasks"][0]["skip"] == 9
+    assert list(d.held["a"]) == ["c/2026-12-01/f1:0"]

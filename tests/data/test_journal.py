@@ -98,3 +98,25 @@ def test_committed_checkpoints_survive_in_journal_and_snapshot(tmp_path):
     j.close()
     assert (tmp_path / JOURNAL).read_text() == ""
     assert TaskJournal(tmp_path).checkpoints == {"worker-0": "ckpt-2", "worker-1": "ckpt-9"}
+
+
+def test_each_write_reaches_the_file_with_the_reader_of_a_running_task(tmp_path):
+    """What a restarted AM of the same job needs: every change on disk when write() returns (no fsync
+    wait, no buffer a killed process would lose), a running task's holder, a quoted id as JSON says."""
+    j = TaskJournal(tmp_path, keep_listing=False)
+    a, b = task(1), task(2, id='odd "id"\\')
+    j.added(a)  # not kept: the restarted AM's scan lists it again
+    a.state, a.holder, a.records = TaskState.RUNNING, "inc-1", 5
+    b.state, b.records, b.bytes_done = TaskState.DONE, 10, 100
+    j.changed(a)
+    j.changed(b)
+    j.write()
+    lines = [json.loads(line) for line in (tmp_path / JOURNAL).read_text().splitlines()]
+    assert [line["op"] for line in lines] == ["set", "set"]
+    state = journal_module.recover(tmp_path)
+    assert state[a.id] == {"state": "running", "records": 5, "bytes": 0, "attempts": 0, "error": "", "holder": "inc-1"}
+    assert state['odd "id"\\']["state"] == "done"
+    j.write()  # nothing changed: nothing written
+    assert len((tmp_path / JOURNAL).read_text().splitlines()) == 2
+    j.compact()
+    assert journal_module.recover(tmp_path)[a.id]["holder"] == "inc-1"
