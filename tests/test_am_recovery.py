@@ -141,6 +141,24 @@ def test_am_killed_twice_in_a_row(client, tmp_path):
     assert set(expected) == set(got) and sum(n - 1 for n in got.values()) == 0
 
 
+def test_input_suspended_on_request_stays_suspended_after_an_am_restart(client, tmp_path):
+    expected = write_input(tmp_path / "data")
+    out = tmp_path / "out"
+    out.mkdir()
+    app = client.submit(input_spec(tmp_path / "data", out))
+    reading(client, app, 2000)
+    client.data_suspend(app)
+    kill_am(client, app)
+    status = wait_recovered(client, app, 1)
+    assert status["data"]["state"] == "suspended", status["data"]
+    assert client.status(app)["data"]["state"] == "suspended"
+    client.data_resume(app)
+    status = client.wait(app, timeout=120)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    got = delivered(out, False, client, app)
+    assert set(expected) == set(got) and sum(n - 1 for n in got.values()) == 0
+
+
 def sleeper(seconds: float, replicas: int = 1, **am: Any) -> dict[str, Any]:
     return make_spec([{"name": "worker", "replicas": replicas,
                        "command": [sys.executable, "-c", f"import time; time.sleep({seconds})"]}],

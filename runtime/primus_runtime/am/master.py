@@ -172,6 +172,8 @@ class ApplicationMaster(BackendEvents):
         log.info("AM attempt %d: adopting %d executor(s)", record.attempt, len(self._adopting))
         if self.data is not None:
             self.data.adopt({ex.incarnation for ex in kept if ex.incarnation in found and ex.role in self._fed_roles})
+            if _input_suspended(record):
+                self.data.dispatcher.suspended = True  # a user suspended handing out tasks: still so
         for ex in kept:
             if ex.incarnation in found or ex.state is ExecutorState.NEW:
                 self._resume(ex)
@@ -337,10 +339,13 @@ class ApplicationMaster(BackendEvents):
         if action != "status":
             self._check_not_finished()
         if action == "suspend":
-            return self.data.suspend(actor)
-        if action == "resume":
-            return self.data.resume(actor)
-        return self.data.status()
+            status = self.data.suspend(actor)
+        elif action == "resume":
+            status = self.data.resume(actor)
+        else:
+            return self.data.status()
+        self._journal()
+        return status
 
     async def request_savepoint(self, directory: str) -> dict[str, Any]:
         """Write every input task's position to ``directory``; what was saved."""
@@ -354,6 +359,7 @@ class ApplicationMaster(BackendEvents):
         except (OSError, ValueError, HadoopConfigError) as exc:
             raise RequestError(400, f"cannot write a savepoint to {directory}: {exc}") from None
         self.record.add_event("data", None, "savepoint", f"{saved['tasks']} task positions saved to {directory}")
+        self._journal()
         return saved
 
     # --- the data plane's reports (DataEvents) ---------------------------------------
@@ -754,3 +760,11 @@ def _float_env(name: str) -> float | None:
         return float(os.environ[name])
     except (KeyError, ValueError):
         return None
+
+
+def _input_suspended(record: JobRecord) -> bool:
+    """Whether the input was suspended on request when the journal ends (its last suspend or resume)."""
+    for event in reversed(record.events):
+        if event.subject == "data" and "suspended" in (event.to_state, event.from_state):
+            return event.to_state == "suspended"
+    return False
