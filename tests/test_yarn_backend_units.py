@@ -223,3 +223,25 @@ def test_application_attempt_is_read_from_the_container_id():
     assert application_attempt("container_1700000000000_0004_02_000001") == 2
     assert application_attempt("container_e17_1700000000000_0004_03_000001") == 3
     assert application_attempt("") == 1
+
+
+def test_on_yarn_sigterm_stops_an_executor_and_is_no_preemption_notice():
+    """The NodeManager sends SIGTERM for every kill (memory limits too) with SIGKILL 250 ms later: a
+    drain there would be counted as a preemption, uncharged; the container's exit status tells instead."""
+    import signal
+
+    from primus_runtime import protocol
+    from primus_runtime.backends.yarn.cluster import executor_script
+    from primus_runtime.executor.preemption import PreemptionSettings, listen_for_notice_signals
+
+    assert f"export {protocol.ENV_SIGTERM_IS_NOTICE}=0" in executor_script("python3")
+    notices: list[str] = []
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        listen_for_notice_signals(PreemptionSettings({protocol.ENV_SIGTERM_IS_NOTICE: "0"}, 10.0), notices.append)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        listen_for_notice_signals(PreemptionSettings({}, 10.0), notices.append)
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # elsewhere it is a notice
+    finally:
+        signal.signal(signal.SIGTERM, before)

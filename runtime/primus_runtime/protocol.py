@@ -143,6 +143,9 @@ ENV_AM_DOWN_SINCE = "PRIMUS_AM_DOWN_SINCE"
 ENV_PREEMPTION_NOTICE_FILE = "PRIMUS_PREEMPTION_NOTICE_FILE"
 ENV_PREEMPTION_SIGNAL = "PRIMUS_PREEMPTION_SIGNAL"
 ENV_PREEMPTION_GRACE = "PRIMUS_PREEMPTION_GRACE"
+# "0": SIGTERM is not a preemption notice, it stops the executor (YARN: the NodeManager sends it for
+# every kill, memory limits included, and SIGKILL 250 ms later; its container status says which).
+ENV_SIGTERM_IS_NOTICE = "PRIMUS_SIGTERM_IS_NOTICE"
 
 # Exit code of an executor that gave up because the AM was unreachable.
 EXIT_AM_UNREACHABLE = 75

@@ -151,7 +151,10 @@ def test_a_container_yarn_kills_from_outside_ends_with_yarns_exit_status_and_dia
 
     def running_worker():
         status = yarn_client.status(app_id)
-        return next((e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"), None)
+        # Running, and its container known: a container started with the application may register
+        # and start its trainer before skein tells the AM where it runs.
+        return next((e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"
+                     and "stdout" in e["logs"]), None)
     worker = wait_for(running_worker, timeout=180, what="worker-0 running", poll=0.5)
     container_id = worker["logs"]["stdout"].split("/containers/")[1].split("/")[0]
     # What `yarn container -signal ID FORCEFUL_SHUTDOWN` asks: the NodeManager SIGKILLs the container.

@@ -499,8 +499,9 @@ def main() -> int:
         if executor.trainer is not None:
             executor.trainer.signal(signal.SIGTERM)
 
-    listen_for_notice_signals(config.preemption, executor.request_drain)
+    signal.signal(signal.SIGTERM, on_interrupt)  # unless it is a preemption notice here (below)
     signal.signal(signal.SIGINT, on_interrupt)
+    listen_for_notice_signals(config.preemption, executor.request_drain)
     try:
         code = executor.run()
     finally:

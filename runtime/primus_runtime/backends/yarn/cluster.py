@@ -154,6 +154,7 @@ def executor_script(python: str, tls: bool = False) -> str:
         f'export {protocol.ENV_WORK_DIR}="$PWD" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
         f'export {protocol.ENV_LOG_DIR}="${{LOG_DIRS%%,*}}"',
         f'export {protocol.ENV_EXECUTOR_HOST}="${{NM_HOST:-$(hostname -f)}}"',
+        f'export {protocol.ENV_SIGTERM_IS_NOTICE}=0',  # see protocol.py: the container status tells
         *([f'export {protocol.ENV_TLS_CA_FILE}="$PWD/{CA_CERT_NAME}"'] if tls else []),
         f'if [ -z "${{{protocol.ENV_INCARNATION}:-}}" ]; then',
         f'  app="application_{app_of_container}"',
