@@ -743,6 +743,9 @@ class ApplicationMaster(BackendEvents):
     def _write_status(self) -> None:
         if self.status_path is None:
             return
+        # The journal first: a status file never shows what a restarted AM would not know (an AM
+        # killed right after writing the outcome must find it in the journal too).
+        self._journal()
         tmp = self.status_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
         os.replace(tmp, self.status_path)  # atomic: a reader never sees half a file
