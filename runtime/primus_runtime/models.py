@@ -58,6 +58,10 @@ class TaskPosition(_Message):
     records: int = Field(0, ge=0, le=_MAX_COUNT, description="Records delivered to the trainer so far: a "
                                                               "retry resumes after them")
     bytes: int = Field(0, ge=0, le=_MAX_COUNT, description="Bytes of the task delivered so far")
+    offset: int | None = Field(None, ge=0, le=2**63 - 1, description="Kafka: the next offset to read "
+                                                                     "(what a retry resumes from)")
+    time: int | None = Field(None, ge=-1, le=2**63 - 1, description="Kafka: the timestamp (ms since the epoch) of "
+                                                                   "the last record delivered (the event-time watermark)")
 
 
 class Commit(_Message):
@@ -87,6 +91,8 @@ class DataReport(_Message):
     progress: dict[str, TaskPosition] = Field({}, description="task id -> position delivered so far")
     done: list[str] = Field([], description="Tasks read to the end")
     failed: dict[str, str] = Field({}, description="task id -> why its reader failed")
+    released: list[str] = Field([], description="Tasks handed back on the AM's revoke (Kafka partitions moved "
+                                                "to another executor), at the position in progress")
     commit: Commit | None = Field(None, description="Exactly-once: the trainer's latest commit; positions "
                                                     "and done tasks then count only what it committed")
     reading: str | None = Field(None, max_length=_MAX_ID,
@@ -155,6 +161,15 @@ class StartPayload(_Reply):
     feed: Feed | None = Field(None, description="Roles with consumes_input: stdin is fed input tasks")
 
 
+class KafkaAssignment(_Reply):
+    bootstrap: str
+    topic: str
+    partition: int
+    group: str = Field(description="The consumer group (librdkafka needs one even for assigned partitions)")
+    end_time: int | None = Field(None, description="Stop before the first record at or after this time (ms)")
+    config: dict[str, str | int | float | bool] = Field({}, description="The source's consumer_config")
+
+
 class TaskAssignment(_Reply):
     task_id: str
     url: str
@@ -163,6 +178,8 @@ class TaskAssignment(_Reply):
     start: int = Field(description="First byte (row group for parquet) whose records belong to the task")
     end: int
     skip: int = Field(description="Records already delivered by an earlier attempt")
+    kafka: KafkaAssignment | None = Field(None, description="A Kafka partition: read from offset `start` (to "
+                                                              "`end`, exclusive, when >= 0)")
 
 
 class RegisterReply(_Reply):
@@ -181,6 +198,8 @@ class HeartbeatReply(_Reply):
     tasks: list[TaskAssignment] | None = Field(None, description="New input tasks, or ones the executor "
                                                                   "did not list in `held`")
     data_exhausted: bool | None = Field(None, description="No input task is left anywhere")
+    revoke: list[str] | None = Field(None, description="Kafka partitions to hand back (reported in `released` "
+                                                        "once the trainer consumed what was fed of them)")
 
 
 class UnregisterReply(_Reply):

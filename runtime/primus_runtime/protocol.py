@@ -39,8 +39,10 @@ Executor -> AM (all POST, JSON bodies):
     data report to every heartbeat once running: ``"need_tasks": n`` (tasks it can
     take now), ``"held": [task_id]`` (tasks it has and is not done with),
     ``"progress": {task_id: {"records": n, "bytes": b}}`` (records and bytes of the
-    task delivered to the trainer so far: a retry resumes after ``records``),
-    ``"done": [task_id]``, ``"failed": {task_id: error}``, ``"reading": task_id`` (the task the
+    task delivered to the trainer so far: a retry resumes after ``records``; a Kafka task adds
+    ``"offset"``, the next offset to read, and ``"time"``, its last delivered record's timestamp in ms),
+    ``"done": [task_id]``, ``"failed": {task_id: error}``, ``"released": [task_id]`` (Kafka tasks
+    handed back on a revoke, once the trainer consumed what was fed of them), ``"reading": task_id`` (the task the
     trainer was reading last: when it dies, only that task can be charged; see data/dispatcher.py),
     ``"feed": {"bytes_per_s", "records_per_s", "buffer_fill"}`` (bytes and records written into
     the trainer's stdin per second over the last few seconds, and the share 0..1 of the read-ahead
@@ -48,7 +50,8 @@ Executor -> AM (all POST, JSON bodies):
     exactly-once, ``"commit": {"checkpoint", "records"}`` (the trainer's latest commit; positions and
     done tasks then count only what it committed). The reply may then
     also carry ``"tasks": [TASK]`` (new assignments, or ones the executor does not
-    list in ``held`` and so never received) and ``"data_exhausted": true`` (no task
+    list in ``held`` and so never received), ``"revoke": [task_id]`` (Kafka partitions the AM moves
+    to another executor: stop reading them) and ``"data_exhausted": true`` (no task
     is left anywhere: once it holds nothing, the executor closes the trainer's stdin).
 
 ``/api/v1/executors/unregister``
@@ -63,7 +66,10 @@ reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n`
 trainer still running ``s`` seconds after its stdin was closed is stopped.
 ``TASK`` is ``{"task_id", "url", "format", "compression", "start", "end", "skip"}``:
 read the records of ``url`` that start in ``[start, end)`` (row groups for parquet)
-with ``data.formats.read_records``, after skipping ``skip`` of them.
+with ``data.formats.read_records``, after skipping ``skip`` of them. A Kafka task adds ``"kafka":
+{"bootstrap", "topic", "partition", "group", "end_time", "config"}``: read the partition from offset
+``start`` (to ``end`` exclusive when ``end >= 0``, and before the first record at or after
+``end_time`` ms when given), counting records from ``skip`` (``data/kafka_reader.py``).
 ``CLUSTER`` is ``{"version": int, "roles": {role: [address or null, ...]}}``,
 address being ``host:first_port`` of the executor at that index.
 

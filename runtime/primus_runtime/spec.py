@@ -49,6 +49,7 @@ __all__ = [
     "Failover",
     "FileSource",
     "InputSpec",
+    "KafkaSource",
     "JobSpec",
     "KubernetesBackend",
     "LocalBackend",
@@ -517,6 +518,134 @@ class FileSource(StrictModel):
         return set(_TEMPLATE_RE.findall(self.path))
 
 
+KAFKA_FORMATS = ("jsonl", "raw", "protobuf")
+# How a Kafka message is fed: a JSON document as one line; raw and protobuf bytes length-prefixed.
+_KAFKA_FRAMING = {"jsonl": "lines", "raw": "length_prefixed", "protobuf": "length_prefixed"}
+KAFKA_START_MODES = ("committed", "earliest", "latest")
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# consumer_config keys the AM and the executors set themselves: a passthrough value would break
+# the task model (partitions are assigned by the AM, offsets kept in the task checkpoint).
+_KAFKA_OWN_KEYS = ("bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store",
+                   "auto.offset.reset", "group.instance.id", "partition.assignment.strategy")
+
+
+def kafka_time(value: str) -> Any:
+    """A Kafka start/end time as an aware UTC datetime: a date ``YYYY-MM-DD`` (its 00:00), an hour
+    ``YYYY-MM-DDTHH`` (a time partition's start), or an ISO 8601 time (without a zone: UTC)."""
+    import datetime as _dt
+
+    day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
+    try:
+        if day:
+            return _dt.datetime(int(day[1]), int(day[2]), int(day[3]), tzinfo=_dt.timezone.utc)
+        if hour:
+            return _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]), tzinfo=_dt.timezone.utc)
+        when = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"must be committed, earliest, latest, a date YYYY-MM-DD, an hour YYYY-MM-DDTHH or an "
+                         f"ISO 8601 time, got {value!r}") from None
+    return when.replace(tzinfo=_dt.timezone.utc) if when.tzinfo is None else when.astimezone(_dt.timezone.utc)
+
+
+class KafkaSource(StrictModel):
+    """Kafka topics read as one stream: each topic partition is a task the AM assigns to a consuming
+    executor and moves, with its offset, when that executor ends or the role is scaled; the offset is
+    the task's checkpoint (journaled, resumed by a resubmitted job, exactly-once with the trainer's
+    model checkpoint) and is also committed to ``group_id`` for visibility. Without ``end`` the stream
+    never ends: the job runs until it is stopped, picking up new partitions of the topics as they
+    appear. With file ``sources`` too, the files (a bounded ``time_range``) are read first and Kafka
+    continues at the end of their time range (``start`` defaults to it)."""
+
+    name: Name = Field("kafka", description="Source name, used in task ids (NAME/TOPIC/PARTITION).")
+    bootstrap_servers: str = Field(min_length=1, description="Brokers to bootstrap from: host:port[,host:port...].")
+    topics: list[str] = Field(min_length=1, description="Topics to read; every partition of each is read.")
+    group_id: str | None = Field(
+        None, description="Consumer group the offsets are committed to (for visibility and for start: "
+        "committed); default primus-JOBNAME. Partitions are assigned by the AM, never by the group.")
+    start: str | None = Field(
+        None, description="Where a partition is read from the first time (a resubmitted job resumes from its "
+        "journaled offsets instead): committed (the group's offset; earliest where it has none), earliest, "
+        "latest, or a time (YYYY-MM-DD, YYYY-MM-DDTHH or ISO 8601; UTC unless the time says otherwise: the first "
+        "message at or after it). Default: the end of the file sources' time_range when there are file sources "
+        "(files, then Kafka without a gap or an overlap), else committed.")
+    end: str | dict[str, dict[int, int]] | None = Field(
+        None, description="Where reading stops (a bounded backfill; the input is then exhausted like files): "
+        "latest (the partitions' ends when they are first listed), a time (as for start: messages before it), or "
+        "offsets per topic and partition ({topic: {partition: offset}}, exclusive). Default: never (a stream).")
+    format: Literal["jsonl", "raw", "protobuf"] = Field(
+        "jsonl", description="Message values: jsonl (a JSON document, fed as one line); raw or protobuf bytes "
+        "(fed length-prefixed, 4-byte big-endian, like every binary record).")
+    consumer_config: dict[str, str | int | float | bool] = Field(
+        {}, description="librdkafka consumer settings passed through (security.protocol, sasl.*, ssl.*, fetch "
+        "sizes...). Values of secret-looking keys (passwords, jaas configs, keys) are masked in the status, "
+        "page and logs. The keys the AM sets itself (" + ", ".join(_KAFKA_OWN_KEYS) + ") are refused.")
+    connect_timeout: Seconds = Field(
+        30.0, description="How long the AM keeps trying to reach the brokers at start before the job fails "
+        "naming them.")
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _check_servers(cls, value: str) -> str:
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"must be host:port[,host:port...], got {value!r}")
+        return value
+
+    @field_validator("topics")
+    @classmethod
+    def _check_topics(cls, value: list[str]) -> list[str]:
+        bad = [t for t in value if not _TOPIC_RE.match(t)]
+        if bad:
+            raise ValueError(f"a topic name is 1-249 of [a-zA-Z0-9._-], got {bad[0]!r}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"duplicate topics in {value}")
+        return value
+
+    @field_validator("start")
+    @classmethod
+    def _check_start(cls, value: str | None) -> str | None:
+        if value is not None and value not in KAFKA_START_MODES:
+            kafka_time(value)
+        return value
+
+    @field_validator("end")
+    @classmethod
+    def _check_end(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "latest":
+            try:
+                kafka_time(value)
+            except ValueError:
+                raise ValueError(f"must be latest, a time (YYYY-MM-DD, YYYY-MM-DDTHH, ISO 8601) or offsets "
+                                 f"{{topic: {{partition: offset}}}}, got {value!r}") from None
+        return value
+
+    @field_validator("consumer_config")
+    @classmethod
+    def _check_config(cls, value: dict[str, Any]) -> dict[str, Any]:
+        own = sorted(k for k in value if k in _KAFKA_OWN_KEYS)
+        if own:
+            raise ValueError(f"{own[0]}: set by Primus (partitions are assigned by the AM and their offsets kept "
+                             f"in the task checkpoint); remove it")
+        return value
+
+    @model_validator(mode="after")
+    def _end_offsets_name_topics(self) -> KafkaSource:
+        if isinstance(self.end, dict):
+            unknown = sorted(set(self.end) - set(self.topics))
+            if unknown:
+                raise ValueError(f"end: offsets for {unknown[0]!r}, which is not one of topics {self.topics}")
+        return self
+
+    @property
+    def framing(self) -> str:
+        return _KAFKA_FRAMING[self.format]
+
+    @property
+    def bounded(self) -> bool:
+        return self.end is not None
+
+
 def _partition_value(value: Any) -> Any:
     # YAML turns 2026-12-01 into a date; keep the spelling the user meant.
     import datetime as _dt
@@ -599,7 +728,10 @@ class InputSpec(StrictModel):
     length-prefixed binary records) and gets EOF once every task is done.
     """
 
-    sources: list[FileSource] = Field(min_length=1, description="Where the data is; read as one stream.")
+    sources: list[FileSource] = Field([], description="Files to read (with kafka: read first); together one stream.")
+    kafka: KafkaSource | None = Field(
+        None, description="Kafka topics to read (after the file sources, when there are some): a stream, or a "
+        "bounded backfill with kafka.end.")
     time_range: TimeRange | None = Field(
         None, description="Partitions to read; required when a path holds templates, refused when none does."
     )
@@ -677,11 +809,50 @@ class InputSpec(StrictModel):
     @property
     def framing(self) -> str:
         """How records reach the trainer: ``lines`` or ``length_prefixed``."""
-        return _FRAMING[self.sources[0].format]
+        return _FRAMING[self.sources[0].format] if self.sources else _KAFKA_FRAMING[self.kafka.format]  # type: ignore[union-attr]
+
+    @property
+    def kafka_sources(self) -> list[KafkaSource]:
+        return [self.kafka] if self.kafka is not None else []
+
+    def files_end(self) -> Any:
+        """Where the file sources' time range ends (an aware UTC datetime): where a Kafka source
+        continues by default; None without a bounded time range."""
+        import datetime as _dt
+
+        if self.time_range is None or self.time_range.end is None or not self.sources:
+            return None
+        last = self.time_range.hours()[1]
+        if any(s.granularity == "day" for s in self.sources):
+            end = last.replace(hour=0) + _dt.timedelta(days=1)
+        else:
+            end = last + _dt.timedelta(hours=1)
+        return end.replace(tzinfo=_dt.timezone.utc)
+
+    def kafka_start(self) -> str:
+        """The Kafka source's start as given, or its default (see KafkaSource.start)."""
+        assert self.kafka is not None
+        if self.kafka.start is not None:
+            return self.kafka.start
+        end = self.files_end()
+        return end.isoformat() if end is not None else "committed"
 
     @model_validator(mode="after")
     def _consistent(self) -> InputSpec:
-        names = [s.name for s in self.sources]
+        if not self.sources and self.kafka is None:
+            raise ValueError("sources: give file sources, a kafka source, or both (files first, then Kafka)")
+        if self.kafka is not None and self.sources:
+            if self.time_range is None or self.time_range.end is None:
+                raise ValueError("kafka: reading files and then Kafka needs a time_range with an end (Kafka continues "
+                                 f"where the files' range ends), got time_range {self.time_range!r}")
+            if self.kafka.framing != _FRAMING[self.sources[0].format]:
+                raise ValueError(f"kafka.format: every source of a job must be fed the same way; {self.kafka.format!r} "
+                                 f"is {self.kafka.framing}, the file sources' {self.sources[0].format!r} is "
+                                 f"{_FRAMING[self.sources[0].format]}")
+        if self.kafka is not None and not self.sources and self.time_range is not None:
+            raise ValueError("time_range: applies to file sources, and this input has only a kafka source (use "
+                             "kafka.start and kafka.end)")
+        names = [s.name for s in self.sources] + ([self.kafka.name] if self.kafka is not None else [])
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"sources: duplicate source names {duplicates}")

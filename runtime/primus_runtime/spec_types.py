@@ -109,7 +109,9 @@ class BackendSettings(StrictModel):
 
 # Key names whose values are secrets wherever they appear in a spec (a trainer's env, a consumer's
 # config): shown as "***" on the page, in logs and in status documents.
-_SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|credential|private.?key|api.?key|auth", re.IGNORECASE)
+# Kafka's (librdkafka's) own secrets: sasl.jaas.config, ssl.key.pem, ssl.keystore.password...
+_SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|credential|private.?key|api.?key|auth|jaas|key\.pem",
+                         re.IGNORECASE)
 MASK = "***"
 
 

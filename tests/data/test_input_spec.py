@@ -64,7 +64,7 @@ BAD_INPUTS = [
      "input.task_size: give a unit, e.g. '512Mi', '4Gi', '64Mi', '1G' or '100k' (a bare number is refused: MiB "
      "or bytes?), got 4096"),
     (spec_with(sources=[DAILY, DAILY], time_range=DAYS), "input.sources: duplicate source names ['clicks']"),
-    (spec_with(sources=[]), "input.sources: must have at least 1 item"),
+    (spec_with(sources=[]), "input.sources: give file sources, a kafka source, or both"),
     (spec_with(sources=[DAILY], time_range=DAYS, task_size="lots"), "input.task_size: must be a size"),
     (spec_with(sources=[DAILY], time_range=DAYS, max_task_attempts=0), "input.max_task_attempts: must be >= 1, got 0"),
     (spec_with(sources=[DAILY], time_range=DAYS, on_bad_data="ignore"), "input.on_bad_data: must be one of"),

@@ -80,7 +80,8 @@ class ApplicationMaster(BackendEvents):
             # The data plane's own journal: the work-preserve directory, else one beside the status
             # (what a restarted AM resumes from).
             private = status_path.parent / "data-journal" if status_path is not None else None
-            self.data = DataPlane(spec.input, self, private_journal=private, recovering=recovered is not None)
+            self.data = DataPlane(spec.input, self, private_journal=private, recovering=recovered is not None,
+                                  job_name=spec.name)
             self.record.data_view = self.data.status
         self.timeline = Timeline(self.record)
         self.event_log = EventLog(status_path.parent / EVENT_LOG, self.record) if status_path is not None else None
@@ -590,6 +591,9 @@ class ApplicationMaster(BackendEvents):
         record = self.record
         if record.state.terminal:
             return
+        if self.data is not None and self.data.kafka is not None:
+            self.data.consumers(sum(record.count(role, ExecutorState.REGISTERED, ExecutorState.RUNNING)
+                                    for role in self._fed_roles))
         if record.finishing is not None:
             if not self._live:
                 if self.data is not None:

@@ -98,10 +98,19 @@ class Task:
     interruptions: int = 0  # times the executor reading it ended (uncharged)
     crashed_on: str = ""  # executor id of the last trainer that died reading it
     crashed_at: int = -1  # and the task's position then
+    # A Kafka partition (a stream: `end` -1 when unbounded): the next offset to read, >= 0 (-1 for a file),
+    # and the timestamp (ms) of the last record delivered.
+    offset: int = -1
+    event_time: int = -1
+    interrupted_at: int = -1  # Kafka: the position at its last interruption (a stream is interrupted often)
+
+    @property
+    def stream(self) -> bool:
+        return self.offset >= 0
 
     def assignment(self) -> dict[str, Any]:
         return {"task_id": self.id, "url": self.url, "format": self.format, "compression": self.compression,
-                "start": self.start, "end": self.end, "skip": self.records}
+                "start": self.offset if self.offset >= 0 else self.start, "end": self.end, "skip": self.records}
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "partition": self.partition, "source": self.source, "url": self.url,
@@ -155,6 +164,12 @@ class Dispatcher:
         self.store = store
         self.tasks: dict[str, Task] = {}
         self.queue: deque[str] = deque()
+        # Kafka partitions, handed out once no file task is queued (files first, then the stream), at
+        # most a fair share per consuming executor (streams never end: see _kafka_share).
+        self.stream_queue: deque[str] = deque()
+        self.stream_tasks = 0
+        self.revoking: dict[str, str] = {}  # Kafka task -> the holder told to hand it back
+        self.expected_consumers = 0  # consuming executors registered or running (the AM says)
         self.held: dict[str, dict[str, None]] = {}  # holder -> task ids, in assignment order
         self.reading: dict[str, str] = {}  # holder -> the task its trainer was reading, as last reported
         self.recovered = recovered or {}  # task id -> {state, records, bytes, attempts} of an earlier job
@@ -202,7 +217,12 @@ class Dispatcher:
             self.tasks[task.id] = task
             self.bytes_total += task.size
             earlier = self.recovered.get(task.id)
+            if task.stream:
+                self.stream_tasks += 1
             if earlier is not None:  # work preserved by an earlier job
+                if task.stream and int(earlier.get("offset", -1)) >= 0:
+                    task.offset = int(earlier["offset"])
+                    task.event_time = int(earlier.get("time", -1))
                 task.attempts = int(earlier.get("attempts", 0))
                 task.records = int(earlier.get("records", 0))
                 task.bytes_done = min(int(earlier.get("bytes", 0)), task.size)
@@ -230,7 +250,7 @@ class Dispatcher:
                 continue
             self.unresolved[label] += 1
             if task.state is TaskState.QUEUED:
-                self.queue.append(task.id)
+                self._queue_of(task).append(task.id)
             if self.store is not None:
                 self.store.added(task)
         for task in reported:
@@ -277,6 +297,10 @@ class Dispatcher:
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder:
                 self._progress(task, position.records, position.bytes)
+                if task.stream and position.offset is not None and position.offset > task.offset:
+                    task.offset = position.offset
+                    if position.time is not None:
+                        task.event_time = max(task.event_time, position.time)
         for task_id in report.done:
             task = self.tasks.get(task_id)
             if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
@@ -287,6 +311,14 @@ class Dispatcher:
             if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
                 held.pop(task_id, None)
                 self._attempt_failed(task, error[:500])
+        for task_id in report.released:
+            task = self.tasks.get(task_id)
+            if task is not None and task.holder == holder and task.state is TaskState.RUNNING:
+                held.pop(task_id, None)
+                self.revoking.pop(task_id, None)
+                task.holder = None
+                self._set(task, TaskState.QUEUED)
+                self.stream_queue.appendleft(task.id)
         reply: dict[str, Any] = {}
         # Assignments the executor does not know of were lost on the way: send them again.
         known = set(report.held or ()) | set(report.done) | set(report.failed)
@@ -295,18 +327,21 @@ class Dispatcher:
         # the trainer's pipe: a dead trainer returns all of them, so the limit bounds what one crash
         # disturbs. Exactly-once, a task stays held until the trainer commits, which it may do only
         # after reading more: there the executor counts only the tasks it still feeds.
-        room = self.limit if self.exactly_once else self.limit - len(held)
+        streams = sum(1 for t in held if self.tasks[t].stream) if self.stream_tasks else 0
+        room = self.limit if self.exactly_once else self.limit - (len(held) - streams)
         need = min(report.need_tasks, room)
-        new = []
-        while need > 0 and self.queue and not self.suspended and not self.enough and self.failure is None:
+        new: list[dict[str, Any]] = []
+        handing_out = not self.suspended and not self.enough and self.failure is None
+        while need > 0 and self.queue and handing_out:
             task = self.tasks[self.queue.popleft()]
             if task.state is not TaskState.QUEUED:
                 continue
-            self._set(task, TaskState.RUNNING)
-            task.holder = holder
-            held[task.id] = None
-            new.append(task.assignment())
+            self._hand_out(task, holder, held, new)
             need -= 1
+        if self.stream_tasks and report.need_tasks > 0 and handing_out:
+            revoke = self._balance_streams(holder, held, streams, new)
+            if revoke:
+                reply["revoke"] = revoke
         if resend or new:
             reply["tasks"] = resend + new
         if self.state == "exhausted" or (self.enough and not self.counts[TaskState.RUNNING]) or (
@@ -317,6 +352,41 @@ class Dispatcher:
             reply["data_exhausted"] = True
         self._sample_rate()
         return reply
+
+    def _hand_out(self, task: Task, holder: str, held: dict[str, None], new: list[dict[str, Any]]) -> None:
+        self._set(task, TaskState.RUNNING)
+        task.holder = holder
+        held[task.id] = None
+        new.append(task.assignment())
+
+    def _balance_streams(self, holder: str, held: dict[str, None], streams: int,
+                         new: list[dict[str, Any]]) -> list[str]:
+        """Kafka partitions for ``holder``: up to its fair share, once no file task is queued; beyond
+        it (more consumers than when it got them), the ones to hand back (``revoke``).
+
+        Streams never end, so pulling as files do would leave the first executor with every partition:
+        the partitions are spread evenly instead, ``n // consumers`` each and one more for the first
+        ``n % consumers`` of those holding more (by id, so that every executor computes the same)."""
+        active = list(self.held)  # every consuming executor that reported and has not ended
+        consumers = max(len(active), self.expected_consumers, 1)
+        base, extra = divmod(self.stream_tasks, consumers)
+        counts = {h: sum(1 for t in self.held[h] if self.tasks[t].stream and t not in self.revoking) for h in active}
+        above = sorted(h for h, n in counts.items() if n > base)
+        share = base + 1 if (holder in above[:extra] or (holder not in above and len(above) < extra)) else base
+        mine = counts[holder]
+        while mine < share and self.stream_queue and not self.queue:
+            task = self.tasks[self.stream_queue.popleft()]
+            if task.state is TaskState.QUEUED:
+                self._hand_out(task, holder, held, new)
+                mine += 1
+        if mine > share:
+            keep = [t for t in held if self.tasks[t].stream and t not in self.revoking]
+            for task_id in keep[share:]:  # the newest go: the oldest keep their consumers warm
+                self.revoking[task_id] = holder
+        return [t for t, h in self.revoking.items() if h == holder]
+
+    def _queue_of(self, task: Task) -> deque[str]:
+        return self.stream_queue if task.stream else self.queue
 
     def _keep_early(self, holder: str, report: DataReport) -> None:
         """An adopted executor reports on tasks the restarted AM's scan has not listed again: keep
@@ -362,7 +432,8 @@ class Dispatcher:
         for task in reversed(returned):
             self._set(task, TaskState.QUEUED)
             task.holder = None
-            self.queue.appendleft(task.id)
+            self.revoking.pop(task.id, None)
+            self._queue_of(task).appendleft(task.id)
         if returned:
             why = (f"{reason}; it exited before the end of its input" if ending is Ending.SUCCEEDED else reason)
             self.events.data_event("data", None, "requeued",
@@ -374,6 +445,9 @@ class Dispatcher:
 
         A trainer death is charged to the task only when a trainer on another executor died at the same
         position before (no record got through in between): a poison record, not a bad executor."""
+        if task.stream and task.records != task.interrupted_at:
+            task.interruptions = 0  # a stream went on since its last interruption: not a poison record
+        task.interrupted_at = task.records
         task.interruptions += 1
         if ending is Ending.CRASHED:
             if task.crashed_on and task.crashed_on != slot and task.records <= task.crashed_at:
@@ -409,6 +483,9 @@ class Dispatcher:
         """A user puts a quarantined or done task back at the front of the queue, read from its start
         with a fresh attempt budget (a done task's records are fed again)."""
         task = self._task_for_action(task_id, "re-queue")
+        if task.stream:
+            raise TaskActionRefused(409, f"task {task_id} is a Kafka partition: it cannot be re-read from its "
+                                         f"start (resubmit with kafka.start to read it again)")
         if task.state not in (TaskState.QUARANTINED, TaskState.DONE):
             holder = " (being read: restart its executor to move it)" if task.state is TaskState.RUNNING else ""
             raise TaskActionRefused(409, f"task {task_id} is {task.state.value}{holder}: only a quarantined or "
@@ -424,7 +501,7 @@ class Dispatcher:
         self._set(task, TaskState.QUEUED)
         self.unresolved[task.partition] += 1
         self._rewind_watermark(task.partition)
-        self.queue.appendleft(task.id)
+        self._queue_of(task).appendleft(task.id)
         self.events.data_event(f"task/{task.id}", old.value, TaskState.QUEUED.value, why, actor)
         return task
 
@@ -438,6 +515,7 @@ class Dispatcher:
         holder = task.holder
         if holder is not None:
             self.held.get(holder, {}).pop(task.id, None)
+        self.revoking.pop(task.id, None)
         task.error = why
         self._resolve(task, TaskState.QUARANTINED, why, actor)
         return task, holder
@@ -517,9 +595,13 @@ class Dispatcher:
 
     def saved_state(self) -> dict[str, dict[str, Any]]:
         """Every task's position, as a savepoint keeps it (``journal.write_snapshot``)."""
-        return {t.id: {"state": t.state.value if t.state.resolved else "queued", "records": t.records,
-                       "bytes": t.bytes_done, "attempts": t.attempts, "error": t.error}
-                for t in self.tasks.values()}
+        state = {t.id: {"state": t.state.value if t.state.resolved else "queued", "records": t.records,
+                        "bytes": t.bytes_done, "attempts": t.attempts, "error": t.error}
+                 for t in self.tasks.values()}
+        for task in self.tasks.values():
+            if task.stream:
+                state[task.id].update(offset=task.offset, time=task.event_time)
+        return state
 
     @property
     def watermark(self) -> str | None:
@@ -607,7 +689,7 @@ class Dispatcher:
                                f"attempt {task.attempts} of {self.spec.max_task_attempts} failed: {error}")
         task.holder = None
         self._set(task, TaskState.QUEUED)
-        self.queue.appendleft(task.id)
+        self._queue_of(task).appendleft(task.id)
 
     def _out_of_attempts(self, task: Task) -> None:
         self._give_up(task, f"task {task.id} ({task.url}) failed {task.attempts} time(s), max_task_attempts is "

@@ -8,7 +8,8 @@ Kept in ``work_preserve_dir`` as two files:
 ``tasks.journal``
     one JSON object per line, appended after the snapshot was taken:
     ``{"op": "add", "task": {...}}``, ``{"op": "set", "id", "state", "records", "bytes",
-    "attempts", "error"[, "holder"]}`` (``holder``: the executor incarnation reading a running task,
+    "attempts", "error"[, "holder"][, "offset", "time"]}`` (``offset`` and ``time``: a Kafka partition's next
+    offset and last record's timestamp; ``holder``: the executor incarnation reading a running task,
     which a restarted AM of the same job gives it back to) and ``{"op": "checkpoint", "slot", "id"}`` (exactly-once: the
     checkpoint an executor index last committed). Every line carries absolute values, so replaying a line twice
     changes nothing.
@@ -67,7 +68,7 @@ class TaskJournal:
         self._dirty: dict[str, Task] = {}
         # What the journal says of each task changed since the snapshot: (state, records, bytes,
         # attempts, error, holder), compared at each write so that only changes are written.
-        self._written: dict[str, tuple[str, int, int, int, str, str | None]] = {}
+        self._written: dict[str, _Entry] = {}
         self._flushed_at = 0.0
         self._unsynced = False
         self._lines = self._cut_torn_line()
@@ -119,7 +120,7 @@ class TaskJournal:
         hand, one ``os.write``."""
         for task in self._dirty.values():
             entry = (task.state.value, task.records, task.bytes_done, task.attempts, task.error,
-                     task.holder if task.state is TaskState.RUNNING else None)
+                     task.holder if task.state is TaskState.RUNNING else None, task.offset, task.event_time)
             if self._written.get(task.id) != entry:
                 self._written[task.id] = entry
                 self._pending.append(_set_line(task.id, entry))
@@ -182,19 +183,29 @@ class TaskJournal:
             self._file.close()
 
 
-def _set_line(task_id: str, entry: tuple[str, int, int, int, str, str | None]) -> str:
+# (state, records, bytes, attempts, error, holder, offset, time) of a task, as journaled
+_Entry = tuple[str, int, int, int, str, "str | None", int, int]
+
+
+def _set_line(task_id: str, entry: _Entry) -> str:
     """``{"op": "set", ...}`` as ``json.dumps`` would write it, built by hand (it is hot)."""
-    state, records, nbytes, attempts, error, holder = entry
+    state, records, nbytes, attempts, error, holder, offset, event_time = entry
     line = (f'{{"op": "set", "id": {_quote(task_id)}, "state": "{state}", "records": {records}, '
             f'"bytes": {nbytes}, "attempts": {attempts}, "error": {_quote(error)}')
-    return line + (f', "holder": {_quote(holder)}}}' if holder is not None else "}")
+    if holder is not None:
+        line += f', "holder": {_quote(holder)}'
+    if offset >= 0:
+        line += f', "offset": {offset}, "time": {event_time}'
+    return line + "}"
 
 
-def _entry(values: tuple[str, int, int, int, str, str | None]) -> dict[str, Any]:
-    state, records, nbytes, attempts, error, holder = values
+def _entry(values: _Entry) -> dict[str, Any]:
+    state, records, nbytes, attempts, error, holder, offset, event_time = values
     entry: dict[str, Any] = {"state": state, "records": records, "bytes": nbytes, "attempts": attempts, "error": error}
     if holder is not None:
         entry["holder"] = holder
+    if offset >= 0:
+        entry.update(offset=offset, time=event_time)
     return entry
 
 
@@ -219,7 +230,7 @@ def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
                 continue
             if entry.get("op") == "set":
                 state[entry["id"]] = {k: entry[k] for k in ("state", "records", "bytes", "attempts", "error",
-                                                            "holder") if k in entry}
+                                                            "holder", "offset", "time") if k in entry}
             elif entry.get("op") == "add":
                 state.setdefault(entry["task"]["id"], {"state": "queued", "records": 0, "bytes": 0, "attempts": 0})
     return state

@@ -29,6 +29,7 @@ from .journal import (
     recover,
     write_snapshot,
 )
+from .kafka import KafkaInput
 from .source import Scanner
 
 log = logging.getLogger("primus.data")
@@ -36,9 +37,10 @@ log = logging.getLogger("primus.data")
 
 class DataPlane:
     def __init__(self, spec: InputSpec, events: DataEvents, private_journal: Path | None = None,
-                 recovering: bool = False):
+                 recovering: bool = False, job_name: str = "job"):
         """``private_journal``: where to journal the tasks for a restarted AM of this job when
-        ``work_preserve_dir`` is not a local directory; ``recovering``: this AM is such a restart."""
+        ``work_preserve_dir`` is not a local directory; ``recovering``: this AM is such a restart;
+        ``job_name``: names a Kafka source's default consumer group."""
         self.spec = spec
         self.journal: TaskJournal | None = None  # a local work_preserve_dir, else the private journal
         self.remote: HdfsSnapshots | None = None  # a work_preserve_dir on HDFS
@@ -85,6 +87,7 @@ class DataPlane:
         self.dispatcher = Dispatcher(spec, events, self.journal, recovered)
         self.dispatcher.checkpoints.update(checkpoints)
         self.scanner = Scanner(spec, self.dispatcher)
+        self.kafka = KafkaInput(spec, self.dispatcher, job_name) if spec.kafka is not None else None
         self._tasks: list[asyncio.Task] = []
         # Executor id (the holder without one) -> how its feeding goes, as last reported (metrics).
         self.feed_stats: dict[str, FeedStats] = {}
@@ -97,14 +100,28 @@ class DataPlane:
         if self._problem is not None:
             self.dispatcher.fail(self._problem)
             return
-        self._tasks = [asyncio.ensure_future(self.scanner.run()), asyncio.ensure_future(self._flush_forever())]
+        self._tasks = [asyncio.ensure_future(self._scan()), asyncio.ensure_future(self._flush_forever())]
+
+    async def _scan(self) -> None:
+        """The file sources' partitions, then the Kafka source's (files first: one stream)."""
+        if self.spec.sources:
+            await self.scanner.run(finish=self.kafka is None)
+        if self.kafka is not None and self.dispatcher.failure is None:
+            await self.kafka.run()
+
+    def consumers(self, count: int) -> None:
+        """How many consuming executors are registered or running: Kafka partitions are spread over them."""
+        self.dispatcher.expected_consumers = count
 
     def heartbeat(self, holder: str, report: DataReport, slot: str | None = None) -> dict[str, Any]:
         if report.feed is not None:
             self.feed_stats[slot or holder] = report.feed
         reply = self.dispatcher.heartbeat(holder, report, slot)
         for assignment in reply.get("tasks") or ():
-            assignment["url"] = self._reader_url(assignment["url"])
+            if self.kafka is not None and assignment["url"].startswith("kafka://"):
+                assignment["kafka"] = self.kafka.assignment(self.dispatcher.tasks[assignment["task_id"]])
+            else:
+                assignment["url"] = self._reader_url(assignment["url"])
         return reply
 
     def _reader_url(self, url: str) -> str:
@@ -152,7 +169,11 @@ class DataPlane:
         return self.status()
 
     def status(self) -> dict[str, Any]:
-        return self.dispatcher.status()
+        status = self.dispatcher.status()
+        if self.kafka is not None:
+            status["kafka"] = self.kafka.status()
+            status["progress"] = None  # Kafka's share is counted in offsets, not bytes: see status["kafka"]
+        return status
 
     async def savepoint(self, directory: str) -> dict[str, Any]:
         """Every task's position, written to ``directory`` (a job started with ``restore_from`` there
@@ -177,6 +198,8 @@ class DataPlane:
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        if self.kafka is not None:
+            self.kafka.close()
         if self.journal is not None:
             self._save_journal(self.journal.close)
             self.journal = None

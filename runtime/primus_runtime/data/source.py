@@ -92,7 +92,8 @@ class Scanner:
         self.dispatcher = dispatcher
         self._fs_for = fs_for or _fsspec_for
 
-    async def run(self) -> None:
+    async def run(self, finish: bool = True) -> None:
+        """``finish``: the scan ends with the files (no Kafka source follows them)."""
         try:
             sources = self.spec.sources
             for partition in partitions(self.spec.time_range, {s.granularity for s in sources}):
@@ -102,7 +103,8 @@ class Scanner:
                         tasks += await self._scan(source, partition)
                 added = self.dispatcher.add_partition(partition.label, tasks)
                 log.info("partition %s: %d task(s), %d new", partition.label or "(all)", len(tasks), added)
-            self.dispatcher.scan_finished()
+            if finish:
+                self.dispatcher.scan_finished()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a scan that cannot go on fails the job with the reason

@@ -78,7 +78,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any, BinaryIO, cast
 
-from ..data import formats, webhdfs
+from ..data import formats, kafka_reader, webhdfs
 
 log = logging.getLogger("primus.executor")
 
@@ -125,6 +125,11 @@ class _TaskFeed:
         self.written_records = self.skip  # position after the last chunk written
         self.committed_done = False  # exactly-once: every record committed
         self.file: BinaryIO | None = None  # fast path: open until the writer is done with the task
+        # A Kafka partition: read by a thread of its own (a stream does not end), its offsets by count;
+        # revoked: the AM moves it elsewhere, so reading stops and it is handed back once consumed.
+        self.offsets = (kafka_reader.OffsetMap(self.skip, int(assignment["start"]))
+                        if assignment.get("kafka") else None)
+        self.revoked = False
 
 
 class _Segment:
@@ -237,6 +242,7 @@ class Feeder:
         with self.lock:
             progress: dict[str, dict[str, int]] = {}
             done: list[str] = []
+            released: list[str] = []
             failed: dict[str, str] = {}
             unread = self._unread()
             done_with = self._records_done(unread, final)
@@ -253,14 +259,21 @@ class Feeder:
                     task.committed_done = task.written_end is not None and task.written_end <= confirmed
             for task in self.tasks.values():
                 progress[task.id] = {"records": task.records, "bytes": task.bytes}
+                if task.offsets is not None:
+                    progress[task.id].update(offset=task.offsets.offset_at(task.records),
+                                             time=task.offsets.time_at(task.records))
+                    task.offsets.forget_before(task.records)
                 if task.committed_done:
-                    if task.error is None:
-                        done.append(task.id)
-                    else:
+                    if task.error is not None:
                         failed[task.id] = task.error
+                    elif task.revoked:
+                        released.append(task.id)
+                    else:
+                        done.append(task.id)
             report: dict[str, Any] = {
                 "need_tasks": 0 if self.exhausted or self.broken or self.draining else max(0, self.max_tasks - self._in_flight()),
-                "held": list(self.tasks), "progress": progress, "done": done, "failed": failed}
+                "held": list(self.tasks), "progress": progress, "done": done, "failed": failed,
+                "released": released}
             reading = self.segments[0].task.id if done_with is not None and self.segments else \
                 self._reading(unread)
             if reading is not None:
@@ -281,9 +294,10 @@ class Feeder:
         """Tasks that count against ``max_tasks``. At-least-once: every task not done, also one whose
         records all sit in the pipe (a crash returns it too). Exactly-once: only tasks still being fed,
         since a task stays held until the trainer commits, which it may do only after more records."""
+        files = [t for t in self.tasks.values() if t.offsets is None]  # a stream (Kafka) never ends
         if self.commit_file is not None:
-            return sum(1 for t in self.tasks.values() if t.written_end is None)
-        return sum(1 for t in self.tasks.values() if not t.committed_done)
+            return sum(1 for t in files if t.written_end is None)
+        return sum(1 for t in files if not t.committed_done)
 
     def room(self) -> bool:
         """Whether a task held is now read to its end: reporting it done makes room for another."""
@@ -346,14 +360,23 @@ class Feeder:
     def reported(self, report: dict[str, Any], reply: dict[str, Any]) -> None:
         """The AM took ``report``; ``reply`` may assign tasks or say the input is exhausted."""
         with self.lock:
-            for task_id in list(report["done"]) + list(report["failed"]):
+            for task_id in list(report["done"]) + list(report["failed"]) + list(report.get("released", ())):
                 self.tasks.pop(task_id, None)
+            for task_id in reply.get("revoke") or ():
+                if task_id in self.tasks:
+                    self.tasks[task_id].revoked = True
             for assignment in reply.get("tasks") or ():
                 if str(assignment["task_id"]) in self.tasks or self.closed:
                     continue
                 task = _TaskFeed(assignment)
                 self.tasks[task.id] = task
-                self.todo.put(task)
+                if task.offsets is not None:
+                    thread = threading.Thread(target=self._read_task, args=(task,), daemon=True,
+                                              name=f"primus-feed-stream-{task.id}")
+                    self._threads.append(thread)
+                    thread.start()
+                else:
+                    self.todo.put(task)
             self.exhausted = bool(reply.get("data_exhausted"))
             if self.exhausted and (not self.tasks or (self.commit_file is not None and all(
                     t.written_end is not None for t in self.tasks.values()))):
@@ -467,52 +490,63 @@ class Feeder:
             task = self.todo.get()
             if task is None:
                 return
-            error = None
-            records, nbytes = task.skip, 0
-            a = task.assignment
-            fmt = str(a["format"])
-            try:
-                streamed = str(a["url"]).startswith("webhdfs://")  # read once, front to back: no pread
-                if fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread") and \
-                        not streamed:
-                    # Byte ranges of whole records, moved file -> pipe by the writer (os.splice).
-                    f = task.file = open_input(str(a["url"]))  # the writer closes it after the task
-                    raw = fmt == "raw"
+            self._read_task(task)
+
+    def _read_task(self, task: _TaskFeed) -> None:
+        error = None
+        records, nbytes = task.skip, 0
+        a = task.assignment
+        fmt = str(a["format"])
+        try:
+            streamed = str(a["url"]).startswith("webhdfs://")  # read once, front to back: no pread
+            if task.offsets is not None:
+                stopped = lambda: self.closed or self.broken or task.revoked  # noqa: E731
+                for framed, count in kafka_reader.read_partition(a, task.offsets, stopped, lines=fmt == "jsonl"):
+                    records = count
+                    nbytes += len(framed)
+                    self._put(task, framed, records, nbytes, False)
+                if self.closed or self.broken:
+                    return
+            elif fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread") and \
+                    not streamed:
+                # Byte ranges of whole records, moved file -> pipe by the writer (os.splice).
+                f = task.file = open_input(str(a["url"]))  # the writer closes it after the task
+                raw = fmt == "raw"
+                start, end = int(a["start"]), int(a["end"])
+                for offset, length, block, count in formats.framed_ranges(
+                        f.fileno(), fmt, start, end, task.skip, _range_size(end - start)):
+                    records = count
+                    if block is None:
+                        nbytes += formats.raw_framed_length(length) if raw else length
+                        self._put(task, _Range(f, offset, length, raw), records, nbytes, False)
+                    else:
+                        nbytes += len(block)
+                        self._put(task, block, records, nbytes, False)
+                    if self.closed or self.broken:
+                        return
+            else:
+                with open_input(str(a["url"])) as f:
+                    # Framed blocks that never cut a record; for text no Python work per line.
                     start, end = int(a["start"]), int(a["end"])
-                    for offset, length, block, count in formats.framed_ranges(
-                            f.fileno(), fmt, start, end, task.skip, _range_size(end - start)):
-                        records = count
-                        if block is None:
-                            nbytes += formats.raw_framed_length(length) if raw else length
-                            self._put(task, _Range(f, offset, length, raw), records, nbytes, False)
-                        else:
-                            nbytes += len(block)
-                            self._put(task, block, records, nbytes, False)
+                    blocks: Iterator[tuple[bytes | memoryview, int]]
+                    if fmt in ("text", "jsonl") and a["compression"] == "none" and streamed:
+                        # A WebHDFS stream: large reads, each block fed as it was read (one copy).
+                        blocks = formats.streamed_lines(f, start, end, task.skip, _range_size(end - start))
+                    else:  # blocks of about CHUNK_BYTES
+                        blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
+                    for data, count in blocks:
+                        records = count  # position in the split, skipped records included
+                        nbytes += len(data)
+                        self._put(task, data, records, nbytes, False)
                         if self.closed or self.broken:
                             return
-                else:
-                    with open_input(str(a["url"])) as f:
-                        # Framed blocks that never cut a record; for text no Python work per line.
-                        start, end = int(a["start"]), int(a["end"])
-                        blocks: Iterator[tuple[bytes | memoryview, int]]
-                        if fmt in ("text", "jsonl") and a["compression"] == "none" and streamed:
-                            # A WebHDFS stream: large reads, each block fed as it was read (one copy).
-                            blocks = formats.streamed_lines(f, start, end, task.skip, _range_size(end - start))
-                        else:  # blocks of about CHUNK_BYTES
-                            blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
-                        for data, count in blocks:
-                            records = count  # position in the split, skipped records included
-                            nbytes += len(data)
-                            self._put(task, data, records, nbytes, False)
-                            if self.closed or self.broken:
-                                return
-            except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
-                error = f"{a['url']}: {type(exc).__name__}: {exc}"
-                log.warning("task %s failed: %s", task.id, error)
-            with self.lock:
-                task.read_done = True
-                task.error = error
-            self._put(task, b"", records, nbytes, True)
+        except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
+            error = f"{a['url']}: {type(exc).__name__}: {exc}"
+            log.warning("task %s failed: %s", task.id, error)
+        with self.lock:
+            task.read_done = True
+            task.error = error
+        self._put(task, b"", records, nbytes, True)
 
     def _put(self, task: _TaskFeed, data: bytes | memoryview | _Range, records: int, nbytes: int, last: bool) -> None:
         while not (self.closed or self.broken):
