@@ -957,6 +957,7 @@ def _decompress(fileobj: IO[bytes], compression: str) -> IO[bytes]:
 
             stream, errors = zstd.ZstdFile(fileobj), (zstd.ZstdError, EOFError)
         except ImportError:
+            with_site_packages()
             try:
                 import zstandard
             except ImportError as exc:
@@ -1020,9 +1021,23 @@ class _Decompressed:
         return chunk
 
 
+def with_site_packages() -> None:
+    """Put the interpreter's site-packages on ``sys.path``, once: the local backend starts executors
+    with ``-S`` (the executor needs only the standard library, and skipping site saves part of the
+    start), so a package an input format needs (pyarrow, zstandard, confluent_kafka) is found only
+    after this."""
+    if not sys.flags.no_site or getattr(with_site_packages, "done", False):
+        return
+    import site
+
+    site.main()
+    with_site_packages.done = True  # type: ignore[attr-defined]
+
+
 # --- parquet (pyarrow, imported when needed) ----------------------------------------------------------
 
 def _parquet() -> Any:
+    with_site_packages()
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:

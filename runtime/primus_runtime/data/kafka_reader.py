@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .formats import with_site_packages
+
 log = logging.getLogger("primus.executor")
 
 BATCH = 10_000  # messages per consume call
@@ -93,6 +95,7 @@ def read_partition(assignment: dict[str, Any], offsets: OffsetMap, stopped: Call
     """Framed blocks of the partition's records from offset ``start`` (to ``end`` exclusive when >= 0,
     and before the first record at or after ``kafka.end_time`` ms), with the position (records counted
     from ``skip``) after each. Ends at the end, or when ``stopped()`` (a revoke, the feed stopping)."""
+    with_site_packages()
     try:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
     except ImportError:
@@ -132,9 +135,9 @@ def read_partition(assignment: dict[str, Any], offsets: OffsetMap, stopped: Call
 
 def _until_end(messages: list[Any], end: int, end_time: int | None) -> tuple[list[Any], bool]:
     """The messages before the task's end, and whether the end was reached."""
-    finished = False
+    finished = 0 <= end <= messages[-1].offset() + 1
     if 0 <= end <= messages[-1].offset():
-        messages, finished = [m for m in messages if m.offset() < end], True
+        messages = [m for m in messages if m.offset() < end]
     if end_time is not None:
         for i, message in enumerate(messages):
             if message.timestamp()[1] >= end_time:
