@@ -21,7 +21,7 @@ from .api_client import AMRejected, AMUntrusted
 from .backends.base import ClientOptions
 from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
 from .hadoop import HadoopConfigError, is_hdfs
-from .spec import JobSpec, SpecError, format_validation_error, load_spec
+from .spec import AUTOSCALE_TARGETS, JobSpec, SpecError, format_validation_error, load_spec
 from .states import JOB_FINISHED, JOB_OUTCOMES, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
@@ -206,6 +206,14 @@ def _clock(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts))
 
 
+def autoscale_line(policy: dict[str, Any]) -> str:
+    """``autoscale 1..4 on target_queued 1Gi; last 10:02:03: backlog ...: 2 -> 4`` from a role's status."""
+    target = next((f"{name} {policy[name]}" for name in AUTOSCALE_TARGETS if policy.get(name) is not None), "")
+    last = policy.get("last_decision")
+    return (f"autoscale {policy['min_replicas']}..{policy['max_replicas']} on {target}; "
+            + (f"last {_clock(last['time'])}: {last['reason']}" if last else "no change yet"))
+
+
 def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     status = client.status(args.app_id)
     if args.json:
@@ -215,6 +223,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     print(f"{job['app_id']}  {job.get('name', '')}  {job['state']}  {job.get('reason', '')}")
     for role in status.get("roles", []):
         print("  " + role_progress(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
+        if role.get("autoscale"):
+            print("    " + autoscale_line(role["autoscale"]))
     if status.get("data"):
         print("  " + data_progress(status["data"]))
     for attempt in job.get("am_attempts") or ():

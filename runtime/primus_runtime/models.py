@@ -315,6 +315,27 @@ class JobSummary(_Reply):
     tags: dict[str, str]
 
 
+class AutoscaleDecision(_Reply):
+    time: float = Field(description="When it was made")
+    from_replicas: int
+    to_replicas: int
+    reason: str = Field(description="The backlog against the target, e.g. 'backlog 120,000 records > 2 x 10,000 "
+                                    "per replica: 2 -> 4 (max 4)'")
+
+
+class AutoscaleView(_Reply):
+    """A role's ``autoscale`` policy as the spec gives it, and the last change it made."""
+
+    min_replicas: int
+    max_replicas: int
+    target_lag: int | None = Field(description="Kafka: records of consumer lag per replica")
+    target_queued: str | None = Field(description="Files: queued bytes per replica, as a size ('1Gi')")
+    target_catchup: float | None = Field(description="Seconds the backlog may take to drain")
+    cooldown: float
+    interval: float
+    last_decision: AutoscaleDecision | None
+
+
 class RoleView(_Reply):
     name: str
     replicas: int
@@ -324,6 +345,7 @@ class RoleView(_Reply):
     restarts: int
     states: dict[ExecutorState, int] = Field(description="Current executors by state")
     ready: int = Field(description="Current executors whose trainer passed the role's readiness probe")
+    autoscale: AutoscaleView | None = Field(None, description="Sized on the input's backlog (Role.autoscale)")
 
 
 class ExecutorView(_Reply):

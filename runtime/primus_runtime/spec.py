@@ -9,6 +9,7 @@ One module of small, strictly validated pydantic types, read top to bottom:
         placement: Placement   anti-affinity to other roles
         readiness: Readiness   when a started trainer counts as ready (ordered start waits for it)
         preemption: Preemption how a node's preemption notice reaches the executor (it then drains)
+        autoscale: Autoscale   a consuming role sized on the input's backlog
       scheduling: Scheduling   when trainers may start (gang / ordered / dynamic)
       am: AMSettings           heartbeats, shutdown grace, AM attempts
       backend: Local | Yarn | Kubernetes
@@ -42,10 +43,12 @@ from .spec_types import (
     SpecError,
     StrictModel,
     _stringify_env,
+    format_memory,
 )
 
 __all__ = [
     "AMSettings",
+    "Autoscale",
     "Failover",
     "FileSource",
     "InputSpec",
@@ -220,6 +223,59 @@ class Preemption(StrictModel):
         return name
 
 
+AUTOSCALE_TARGETS = ("target_lag", "target_queued", "target_catchup")
+
+
+class Autoscale(StrictModel):
+    """Sizes a role that consumes the input on its backlog: what is left to read, and how fast it goes.
+
+    Every ``interval`` the AM works out the replicas the target asks for, clamped to
+    ``min_replicas..max_replicas``, and scales the role through its own scaling path (as
+    ``primus scale`` does: added executors start as they register, whatever the start policy, and
+    every executor is told the new membership; removed ones hand their tasks back at their positions).
+    It changes the role at most once per ``cooldown`` (counted from the job's start too): up at once,
+    down only once the backlog has asked for fewer replicas for a whole cooldown (then to the most it
+    asked for in that time), or at once when a file input is finishing (every partition listed, the
+    backlog falling). Each change is an event of ``role/NAME`` (actor ``autoscaler``) whose reason names
+    the backlog and the target; the role's status shows the policy and the last decision. A user's
+    ``scale`` outside the bounds is brought back within them at the next change.
+
+    With both file sources and Kafka (files first), ``target_queued`` applies while the files are read
+    and ``target_lag`` once Kafka is; ``target_catchup`` applies to both.
+    """
+
+    min_replicas: int = Field(ge=1, description="Fewest executors (0 would stop reading the input).")
+    max_replicas: int = Field(ge=1, description="Most executors.")
+    target_lag: int | None = Field(
+        None, gt=0, description="Kafka: records of consumer lag per replica (replicas = ceil(lag / target_lag)).")
+    target_queued: ByteSize | None = Field(
+        None, description="Files: bytes of listed tasks not read yet per replica (replicas = ceil(queued / "
+        "target_queued)), e.g. '1Gi'. " + SIZE_RULE)
+    target_catchup: Seconds | None = Field(
+        None, description="Files or Kafka: seconds the backlog may take to drain at the rate one replica reads "
+        "(replicas = ceil(backlog / (rate per replica * target_catchup))); no change until a rate is measured.")
+    cooldown: Seconds = Field(60.0, description="No change within this long of the previous one or of the "
+                              "job's start; also how long the backlog must ask for fewer replicas before a scale-down.")
+    interval: Seconds = Field(5.0, description="How often the backlog is compared with the target.")
+
+    @model_validator(mode="after")
+    def _one_target_and_ordered_bounds(self) -> Autoscale:
+        given = {name: getattr(self, name) for name in AUTOSCALE_TARGETS if getattr(self, name) is not None}
+        if len(given) != 1:
+            spelled = {k: format_memory(v) if k == "target_queued" else v for k, v in given.items()}
+            shown = ", ".join(f"{k}: {v!r}" for k, v in spelled.items()) or "none"
+            raise ValueError(f"give exactly one of target_lag (Kafka), target_queued (files) or target_catchup, "
+                             f"got {shown}")
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(f"max_replicas: must be >= min_replicas ({self.min_replicas}), got {self.max_replicas}")
+        return self
+
+    @property
+    def target(self) -> str:
+        """The name of the target given (``target_lag``, ``target_queued`` or ``target_catchup``)."""
+        return next(name for name in AUTOSCALE_TARGETS if getattr(self, name) is not None)
+
+
 class Role(StrictModel):
     """One kind of executor: ``replicas`` copies of the same trainer command."""
 
@@ -258,6 +314,9 @@ class Role(StrictModel):
         description="tensorflow: TF_CONFIG is set; pytorch: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/"
         "LOCAL_RANK are set from this role's executors; plain: PRIMUS_* only.",
     )
+    autoscale: Autoscale | None = Field(
+        None, description="Size this role on the input's backlog (it must consume the input); replicas is the "
+        "size it starts with, within the bounds. See Autoscale.")
 
     @field_validator("command")
     @classmethod
@@ -294,6 +353,22 @@ class Role(StrictModel):
             raise ValueError("ports: pytorch roles need at least 1 port (MASTER_PORT), got 0")
         if self.readiness.probe == "ports" and self.ports < 1:
             raise ValueError("readiness.probe: 'ports' needs the role to reserve ports, got ports: 0")
+        return self
+
+    @model_validator(mode="after")
+    def _autoscale_fits_the_role(self) -> Role:
+        policy = self.autoscale
+        if policy is None:
+            return self
+        if not self.consumes_input:
+            raise ValueError("autoscale: sizes the role on the input's backlog, so the role needs "
+                             "consumes_input: true, got false")
+        if self.framework == "pytorch":
+            raise ValueError("autoscale: a pytorch role cannot be scaled (WORLD_SIZE is fixed at start), "
+                             "got framework: pytorch")
+        if not policy.min_replicas <= self.replicas <= policy.max_replicas:
+            raise ValueError(f"replicas: must be within autoscale's bounds {policy.min_replicas}.."
+                             f"{policy.max_replicas}, got {self.replicas}")
         return self
 
     @property
@@ -931,6 +1006,27 @@ class JobSpec(StrictModel):
             able = [info.name for info in backends.BACKENDS.values() if info.serves_tls]
             raise ValueError(f"am.tls: the {self.backend.type} backend cannot serve the AM API over TLS yet "
                              f"(only {', '.join(able)}), got true")
+        return self
+
+    @model_validator(mode="after")
+    def _autoscaled_roles_fit_the_input(self) -> JobSpec:
+        consumers = [r.name for r in self.roles if r.consumes_input]
+        for i, role in enumerate(self.roles):
+            policy = role.autoscale
+            if policy is None or self.input is None:
+                continue  # a consuming role without input is refused above
+            if len(consumers) > 1:
+                raise ValueError(f"roles[{i}].autoscale: the backlog and its rate are the whole input's, shared by "
+                                 f"the roles that consume it, so autoscaling needs a single consuming role, got "
+                                 f"{consumers}")
+            kafka = getattr(self.input, "kafka_sources", [])  # Kafka input arrives with the lead's merge
+            if policy.target_lag is not None and not kafka:
+                raise ValueError(f"roles[{i}].autoscale.target_lag: is Kafka consumer lag and the input has no "
+                                 f"kafka source (files: target_queued or target_catchup), got {policy.target_lag}")
+            if policy.target_queued is not None and not self.input.sources:
+                raise ValueError(f"roles[{i}].autoscale.target_queued: is bytes of file tasks and the input has no "
+                                 f"file sources (Kafka: target_lag or target_catchup), got "
+                                 f"{format_memory(policy.target_queued)!r}")
         return self
 
     # --- helpers used by the AM ---

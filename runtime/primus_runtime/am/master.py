@@ -29,6 +29,7 @@ from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
 from ..models import HeartbeatRequest, RegisterRequest, RequestError, UnregisterRequest
 from ..spec import JobSpec
+from .autoscaler import Autoscaler, Backlog
 from .failover import Action, FailoverEngine
 from .journal import JOURNAL, AMJournal, Recovered, restore
 from .metrics import AMMetrics
@@ -45,6 +46,7 @@ NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
 STATUS_SNAPSHOT_SECONDS = 2.0
 # Executors that may still run a trainer (or are about to).
 _NOT_ENDED = tuple(state for state in ExecutorState if not state.terminal)
+AUTOSCALER = "autoscaler"  # the actor of the scaling events Role.autoscale makes
 
 
 class ApplicationMaster(BackendEvents):
@@ -55,6 +57,11 @@ class ApplicationMaster(BackendEvents):
         self.status_path = status_path
         self.record = JobRecord(app_id=app_id, name=spec.name, attempt=attempt, tags=dict(spec.tags))
         self.record.roles = {r.name: RoleState(r.name, r.replicas) for r in spec.roles}
+        # Roles sized on the input's backlog, evaluated by the sweep (see _autoscale).
+        self.autoscalers = {r.name: Autoscaler(r.name, r.autoscale) for r in spec.roles if r.autoscale is not None}
+        self._autoscale_due: dict[str, float] = {}
+        for name, scaler in self.autoscalers.items():
+            self.record.roles[name].autoscale = {**scaler.policy.model_dump(mode="json"), "last_decision": None}
         self.scheduler = RoleScheduler(spec, self.record)
         self.failover = FailoverEngine(spec)
         self.address = ""  # host:port of the API, set once it listens
@@ -304,7 +311,8 @@ class ApplicationMaster(BackendEvents):
         self._reconcile()
         return task
 
-    def request_scale(self, role_name: str, replicas: int, actor: str | None = None) -> dict[str, Any]:
+    def request_scale(self, role_name: str, replicas: int, actor: str | None = None,
+                      reason: str | None = None) -> dict[str, Any]:
         self._check_not_finished()
         if role_name not in self.record.roles:
             raise RequestError(404, f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
@@ -320,9 +328,9 @@ class ApplicationMaster(BackendEvents):
         if replicas == old:
             return {"role": role_name, "replicas": old}
         role.replicas = replicas
-        self.record.add_event(f"role/{role_name}", str(old), str(replicas), f"scaled from {old} to {replicas}",
-                              actor=actor)
-        log.info("role %s scaled %d -> %d", role_name, old, replicas)
+        self.record.add_event(f"role/{role_name}", str(old), str(replicas),
+                              reason or f"scaled from {old} to {replicas}", actor=actor)
+        log.info("role %s scaled %d -> %d%s", role_name, old, replicas, f": {reason}" if reason else "")
         for index in range(replicas, old):
             ex = self.record.drop_executor(f"{role_name}-{index}")
             self.record.history.append(ex)
@@ -717,11 +725,44 @@ class ApplicationMaster(BackendEvents):
             or self.scheduler.not_ready(now)
         if stuck:
             self.finish(JobState.FAILED, stuck)
+        self._autoscale(now)
         self._journal()
         written_at, events = self._snapshot
         if len(self.record.events) != events and now - written_at >= STATUS_SNAPSHOT_SECONDS:
             self._write_status()
         self._log_history()
+
+    def _autoscale(self, now: float) -> None:
+        """Each autoscaled role's policy, every ``interval`` while the job runs and input is handed out.
+        A change goes through request_scale, as a user's does (membership pushed to the executors,
+        tasks of removed ones handed back): one ``role/NAME`` event with the policy's reason."""
+        data = self.data
+        if not self.autoscalers or data is None:
+            return
+        if self.record.state is not JobState.RUNNING or self.record.finishing is not None or not data.handing_out:
+            for scaler in self.autoscalers.values():
+                scaler.pause()
+            return
+        backlog: Backlog | None = None
+        for name, scaler in self.autoscalers.items():
+            role = self.record.roles[name]
+            if now < self._autoscale_due.get(name, 0.0) or role.ignored:
+                continue
+            self._autoscale_due[name] = now + scaler.policy.interval
+            if backlog is None:
+                backlog = data.backlog()
+            decision = scaler.decide(now, role.replicas, backlog)
+            if decision is None:
+                continue
+            old = role.replicas
+            try:
+                self.request_scale(name, decision.replicas, actor=AUTOSCALER, reason=decision.reason)
+            except RequestError as exc:
+                log.warning("autoscaler: cannot scale role %s to %d: %s", name, decision.replicas, exc)
+                continue
+            role.autoscale = {**(role.autoscale or {}), "last_decision": {
+                "time": time.time(), "from_replicas": old, "to_replicas": decision.replicas,
+                "reason": decision.reason}}
 
     def _log_history(self) -> None:
         sample = self.timeline.maybe_sample()

@@ -119,6 +119,9 @@ class RoleState:
     failures: int = 0  # charged failures, all indices
     failures_by_index: dict[int, int] = field(default_factory=dict)
     restarts: int = 0
+    # Role.autoscale's policy and its last decision (models.AutoscaleView); None: not autoscaled.
+    # Replaced, never changed in place: the AM journal sees a change by comparing values.
+    autoscale: dict[str, Any] | None = None
 
 
 @dataclass
@@ -293,6 +296,7 @@ class JobRecord:
                 "failures": role.failures,
                 "restarts": role.restarts,
                 "states": self.role_counts(role.name),
+                "autoscale": role.autoscale,
             }
             for role in self.roles.values()
         ]

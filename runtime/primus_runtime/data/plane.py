@@ -2,9 +2,9 @@
 
 The AM makes exactly these calls: ``start()`` once, ``heartbeat()`` for each report of
 a consuming executor, ``release()`` when one ends, ``suspend()``/``resume()``/``savepoint()`` on request,
-``status()`` for the API, ``finish()`` and ``close()`` at the end. What the data plane
-has to say goes back through ``DataEvents`` (an event for the job's log, or the job
-must fail).
+``status()`` for the API, ``backlog()`` for an autoscaled role, ``finish()`` and ``close()`` at the end.
+What the data plane has to say goes back through ``DataEvents`` (an event for the job's log, or the
+job must fail).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import hadoop
+from ..am.autoscaler import Backlog
 from ..models import DataReport, FeedStats
 from ..spec import InputSpec, local_path
-from .dispatcher import DataEvents, Dispatcher, Ending
+from .dispatcher import RATE_WINDOW_SECONDS, DataEvents, Dispatcher, Ending, TaskState
 from .journal import (
     UPLOAD_SECONDS,
     HdfsSnapshots,
@@ -174,6 +175,29 @@ class DataPlane:
             status["kafka"] = self.kafka.status()
             status["progress"] = None  # Kafka's share is counted in offsets, not bytes: see status["kafka"]
         return status
+
+    @property
+    def handing_out(self) -> bool:
+        """Tasks are being handed out: not suspended, not failed, not read to the end (nor to
+        ``success_percent``). Only then does the backlog say how many consumers are needed."""
+        d = self.dispatcher
+        return not (d.suspended or d.enough or d.failure is not None or self.consumed)
+
+    def backlog(self) -> Backlog:
+        """What is left to read and how fast it goes: what an autoscaled consuming role is sized on."""
+        # --- Kafka plugs in here: while Kafka is read (no file sources, or every file task resolved),
+        # return Backlog("kafka", amount=the consumer lag in records summed over the topic partitions
+        # (end offset - the task's offset), rate=records/s read over the last window by every consumer,
+        # complete=False, window=the seconds that rate covers). Stream tasks must not count below.
+        return self._files_backlog()
+
+    def _files_backlog(self) -> Backlog:
+        d = self.dispatcher
+        # A quarantined task is never read, and its bytes never count as done.
+        skipped = sum(d.tasks[t].size - d.tasks[t].bytes_done for t in d.quarantined
+                      if d.tasks[t].state is TaskState.QUARANTINED)
+        queued = max(0, d.bytes_total - d.bytes_done - skipped)
+        return Backlog("files", queued, d.rate(), d.scan_complete, RATE_WINDOW_SECONDS)
 
     async def savepoint(self, directory: str) -> dict[str, Any]:
         """Every task's position, written to ``directory`` (a job started with ``restore_from`` there

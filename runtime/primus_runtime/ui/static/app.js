@@ -214,6 +214,13 @@ function roleBlock(role) {
   return entry;
 }
 
+// A role sized on the input's backlog (Role.autoscale): its bounds and the last change it made.
+function autoscaleText(policy) {
+  if (!policy) return "";
+  const last = policy.last_decision;
+  return ` · autoscale ${policy.min_replicas}..${policy.max_replicas}` + (last ? ` (last: ${last.reason})` : "");
+}
+
 function renderRoles(roles, executors) {
   const now = Date.now() / 1000;
   const byRole = new Map(roles.map((r) => [r.name, []]));
@@ -228,7 +235,7 @@ function renderRoles(roles, executors) {
     const states = Object.entries(role.states).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(", ");
     const flags = [role.released ? "" : "not released", role.ignored ? "ignored" : ""].filter(Boolean).join(", ");
     setText(entry.summary, `${role.replicas} wanted · ${states || "none yet"} · ${role.ready} ready · ` +
-      `${role.restarts} restarts · ${role.failures} failures${flags ? " · " + flags : ""}`);
+      `${role.restarts} restarts · ${role.failures} failures${flags ? " · " + flags : ""}${autoscaleText(role.autoscale)}`);
     entry.block.querySelector("[data-act=scale]").dataset.replicas = role.replicas;
   }
   for (const [role, list] of byRole) renderExecutorRows(roleBlock(role), list, now);
