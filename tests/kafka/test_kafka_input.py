@@ -6,6 +6,7 @@ sees exactly what reached trainers, duplicates included. Records are JSON docume
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -130,3 +131,134 @@ def committed_ids(client, app: str, out: Path) -> list[str]:
     names = [json.loads(line)["checkpoint"] for f in job_dir.glob("executors/*/attempt-*/commits.jsonl")
              for line in f.read_text().splitlines()]
     return [json.loads(line)["id"] for name in names for line in (out / f"batch-{name}.txt").read_text().splitlines()]
+
+
+BASE_MS = 1_796_083_200_000  # 2026-12-01T00:00:00Z
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat()
+
+
+def test_start_modes_and_a_bounded_end_by_time(client, kafka_broker, tmp_path):
+    bootstrap, topic, group = kafka_broker.bootstrap, unique_topic(), unique_topic("group")
+    create_topic(bootstrap, topic, 2)
+    # Record i at BASE + i seconds, alternating partitions.
+    produce(bootstrap, topic, [Record(None, json.dumps({"id": f"s{i}"}).encode(), i % 2, BASE_MS + i * 1000)
+                               for i in range(1000)])
+
+    def run(name: str, **kafka: Any) -> tuple[dict[str, Any], list[str]]:
+        out = tmp_path / name
+        out.mkdir()
+        spec = kafka_spec(out, bootstrap, topic, replicas=2, **{"group_id": group, **kafka})
+        status = client.wait(client.submit(spec), timeout=120)
+        return status, ids_read(out)
+
+    # A time range: the first record at or after the start, up to the last one before the end.
+    status, read = run("window", start=iso(BASE_MS + 600_000), end=iso(BASE_MS + 800_000),
+                       group_id=unique_topic("other"))
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(read) == sorted(f"s{i}" for i in range(600, 800))
+    # committed, with nothing committed yet: from the start. The AM commits the offsets to the group.
+    status, read = run("first", start="committed", end="latest")
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(read) == sorted(f"s{i}" for i in range(1000))
+    produce(bootstrap, topic, [Record(None, json.dumps({"id": f"s{i}"}).encode(), i % 2) for i in range(1000, 1300)])
+    status, read = run("second", start="committed", end="latest")
+    assert sorted(read) == sorted(f"s{i}" for i in range(1000, 1300))  # only what came since
+    # latest up to latest: nothing to read, which is a mistake worth a clear failure.
+    status, read = run("nothing", start="latest", end="latest")
+    assert status["job"]["state"] == "failed" and "nothing to read between start (latest) and end (latest)" in \
+        status["job"]["reason"], status["job"]
+    assert read == []
+
+
+def test_files_then_kafka_join_without_a_gap_or_an_overlap(client, kafka_broker, tmp_path):
+    bootstrap, topic = kafka_broker.bootstrap, unique_topic()
+    create_topic(bootstrap, topic, 2)
+    # The files hold 2026-12-01; the topic holds 2026-12-01 (again) and 2026-12-02.
+    day = tmp_path / "data" / "20261201"
+    day.mkdir(parents=True)
+    (day / "part-0.jsonl").write_text("".join(json.dumps({"id": f"d1-{i}"}) + "\n" for i in range(500)))
+    (day / "_SUCCESS").write_text("")
+    hour_ms = 3_600_000
+    produce(bootstrap, topic, [Record(None, json.dumps({"id": f"d1-{i}"}).encode(), i % 2, BASE_MS + i * 100_000)
+                               for i in range(500)])  # spread over 2026-12-01
+    produce(bootstrap, topic, [Record(None, json.dumps({"id": f"d2-{i}"}).encode(), i % 2,
+                                      BASE_MS + 24 * hour_ms + i * 1000) for i in range(300)])
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = kafka_spec(out, bootstrap, topic, replicas=2, start=None, end="latest")
+    spec["input"].update(sources=[{"name": "daily", "path": str(tmp_path / "data") + "/{{YYYY}}{{MM}}{{DD}}/",
+                                   "format": "jsonl"}],
+                         time_range={"start": "2026-12-01", "end": "2026-12-01"})
+    del spec["input"]["kafka"]["start"]
+    status = client.wait(client.submit(spec), timeout=120)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status["data"]["kafka"]["start"] == "2026-12-02T00:00:00+00:00"
+    read = ids_read(out)
+    assert sorted(read) == sorted([f"d1-{i}" for i in range(500)] + [f"d2-{i}" for i in range(300)])
+
+
+def test_a_resubmitted_job_resumes_from_its_offsets(client, kafka_broker, tmp_path):
+    bootstrap, topic = kafka_broker.bootstrap, unique_topic()
+    create_topic(bootstrap, topic, 3)
+    produce(bootstrap, topic, records("o", 6_000, 3))
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+
+    def spec_for(out: Path) -> dict[str, Any]:
+        spec = kafka_spec(out, bootstrap, topic)  # start: earliest, which the journal overrides
+        spec["input"]["work_preserve_dir"] = str(tmp_path / "preserve")
+        return spec
+
+    app = client.submit(spec_for(first))
+    wait_for(lambda: len(ids_read(first)) >= 6_000, 60, "the first records")
+    wait_for(lambda: client.status(app)["data"]["kafka"]["lag"] == 0, 30, "positions confirmed")
+    client.kill(app)
+    assert client.wait(app, timeout=60)["job"]["state"] == "killed"
+    produce(bootstrap, topic, records("n", 3_000, 3))
+    app = client.submit(spec_for(second))
+    wait_for(lambda: {f"n{i}" for i in range(3_000)} <= set(ids_read(second)), 60, "the new records")
+    client.kill(app)
+    assert sorted(ids_read(second)) == sorted(f"n{i}" for i in range(3_000))  # nothing read twice
+
+
+def test_an_unreachable_broker_or_a_missing_topic_fails_the_job_saying_so(client, kafka_broker, out):
+    spec = kafka_spec(out, "127.0.0.1:1", "clicks", connect_timeout=2)
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "failed"
+    assert "cannot reach the brokers 127.0.0.1:1 (kafka.bootstrap_servers) within 2 s" in status["job"]["reason"]
+    spec = kafka_spec(out, kafka_broker.bootstrap, "no-such-topic")
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "failed"
+    assert "kafka.topics: topic 'no-such-topic' does not exist" in status["job"]["reason"]
+
+
+def test_scaling_up_spreads_the_partitions_and_secrets_stay_masked(client, kafka_broker, out):
+    bootstrap, topic = kafka_broker.bootstrap, unique_topic()
+    create_topic(bootstrap, topic, 4)
+    produce(bootstrap, topic, records("u", 8_000, 4))
+    spec = kafka_spec(out, bootstrap, topic, replicas=1, env={"SLEEP_EVERY": "200", "SLEEP": "0.05"},
+                      consumer_config={"ssl.key.password": "hunter2-secret", "client.id": "primus-test"})
+    app = client.submit(spec)
+    wait_for(lambda: ids_read(out), 30, "a first record")
+    client.scale(app, "worker", 2)
+
+    def spread() -> bool:
+        holders = [p["holder"] for p in client.status(app)["data"]["kafka"]["partitions"]]
+        return None not in holders and len(set(holders)) == 2 and all(holders.count(h) == 2 for h in holders)
+
+    wait_for(spread, 60, "two partitions per worker")
+    wait_for(lambda: {f"u{i}" for i in range(8_000)} <= set(ids_read(out)), 60, "every record")
+    read = ids_read(out)
+    assert len(read) == len(set(read))  # a revoked partition is handed over where its trainer stopped
+    status = client.status(app)
+    assert "hunter2" not in json.dumps(status) and status["data"]["kafka"]["consumer_config"] == {
+        "ssl.key.password": "***", "client.id": "primus-test"}
+    client.kill(app)
+    client.wait(app, timeout=60)
+    job_dir = client.local.job(app).path
+    leaked = [str(p) for p in job_dir.rglob("*.log") if b"hunter2" in p.read_bytes()]
+    assert not leaked

@@ -95,6 +95,16 @@ class KafkaInput:
                                        "logger": log})
         return self._admin, self._consumer
 
+    def finish(self) -> None:
+        """The job ended: its last offsets go to the group."""
+        if self._consumer is None:
+            return
+        try:
+            self.commit()
+        except Exception as exc:  # noqa: BLE001 - the offsets are journaled; the group's copy is for visibility
+            log.warning("kafka source %s: cannot commit the last offsets to group %s: %s", self.source.name,
+                        self.group, exc)
+
     def close(self) -> None:
         if self._consumer is not None:
             try:
@@ -286,9 +296,13 @@ class KafkaInput:
 
     def _measure(self) -> None:
         """The partitions' ends (lag), and the tasks' offsets committed to the group where they moved."""
+        self._read_ends(list(self.tasks))
+        self.commit()
+
+    def commit(self) -> None:
+        """Commit the tasks' offsets that moved to the group (also at the end, so a short job's are)."""
         from confluent_kafka import TopicPartition
 
-        self._read_ends(list(self.tasks))
         moved = [TopicPartition(t, p, task.offset) for (t, p), task in self.tasks.items()
                  if task.offset >= 0 and self._committed.get((t, p)) != task.offset]
         if moved:

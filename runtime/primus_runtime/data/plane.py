@@ -30,6 +30,7 @@ from .journal import (
     recover,
     write_snapshot,
 )
+from .kafka import RATE_WINDOW_SECONDS as KAFKA_RATE_WINDOW
 from .kafka import KafkaInput
 from .source import Scanner
 
@@ -185,10 +186,14 @@ class DataPlane:
 
     def backlog(self) -> Backlog:
         """What is left to read and how fast it goes: what an autoscaled consuming role is sized on."""
-        # --- Kafka plugs in here: while Kafka is read (no file sources, or every file task resolved),
-        # return Backlog("kafka", amount=the consumer lag in records summed over the topic partitions
-        # (end offset - the task's offset), rate=records/s read over the last window by every consumer,
-        # complete=False, window=the seconds that rate covers). Stream tasks must not count below.
+        d = self.dispatcher
+        if self.kafka is not None and self.kafka.tasks:  # listed once the files are: is a file task left?
+            unresolved = sum(n for state, n in d.counts.items() if not state.resolved)
+            streams = sum(1 for t in self.kafka.tasks.values() if not t.state.resolved)
+            files_left = unresolved > streams
+        if self.kafka is not None and self.kafka.tasks and not files_left:
+            lag = self.kafka.total_lag()
+            return Backlog("kafka", lag or 0, self.kafka.records_rate(), False, KAFKA_RATE_WINDOW)
         return self._files_backlog()
 
     def _files_backlog(self) -> Backlog:
@@ -215,6 +220,8 @@ class DataPlane:
         self.dispatcher.finish(job_state)
         for task in self._tasks:
             task.cancel()
+        if self.kafka is not None:
+            self.kafka.finish()
         if self.journal is not None:
             self._save_journal(self.journal.flush)
         self._upload()
