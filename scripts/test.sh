@@ -4,10 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Phase 1, with the network: everything that downloads (PyPI, Maven Central, the Go module proxy).
-# The two cluster builds are cached (~/.m2 and ~/.cache/primus-minicluster, ~/.cache/primus-k8s and
-# Go's caches): a warm machine rebuilds nothing. Then the script runs again (phase 2) inside a
-# private network namespace with only `lo` (scripts/in-netns.sh), where the Kubernetes test
-# cluster's node agent puts its pod IPs: nothing of it reaches the machine's own network.
+# The cluster builds are cached (~/.m2 and ~/.cache/primus-minicluster, ~/.cache/primus-k8s and
+# Go's caches, ~/.cache/primus-kafka): a warm machine rebuilds nothing. Then the script runs again
+# (phase 2) inside a private network namespace with only `lo` (scripts/in-netns.sh), where the
+# Kubernetes test cluster's node agent puts its pod IPs: nothing of it reaches the machine's own
+# network.
 if [ -z "${PRIMUS_TEST_IN_NETNS:-}" ]; then
   scripts/bootstrap.sh
   scripts/install-hdfs-provider.sh
@@ -15,6 +16,7 @@ if [ -z "${PRIMUS_TEST_IN_NETNS:-}" ]; then
   scripts/install-framework.sh
   [ -n "${PRIMUS_NO_MINICLUSTER:-}" ] || scripts/minicluster.sh build >/dev/null
   [ -n "${PRIMUS_NO_K8S:-}" ] || scripts/k8s-cluster.sh build >/dev/null
+  [ -n "${PRIMUS_NO_KAFKA:-}" ] || scripts/kafka.sh build >/dev/null
   PRIMUS_TEST_IN_NETNS=1 exec scripts/in-netns.sh scripts/test.sh "$@"
 fi
 
@@ -23,7 +25,9 @@ fi
 # - the Hadoop minicluster (YARN + HDFS, one JVM) for tests/cluster; PRIMUS_NO_MINICLUSTER=1 leaves
 #   it out (tests/cluster then start their own);
 # - the Kubernetes test cluster (etcd, kube-apiserver, kube-controller-manager and the node agent,
-#   a kubelet stand-in) for tests/k8s; PRIMUS_NO_K8S=1 leaves it out (tests/k8s then start their own).
+#   a kubelet stand-in) for tests/k8s; PRIMUS_NO_K8S=1 leaves it out (tests/k8s then start their own);
+# - a Kafka broker (KRaft, one JVM) for tests/kafka; PRIMUS_NO_KAFKA=1 leaves it out (tests/kafka then
+#   start their own).
 clusters=()  # "SCRIPT DIR PID" of each cluster started, PID of its start command
 started=""   # set once every start command has finished
 start_cluster() {  # SCRIPT DIR
@@ -50,8 +54,12 @@ if [ -z "${PRIMUS_NO_K8S:-}" ]; then
   K8S_DIR=$(mktemp -d /tmp/primus-k8s.XXXXXX)
   start_cluster scripts/k8s-cluster.sh "$K8S_DIR"
 fi
+if [ -z "${PRIMUS_NO_KAFKA:-}" ]; then
+  KAFKA_DIR=$(mktemp -d /tmp/primus-kafka.XXXXXX)
+  start_cluster scripts/kafka.sh "$KAFKA_DIR"
+fi
 
-.venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags scripts/k8s
+.venv/bin/ruff check runtime airflow_provider_primus tests examples bench example_dags scripts/k8s scripts/kafka
 .venv/bin/mypy
 .venv/bin/hadolint docker/runtime.Dockerfile
 export PRIMUS_HOME="${PRIMUS_HOME:-$(mktemp -d /tmp/primus-test-home.XXXXXX)}"
@@ -60,7 +68,8 @@ for c in "${clusters[@]}"; do
   read -r script dir pid <<<"$c"
   wait "$pid"
   # minicluster: HADOOP_CONF_DIR, PATH with its bin/yarn (for skein), JAVA_HOME,
-  # PRIMUS_MINICLUSTER_DIR. k8s-cluster: KUBECONFIG, PRIMUS_K8S_CLUSTER_DIR.
+  # PRIMUS_MINICLUSTER_DIR. k8s-cluster: KUBECONFIG, PRIMUS_K8S_CLUSTER_DIR. kafka:
+  # PRIMUS_KAFKA_BOOTSTRAP, PRIMUS_KAFKA_DIR.
   # shellcheck disable=SC1091
   . "$dir/env.sh"
 done
