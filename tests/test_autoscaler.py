@@ -30,7 +30,7 @@ def test_it_scales_up_to_the_target_within_max_once_a_cooldown_after_start():
     assert auto.decide(105.0, 2, kafka(120_000)) is None
     decision = auto.decide(110.0, 2, kafka(120_000))
     assert decision is not None and decision.replicas == 4
-    assert decision.reason == "backlog 120,000 records > 2 x 10,000 per replica: 2 -> 4 (wants 12, max 4)"
+    assert decision.reason == "backlog 120,000 records of lag > 2 x 10,000 per replica: 2 -> 4 (wants 12, max 4)"
 
 
 def test_a_target_per_replica_asks_for_the_ceiling_and_names_sizes():
@@ -62,7 +62,7 @@ def test_it_scales_down_only_after_a_whole_cooldown_of_wanting_fewer_and_to_the_
     assert auto.decide(29.0, 4, kafka(50)) is None  # wants 1, below for 9 s only
     decision = auto.decide(30.0, 4, kafka(50))
     assert decision is not None and decision.replicas == 3  # the most wanted in the window, not 1
-    assert decision.reason == "backlog 50 records <= 3 x 100 per replica for 10s: 4 -> 3"
+    assert decision.reason == "backlog 50 records of lag <= 3 x 100 per replica for 10s: 4 -> 3"
 
 
 def test_a_burst_in_between_restarts_the_wait_before_a_scale_down():
@@ -74,7 +74,7 @@ def test_a_burst_in_between_restarts_the_wait_before_a_scale_down():
     assert auto.decide(29.0, 2, kafka(50)) is None
     decision = auto.decide(30.0, 2, kafka(50))
     assert decision is not None and decision.replicas == 1
-    assert decision.reason == "backlog 50 records <= 1 x 100 per replica for 10s: 2 -> 1"
+    assert decision.reason == "backlog 50 records of lag <= 1 x 100 per replica for 10s: 2 -> 1"
 
 
 def test_a_finishing_file_input_scales_down_without_the_wait():
@@ -111,7 +111,7 @@ def test_catch_up_time_asks_for_the_replicas_that_drain_the_backlog_in_time():
     decision = auto.decide(40.0, 2, kafka(10_000, rate=100.0))
     # 10,000 records / (50 records/s * 20 s) = 10 replicas
     assert decision is not None and decision.replicas == 10
-    assert decision.reason == "backlog 10,000 records drains in 100s at 2 x 50 records/s > 20s: 2 -> 10 (max 10)"
+    assert decision.reason == "backlog 10,000 records of lag drains in 100s at 2 x 50 records/s > 20s: 2 -> 10 (max 10)"
 
 
 def test_catch_up_waits_for_a_rate_before_it_judges():
@@ -143,8 +143,8 @@ def test_a_pause_starts_afresh_a_cooldown_ahead():
 
 
 @pytest.mark.parametrize(("replicas", "lag", "expected", "reason"), [
-    (0, 250, 3, "backlog 250 records > 0 x 100 per replica: 0 -> 3"),  # a user scaled it to 0
-    (6, 1000, 4, "backlog 1,000 records <= 4 x 100 per replica for 10s: 6 -> 4 (wants 10, max 4)"),
+    (0, 250, 3, "backlog 250 records of lag > 0 x 100 per replica: 0 -> 3"),  # a user scaled it to 0
+    (6, 1000, 4, "backlog 1,000 records of lag <= 4 x 100 per replica for 10s: 6 -> 4 (wants 10, max 4)"),
 ])
 def test_a_size_outside_the_bounds_is_brought_back(replicas, lag, expected, reason):
     auto = scaler(target_lag=100)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -262,3 +263,34 @@ def test_scaling_up_spreads_the_partitions_and_secrets_stay_masked(client, kafka
     job_dir = client.local.job(app).path
     leaked = [str(p) for p in job_dir.rglob("*.log") if b"hunter2" in p.read_bytes()]
     assert not leaked
+
+
+def test_a_producer_burst_scales_the_role_up_and_drained_lag_scales_it_down(client, kafka_broker, out):
+    bootstrap, topic = kafka_broker.bootstrap, unique_topic()
+    create_topic(bootstrap, topic, 4)
+    # Each trainer reads about 2,000 records a second; the burst is 20,000 records.
+    spec = kafka_spec(out, bootstrap, topic, replicas=1, env={"SLEEP_EVERY": "200", "SLEEP": "0.1"})
+    spec["roles"][0]["autoscale"] = {"min_replicas": 1, "max_replicas": 3, "target_lag": 2000,
+                                     "cooldown": "2s", "interval": "0.5s"}
+    app = client.submit(spec)
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
+    produce(bootstrap, topic, records("b", 20_000, 4))
+    expected = {f"b{i}" for i in range(20_000)}
+    wait_for(lambda: expected <= set(ids_read(out)), 120, "every record of the burst")
+
+    def scaled_down() -> list[dict[str, Any]] | None:
+        status = client.status(app)
+        events = [e for e in status["events"] if e["subject"] == "role/worker" and e["actor"] == "autoscaler"]
+        return events if status["roles"][0]["replicas"] == 1 and len(events) >= 2 else None
+
+    events = wait_for(scaled_down, 60, "the role back at min once the lag drained")
+    sizes = [(int(e["from_state"]), int(e["to_state"])) for e in events]
+    assert sizes[0] == (1, 3), sizes  # lag 20,000 > 3 x 2,000: straight to max
+    assert re.fullmatch(r"backlog [\d,]+ records of lag > 1 x 2,000 per replica: 1 -> 3 \(wants \d+, max 3\)",
+                        events[0]["reason"]), events[0]
+    assert all(1 <= to <= 3 for _, to in sizes) and sizes[-1][1] == 1, sizes
+    times = [e["time"] for e in events]
+    assert all(b - a >= 2 for a, b in zip(times, times[1:])), times  # the cooldown
+    read = ids_read(out)
+    assert set(read) == expected
+    client.kill(app)

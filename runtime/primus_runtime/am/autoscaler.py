@@ -156,7 +156,7 @@ class Autoscaler:
 
 
 def _amount(backlog: Backlog) -> str:
-    return f"{backlog.amount:,} records" if backlog.kind == "kafka" else f"{_size(backlog.amount)} queued"
+    return f"{backlog.amount:,} records of lag" if backlog.kind == "kafka" else f"{_size(backlog.amount)} queued"
 
 
 def _rate(backlog: Backlog, per_replica: float) -> str:
