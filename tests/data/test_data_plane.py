@@ -483,3 +483,21 @@ def test_early_exit_accept_lets_the_trainer_decide_and_says_the_input_is_incompl
     status = client.wait(client.submit(spec), timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
     assert status["data"]["state"] == "incomplete" and status["data"]["progress"] == 0.0
+
+
+def test_parquet_input_is_read_by_executors_started_without_site_packages(client, dirs):
+    # The local backend starts executors with -S: pyarrow used to be out of their reach.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data, out = dirs
+    day = data / "20261201"
+    day.mkdir(parents=True)
+    rows = [f"p{i:04d}" for i in range(300)]
+    pq.write_table(pa.table({"id": rows}), day / "part-0.parquet", row_group_size=100)
+    (day / "_SUCCESS").write_text("")
+    spec = data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"})
+    spec["input"]["sources"][0]["format"] = "parquet"
+    status = client.wait(client.submit(spec), timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(json.loads(line)["id"] for line in all_lines(out)) == rows
