@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import make_spec, read_log, wait_for
-from kafka.conftest import Record, add_partitions, create_topic, produce, unique_topic
+from kafka.conftest import Record, add_partitions, create_topic, produce, start_broker, stop_broker, unique_topic
 from primus_runtime.spec import load_spec
 
 CONSUMER = str(Path(__file__).resolve().parents[1] / "data" / "consumer.py")
@@ -316,3 +316,55 @@ def test_the_kafka_example_trains_on_the_topic(client, kafka_broker, tmp_path):
     summaries = [json.loads(read_log(client, app, "worker", e["index"]).strip().splitlines()[-1])
                  for e in status["executors"] if e["state"] == "succeeded"]
     assert sum(s["records"] for s in summaries) == 30_000
+
+
+def test_a_broker_lost_while_running_is_reported_and_reading_resumes_when_it_is_back(client, tmp_path, out):
+    # Its own broker: the session's must not stop under other tests.
+    directory = tmp_path / "kafka"
+    try:
+        broker = start_broker(directory)
+        topic = unique_topic()
+        create_topic(broker.bootstrap, topic, 2)
+        produce(broker.bootstrap, topic, records("x", 2_000, 2))
+        app = client.submit(kafka_spec(out, broker.bootstrap, topic, replicas=2))
+        wait_for(lambda: len(ids_read(out)) >= 2_000, 60, "the first records")
+        stop_broker(directory)
+        status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["unreachable_since"] and s, 60,
+                          "the brokers reported unreachable")
+        assert status["job"]["state"] == "running" and status["data"]["kafka"]["reachable"] is False
+        assert any(e["to_state"] == "unreachable" and broker.bootstrap in e["reason"] for e in status["events"])
+        start_broker(directory)
+        produce(broker.bootstrap, topic, records("y", 1_000, 2))
+        expected = {f"x{i}" for i in range(2_000)} | {f"y{i}" for i in range(1_000)}
+        wait_for(lambda: expected <= set(ids_read(out)), 90, "the records produced after the restart")
+        status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["reachable"] and s, 30, "reachable")
+        assert any(e["to_state"] == "reachable" for e in status["events"])
+        client.kill(app)
+        client.wait(app, timeout=60)
+    finally:
+        stop_broker(directory)
+
+
+def test_exactly_once_across_a_killed_and_resubmitted_job(client, kafka_broker, tmp_path):
+    bootstrap, topic = kafka_broker.bootstrap, unique_topic()
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, records("z", 8_000, 2))
+    committed: list[str] = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        out.mkdir()
+        spec = kafka_spec(out, bootstrap, topic, replicas=2, end="latest",
+                          env={"COMMIT_EVERY": "500", "SLEEP_EVERY": "250", "SLEEP": "0.05"})
+        spec["input"].update(delivery="exactly_once", work_preserve_dir=str(tmp_path / "preserve"))
+        app = client.submit(spec)
+        if run == "first":  # killed once its trainers committed some of the stream
+            wait_for(lambda out=out: len(list(out.glob("batch-*"))) >= 4, 60, "a few checkpoints")
+            client.kill(app)
+            assert client.wait(app, timeout=60)["job"]["state"] == "killed"
+        else:
+            status = client.wait(app, timeout=120)
+            assert status["job"]["state"] == "succeeded", status["job"]
+            restored = {f.read_text() for f in out.glob("restore-*")}
+            assert "none" not in restored  # each worker restored the checkpoint its slot committed
+        committed += committed_ids(client, app, out)
+    assert sorted(committed) == sorted(f"z{i}" for i in range(8_000))  # over both jobs, each record once

@@ -37,6 +37,7 @@ from typing import Any
 from ..spec import KAFKA_START_MODES, InputSpec, KafkaSource, kafka_time
 from ..spec_types import mask_secrets
 from .dispatcher import Dispatcher, Task, TaskState
+from .kafka_reader import client_log
 
 log = logging.getLogger("primus.data")
 
@@ -90,9 +91,9 @@ class KafkaInput:
         from confluent_kafka.admin import AdminClient
 
         if self._admin is None:
-            self._admin = AdminClient({**self._config(), "logger": log})  # type: ignore[dict-item]
+            self._admin = AdminClient({**self._config(), "logger": client_log})  # type: ignore[dict-item]
             self._consumer = Consumer({**self._config(), "group.id": self.group, "enable.auto.commit": False,
-                                       "logger": log})
+                                       "logger": client_log})
         return self._admin, self._consumer
 
     def finish(self) -> None:
@@ -176,6 +177,9 @@ class KafkaInput:
             self.unreachable_since = None
 
     def _unreachable(self, exc: BaseException) -> None:
+        # Fresh clients for the next try: librdkafka's admin client may keep metadata that names no
+        # partition leader after the brokers restarted, and fail every later call.
+        self.close()
         if self.unreachable_since is None:
             self.unreachable_since = time.time()
             self.dispatcher.events.data_event(

@@ -25,6 +25,34 @@ from .formats import with_site_packages
 
 log = logging.getLogger("primus.executor")
 
+
+class _Repeats(logging.Filter):
+    """librdkafka logs each failed reconnection (a broker down: several lines a second, for as long
+    as it is down): the same message (its thread prefix aside) passes at most once a minute."""
+
+    def __init__(self, every: float = 60.0):
+        super().__init__()
+        self.every = every
+        self.seen: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import time
+
+        text = record.getMessage()
+        key = text.split("]: ", 1)[-1]
+        now = time.monotonic()
+        if now - self.seen.get(key, -self.every) < self.every:
+            return False
+        if len(self.seen) > 1000:
+            self.seen.clear()
+        self.seen[key] = now
+        return True
+
+
+# Where the Kafka clients (librdkafka) log, in the AM and in executors: repeats filtered out.
+client_log = logging.getLogger("primus.kafka")
+client_log.addFilter(_Repeats())
+
 BATCH = 10_000  # messages per consume call
 POLL_SECONDS = 0.2  # how long one consume call may wait for messages (and for a stop to be seen)
 _LENGTH = struct.Struct(">I")
@@ -107,7 +135,7 @@ def read_partition(assignment: dict[str, Any], offsets: OffsetMap, stopped: Call
     count = int(assignment.get("skip", 0))
     if 0 <= end <= start:
         return
-    consumer = Consumer(consumer_config(kafka), logger=log)
+    consumer = Consumer(consumer_config(kafka), logger=client_log)
     try:
         consumer.assign([TopicPartition(kafka["topic"], int(kafka["partition"]), start)])
         while not stopped():
