@@ -368,3 +368,25 @@ def test_exactly_once_across_a_killed_and_resubmitted_job(client, kafka_broker, 
             assert "none" not in restored  # each worker restored the checkpoint its slot committed
         committed += committed_ids(client, app, out)
     assert sorted(committed) == sorted(f"z{i}" for i in range(8_000))  # over both jobs, each record once
+
+
+def test_an_am_killed_mid_stream_keeps_its_executors_and_their_partitions(client, kafka_broker, out):
+    bootstrap, topic = kafka_broker.bootstrap, unique_topic()
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, records("m", 6_000, 2))
+    spec = kafka_spec(out, bootstrap, topic, replicas=2, env={"SLEEP_EVERY": "300", "SLEEP": "0.05"})
+    spec["am"].update(max_attempts=2, recovery_grace="30s")
+    app = client.submit(spec)
+    before = wait_for(lambda: ((s := client.status(app)).get("data") or {}).get("records_done", 0) >= 1_000 and s,
+                      60, "records read")
+    holders = {p["partition"]: p["holder"] for p in before["data"]["kafka"]["partitions"]}
+    os.kill(int(json.loads(client.local.job(app).am_info.read_text())["pid"]), signal.SIGKILL)
+    produce(bootstrap, topic, records("n", 2_000, 2))
+    expected = {f"m{i}" for i in range(6_000)} | {f"n{i}" for i in range(2_000)}
+    wait_for(lambda: expected <= set(ids_read(out)), 120, "every record, across the AM's restart")
+    status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["lag"] == 0 and s, 30, "no lag")
+    assert [a["adopted"] for a in status["job"]["am_attempts"]] == [2]
+    assert {p["partition"]: p["holder"] for p in status["data"]["kafka"]["partitions"]} == holders
+    read = ids_read(out)
+    assert len(read) == len(set(read)), "records read twice"
+    client.kill(app)
