@@ -390,6 +390,41 @@ class EventView(_Reply):
                                                 "signed-in name, or the API caller's X-Primus-User)")
 
 
+class KafkaPartitionView(BaseModel):
+    topic: str
+    partition: int
+    task: str
+    state: Literal["queued", "running", "done", "failed", "quarantined"]
+    holder: str | None = Field(description="The executor incarnation reading it")
+    offset: int = Field(description="The next offset to read (the task's checkpoint)")
+    end: int | None = Field(description="Where reading stops (exclusive); null: a stream, or an end time not reached")
+    high: int | None = Field(description="The partition's end (next offset to be written) at the last reading")
+    lag: int | None = Field(description="Records between offset and the end (or high); null until known")
+    records: int = Field(description="Records delivered from it, over every attempt")
+    time: str | None = Field(description="Timestamp of the last record delivered (ISO 8601, UTC)")
+
+
+class KafkaStatus(BaseModel):
+    """The Kafka source's progress (``data.kafka``)."""
+
+    source: str
+    bootstrap_servers: str
+    topics: list[str]
+    group: str = Field(description="The consumer group its offsets are committed to")
+    start: str = Field(description="committed, earliest, latest or the time reading starts at")
+    end: str | dict[str, dict[int, int]] | None
+    consumer_config: dict[str, Any] = Field(description="Passed to librdkafka; secret values masked")
+    reachable: bool = Field(description="Whether the brokers answered the last reading")
+    unreachable_since: str | None
+    lag: int | None = Field(description="Records of lag over every partition; null until every one is known")
+    records_per_s: float = Field(description="Records delivered per second over the last 30 s")
+    eta_seconds: float | None = Field(description="lag / records_per_s")
+    watermark: str | None = Field(description="Event time up to which every partition is read: the earliest "
+                                              "last-delivered timestamp of the partitions that still lag")
+    progress: float | None = Field(description="0..1 of the offsets to read, with a bounded end only")
+    partitions: list[KafkaPartitionView]
+
+
 class DataStatus(BaseModel):
     """Input progress (more fields may be added)."""
 
@@ -410,6 +445,7 @@ class DataStatus(BaseModel):
     waiting_for: str | None
     quarantined: list[str]
     failure: str | None
+    kafka: KafkaStatus | None = Field(None, description="The Kafka source's lag, watermark and partitions")
 
 
 class StatusDocument(_Reply):

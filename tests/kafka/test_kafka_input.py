@@ -20,6 +20,7 @@ import pytest
 
 from conftest import make_spec, read_log, wait_for
 from kafka.conftest import Record, add_partitions, create_topic, produce, start_broker, stop_broker, unique_topic
+from primus_runtime.models import StatusDocument
 from primus_runtime.spec import load_spec
 
 CONSUMER = str(Path(__file__).resolve().parents[1] / "data" / "consumer.py")
@@ -60,6 +61,7 @@ def test_a_bounded_backfill_delivers_every_record_once_to_three_workers(client, 
     assert status["job"]["state"] == "succeeded", status["job"]
     read = ids_read(out)
     assert sorted(read) == sorted(f"r{i}" for i in range(30_000))
+    StatusDocument.model_validate(status)  # the Kafka block is part of the typed status
     kafka = status["data"]["kafka"]
     assert kafka["lag"] == 0 and kafka["progress"] == 1.0
     assert {p["partition"]: p["offset"] for p in kafka["partitions"]} == {0: 10_000, 1: 10_000, 2: 10_000}
