@@ -474,6 +474,7 @@ class TaskView(_Reply):
     bytes_done: int
     holder: str | None = Field(description="The executor reading it (`<role>-<index>`)")
     error: str = Field(description="The last error charged to it")
+    offset: int | None = Field(None, description="A Kafka partition: the next offset to read")
 
 
 class TasksPage(_Reply):

@@ -96,7 +96,8 @@ def task_view(task: Task, holder: str | None) -> dict[str, Any]:
     return {"id": task.id, "partition": task.partition, "source": task.source, "url": task.url,
             "start": task.start, "end": task.end, "size": task.size, "state": task.state.value,
             "attempts": task.attempts, "interruptions": task.interruptions, "records": task.records,
-            "bytes_done": task.bytes_done, "holder": holder, "error": task.error}
+            "bytes_done": task.bytes_done, "holder": holder, "error": task.error,
+            "offset": task.offset if task.stream else None}
 
 
 class LiveView(JobView):
