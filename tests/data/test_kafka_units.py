@@ -145,3 +145,16 @@ def test_reading_stops_at_the_end_offset_or_before_the_first_record_at_the_end_t
     assert kafka_reader._until_end(batch, 6, None)[1] is False
     kept, finished = kafka_reader._until_end(batch, -1, 1002)
     assert [m.offset() for m in kept] == [0, 1] and finished
+
+
+def test_a_partition_never_handed_out_is_journaled_at_its_first_offset(tmp_path):
+    # A restarted AM must not resolve `start: latest` again for it: records in between would be skipped.
+    from primus_runtime.data.journal import TaskJournal, recover
+
+    journal = TaskJournal(tmp_path, keep_listing=False)
+    d = Dispatcher(make().spec, Events(), store=journal)
+    listed = stream_tasks(1)
+    listed[0].offset = 41
+    d.add_partition("", listed)
+    journal.flush()
+    assert recover(tmp_path)["k/t/0"]["offset"] == 41

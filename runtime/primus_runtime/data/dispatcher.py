@@ -253,6 +253,8 @@ class Dispatcher:
                 self._queue_of(task).append(task.id)
             if self.store is not None:
                 self.store.added(task)
+                if task.stream:  # its first offset, resolved once (start: latest must not move on a restart)
+                    self.store.changed(task)
         for task in reported:
             self._apply_early(task, self._early.pop(task.id))
         self._advance_watermark()
