@@ -164,6 +164,10 @@ def test_start_modes_and_a_bounded_end_by_time(client, kafka_broker, tmp_path):
                        group_id=unique_topic("other"))
     assert status["job"]["state"] == "succeeded", status["job"]
     assert sorted(read) == sorted(f"s{i}" for i in range(600, 800))
+    # An end by offsets: partition 0 up to offset 100, partition 1 (record i at offset i // 2) up to 50.
+    status, read = run("offsets", start="earliest", end={topic: {0: 100, 1: 50}}, group_id=unique_topic("other"))
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert sorted(read) == sorted([f"s{i}" for i in range(0, 200, 2)] + [f"s{i}" for i in range(1, 100, 2)])
     # committed, with nothing committed yet: from the start. The AM commits the offsets to the group.
     status, read = run("first", start="committed", end="latest")
     assert status["job"]["state"] == "succeeded", status["job"]
