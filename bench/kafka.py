@@ -176,6 +176,8 @@ def rate(out: Path, expect: int, what: str) -> float:
     if records != expect:
         raise AssertionError(f"{what}: the trainers counted {records} records, expected {expect}")
     seconds = max(r["last"] for r in results) - min(r["first"] for r in results)
+    if seconds <= 0:
+        raise ValueError(f"{what}: RECORDS={RECORDS} arrived in one read, which cannot be timed: take more")
     return records / seconds
 
 

@@ -65,7 +65,7 @@ def test_chaos_suite_prints_its_table_and_figures_last(tmp_path):
 def test_kafka_benchmark_prints_its_ratios_last(kafka_broker):
     """Against the broker of tests/kafka's fixture (PRIMUS_KAFKA_BOOTSTRAP's, else one it starts)."""
     proc = subprocess.run([sys.executable, str(BENCH / "kafka.py")], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "RECORDS": "20000", "REPEAT": "1", "JSON": "1",
+                          env={**os.environ, "RECORDS": "50000", "REPEAT": "1", "JSON": "1",
                                "PRIMUS_KAFKA_BOOTSTRAP": kafka_broker.bootstrap})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.match(r"kafka: 1 executor [\d.]+x bare consumer \(\d+k vs \d+k records/s\), 2 executors [\d.]+x one$",
