@@ -9,14 +9,18 @@ record -> last record), so job start-up is excluded.
 - bare: a loop in this process, one ``Consumer`` ``assign``ed to offset 0 of the 1-partition topic
   (``fetch.queue.backoff.ms=0`` and the fetch settings in ``BARE_CONFIG``), ``consume(10000)``, the
   values framed as the feed frames JSON (``b"\\n".join(values) + b"\\n"``) and written into the
-  trainer's stdin pipe (1 MiB, as the executor makes it) up to the high watermark.
+  trainer's stdin pipe (1 MiB, as the executor makes it) up to the high watermark. One thread, as
+  such a loop is written: it does not consume while it writes (the executor's feed does: a reader
+  thread per partition, a writer thread).
 - primus 1: a local job, 1 worker, ``input.kafka: {start: earliest, end: latest}`` on the
   1-partition topic, the trainer as the worker's command.
 - primus 2: the same with 2 workers on the 2-partition topic: the aggregate rate is the total
-  records / (last record of either - first record of either).
+  records / (last record of either - first record of either). The table also shows the two
+  trainers' own rates added up (the aggregate without the gap between their starts).
 
-The three run REPEAT times (default 3), interleaved; every count is checked. The last line is the
-median over rounds of primus 1 / bare and primus 2 / primus 1.
+The three run REPEAT times (default 3), interleaved, each side taking each place in the round in
+turn; the next run waits until the last job's processes are gone. Every count is checked. The
+last line is the median over rounds of primus 1 / bare and primus 2 / primus 1.
 
 The broker: PRIMUS_KAFKA_BOOTSTRAP if set (the topics are deleted at the end), else one started in a
 temporary directory with scripts/kafka.sh (needs Java 17+ and ``scripts/kafka.sh build`` done once)
@@ -181,6 +185,12 @@ def rate(out: Path, expect: int, what: str) -> float:
     return records / seconds
 
 
+def sum_of_each(out: Path) -> float:
+    """The trainers' own rates added up: the aggregate without the gap between their starts."""
+    results = [json.loads(f.read_text()) for f in out.glob("*.json")]
+    return sum(r["records"] / (r["last"] - r["first"]) for r in results if r["last"] > r["first"])
+
+
 def fresh(out: Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -229,8 +239,9 @@ def bare(bootstrap: str, topic: str, out: Path) -> float:
     return rate(out, RECORDS, "bare")
 
 
-def primus(client: PrimusClient, bootstrap: str, topic: str, workers: int, out: Path) -> float:
-    """A local job of ``workers`` trainers reading the topic from its start to its end."""
+def primus(client: PrimusClient, home: Path, bootstrap: str, topic: str, workers: int, out: Path) -> float:
+    """A local job of ``workers`` trainers reading the topic from its start to its end (``home``: the
+    client's)."""
     fresh(out)
     spec = {
         "name": "bench-kafka",
@@ -245,7 +256,28 @@ def primus(client: PrimusClient, bootstrap: str, topic: str, workers: int, out: 
     if status["job"]["state"] != "succeeded":
         raise RuntimeError(f"primus {workers}: job {app} ended {status['job']['state']}: "
                            f"{status['job'].get('reason')}")
+    wait_until_gone(str(home))
     return rate(out, RECORDS, f"primus {workers}")
+
+
+def wait_until_gone(marker: str, timeout: float = 30) -> None:
+    """Until no process has ``marker`` in its command line: the AM and its fork server outlive the
+    job's end by a second or so, which the next run would share the CPUs with."""
+    deadline = time.monotonic() + timeout
+    needle = marker.encode()
+    while time.monotonic() < deadline:
+        alive = False
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    alive = needle in f.read()
+            except OSError:
+                continue
+            if alive:
+                break
+        if not alive:
+            return
+        time.sleep(0.1)
 
 
 # --- the run ---
@@ -264,14 +296,21 @@ def main() -> None:
                 produce(bootstrap, name, partitions, RECORDS)
                 print(f"produced {RECORDS:,} records of {RECORD_BYTES} B into {name} ({partitions} partition(s)) "
                       f"in {time.perf_counter() - started:.1f}s", flush=True)
-            client = PrimusClient(Path(tmp) / "home")
+            home = Path(tmp) / "home"
+            client = PrimusClient(home)
             out = Path(tmp) / "out"
-            sides: dict[str, list[float]] = {"bare": [], "primus 1": [], "primus 2": []}
-            print(f"{'round':>5} {'bare 1p':>12} {'primus 1x1p':>12} {'primus 2x2p':>12}  records/s", flush=True)
+            sides: dict[str, list[float]] = {"bare": [], "primus 1": [], "primus 2": [], "primus 2 each": []}
+            print(f"{'round':>5} {'bare 1p':>12} {'primus 1x1p':>12} {'primus 2x2p':>12} {'(sum of each)':>13}  "
+                  f"records/s", flush=True)
+            runs = {"bare": lambda: bare(bootstrap, names[1], out),
+                    "primus 1": lambda: primus(client, home, bootstrap, names[1], 1, out),
+                    "primus 2": lambda: primus(client, home, bootstrap, names[2], 2, out)}
+            order = list(runs)
             for run in range(REPEAT):
-                sides["bare"].append(bare(bootstrap, names[1], out))
-                sides["primus 1"].append(primus(client, bootstrap, names[1], 1, out))
-                sides["primus 2"].append(primus(client, bootstrap, names[2], 2, out))
+                for side in order[run % 3:] + order[:run % 3]:  # each side takes each place in turn
+                    sides[side].append(runs[side]())
+                    if side == "primus 2":
+                        sides["primus 2 each"].append(sum_of_each(out))
                 print(f"{run + 1:>5} " + " ".join(f"{s[-1]:>12,.0f}" for s in sides.values()), flush=True)
                 if JSON:
                     print(json.dumps({"bench": "kafka", "round": run + 1, "records": RECORDS,
