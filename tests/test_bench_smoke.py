@@ -10,6 +10,13 @@ from pathlib import Path
 
 import pytest
 
+try:  # the Kafka broker fixture; without confluent-kafka its test is skipped, not the module
+    from kafka.conftest import kafka_broker  # noqa: F401
+except pytest.skip.Exception:
+    @pytest.fixture
+    def kafka_broker():
+        pytest.skip("confluent-kafka (pip extra 'kafka') is missing")
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -53,3 +60,13 @@ def test_chaos_suite_prints_its_table_and_figures_last(tmp_path):
     assert re.match(r"chaos: records lost 0, duplicates \d+, kills survived (\d+)/\1, AM restarts survived .+, "
                     r"recovery .+, scenarios survived: 1.00x$", last), proc.stdout
 
+
+
+def test_kafka_benchmark_prints_its_ratios_last(kafka_broker):
+    """Against the broker of tests/kafka's fixture (PRIMUS_KAFKA_BOOTSTRAP's, else one it starts)."""
+    proc = subprocess.run([sys.executable, str(BENCH / "kafka.py")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RECORDS": "50000", "REPEAT": "1", "JSON": "1",
+                               "PRIMUS_KAFKA_BOOTSTRAP": kafka_broker.bootstrap})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.match(r"kafka: 1 executor [\d.]+x bare consumer \(\d+k vs \d+k records/s\), 2 executors [\d.]+x one$",
+                    proc.stdout.strip().splitlines()[-1]), proc.stdout

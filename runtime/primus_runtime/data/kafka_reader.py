@@ -56,6 +56,10 @@ client_log.addFilter(_Repeats())
 BATCH = 10_000  # messages per consume call
 POLL_SECONDS = 0.2  # how long one consume call may wait for messages (and for a stop to be seen)
 _LENGTH = struct.Struct(">I")
+# Defaults a source's consumer_config may change: keep up to 1M records per partition fetched
+# ahead (still capped by librdkafka's queued.max.messages.kbytes, 64 MiB): measured on bench/kafka.py
+# with 100 B records, ~25% less CPU per record than the default 100k and a higher rate.
+DEFAULT_CONFIG = {"queued.min.messages": 1_000_000}
 # What the executor's consumers need whatever the source's consumer_config says.
 FIXED_CONFIG = {"enable.auto.commit": False, "enable.auto.offset.store": False,
                 "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 0, "enable.partition.eof": False}
@@ -114,7 +118,7 @@ class OffsetMap:
 
 
 def consumer_config(kafka: dict[str, Any]) -> dict[str, Any]:
-    return {**kafka.get("config", {}), "bootstrap.servers": kafka["bootstrap"], "group.id": kafka["group"],
+    return {**DEFAULT_CONFIG, **kafka.get("config", {}), "bootstrap.servers": kafka["bootstrap"], "group.id": kafka["group"],
             **FIXED_CONFIG}
 
 
@@ -142,8 +146,10 @@ def read_partition(assignment: dict[str, Any], offsets: OffsetMap, stopped: Call
             messages = consumer.consume(BATCH, POLL_SECONDS)
             if not messages:
                 continue
-            failed = [e for m in messages if (e := m.error()) is not None]
-            if failed:
+            # The method itself mapped over the batch: no Python frame per message (a list
+            # comprehension here cost ~15% of the reader's time at 1M records/s).
+            if any(map(type(messages[0]).error, messages)):
+                failed = [e for m in messages if (e := m.error()) is not None]
                 if any(e.fatal() or not e.retriable() for e in failed):
                     raise KafkaException(failed[0])
                 messages = [m for m in messages if m.error() is None]
@@ -189,7 +195,14 @@ def _note_offsets(messages: list[Any], offsets: OffsetMap, count: int) -> int:
 def _frame(messages: list[Any], lines: bool) -> bytes:
     """JSON documents one per line (a JSON text holds no raw newline except as whitespace, so
     a document spread over lines is joined into one without changing it); others length-prefixed."""
-    values = [m.value() or b"" for m in messages]
+    values = list(map(type(messages[0]).value, messages))  # no Python frame per message
+    try:
+        return _frame_values(values, lines)
+    except TypeError:  # a tombstone (value None) among them: fed as an empty record
+        return _frame_values([v or b"" for v in values], lines)
+
+
+def _frame_values(values: list[bytes], lines: bool) -> bytes:
     if lines:
         block = b"\n".join(values) + b"\n"
         if block.count(b"\n") != len(values):
