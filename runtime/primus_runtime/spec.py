@@ -653,7 +653,8 @@ class KafkaSource(StrictModel):
     consumer_config: dict[str, str | int | float | bool] = Field(
         {}, description="librdkafka consumer settings passed through (security.protocol, sasl.*, ssl.*, fetch "
         "sizes...). Values of secret-looking keys (passwords, jaas configs, keys) are masked in the status, "
-        "page and logs. The keys the AM sets itself (" + ", ".join(_KAFKA_OWN_KEYS) + ") are refused.")
+        "page and logs. Executors fetch up to 1M records per partition ahead (queued.min.messages, capped by "
+        "queued.max.messages.kbytes, 64 MiB) unless set here. The keys the AM sets itself (" + ", ".join(_KAFKA_OWN_KEYS) + ") are refused.")
     connect_timeout: Seconds = Field(
         30.0, description="How long the AM keeps trying to reach the brokers at start before the job fails "
         "naming them.")
