@@ -1,0 +1,52 @@
+"""Kafka progress where users look, against a real broker and a real job: /metrics, `primus status`.
+
+One stalled job (tests/kafka/conftest.submit_stalled_job: its trainers stop reading, so its offsets
+and lag stay put) serves every test of the module: each compares its view with the status API's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_metrics import by_label, scrape, value
+
+from kafka.conftest import STALL_LAG, KafkaBroker, kafka_broker, submit_stalled_job  # noqa: F401 - the fixture
+from primus_runtime.am.metrics import event_time_lag
+from primus_runtime.client import PrimusClient
+
+WATERMARK = "2026-12-01T00:19:57.000+00:00"  # record 1197's event time
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kafka-surface") / "home"
+
+
+@pytest.fixture(scope="module")
+def stalled(home: Path, kafka_broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory  # noqa: F811
+            ) -> Iterator[tuple[PrimusClient, str]]:
+    client = PrimusClient(home)
+    out = tmp_path_factory.mktemp("kafka-surface-out")
+    app, _ = submit_stalled_job(client, kafka_broker.bootstrap, out)
+    yield client, app
+    client.local.force_kill(app)
+
+
+def test_metrics_show_the_kafka_lag_rate_watermark_and_brokers_as_the_status_does(stalled):
+    client, app = stalled
+    address, token = client.local.am_endpoint(app)
+    samples = scrape(address, token)
+    kafka = client.status(app)["data"]["kafka"]
+    assert kafka["lag"] == 3 * STALL_LAG and kafka["reachable"]
+    assert value(samples, "primus_kafka_lag_total") == kafka["lag"]
+    for p in kafka["partitions"]:
+        assert value(samples, "primus_kafka_lag", topic=p["topic"], partition=str(p["partition"])) == p["lag"]
+    assert len(by_label(samples, "primus_kafka_lag", "partition", topic=kafka["topics"][0])) == 3
+    assert value(samples, "primus_kafka_records_per_second") >= 0
+    assert value(samples, "primus_kafka_brokers_reachable") == 1
+    # Every partition is read up to the first wave: its last record in partition 0 is record 1197.
+    assert kafka["watermark"] == WATERMARK
+    lag = value(samples, "primus_kafka_watermark_lag_seconds")
+    assert abs(lag - event_time_lag(kafka["watermark"], time.time())) < 60
