@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_cli import primus
 from test_metrics import by_label, scrape, value
 
 from kafka.conftest import STALL_LAG, KafkaBroker, kafka_broker, submit_stalled_job  # noqa: F401 - the fixture
@@ -50,3 +51,14 @@ def test_metrics_show_the_kafka_lag_rate_watermark_and_brokers_as_the_status_doe
     assert kafka["watermark"] == WATERMARK
     lag = value(samples, "primus_kafka_watermark_lag_seconds")
     assert abs(lag - event_time_lag(kafka["watermark"], time.time())) < 60
+
+
+def test_primus_status_and_data_print_the_kafka_line(stalled, home):
+    client, app = stalled
+    code, out, err = primus(home, "status", app)
+    assert code == 0, err
+    line = next(line.strip() for line in out.splitlines() if line.strip().startswith("kafka "))
+    assert line.startswith(f"kafka lag {3 * STALL_LAG} records, ")
+    assert f"watermark {WATERMARK}" in line and line.endswith(", brokers reachable")
+    code, out, err = primus(home, "data", "status", app)
+    assert code == 0 and f"{app}: kafka lag {3 * STALL_LAG} records" in out, err
