@@ -1,4 +1,5 @@
-"""Kafka progress where users look, against a real broker and a real job: /metrics, `primus status`.
+"""Kafka progress where users look, against a real broker and a real job: /metrics, `primus status`,
+the Airflow data-progress sensor and its trigger.
 
 One stalled job (tests/kafka/conftest.submit_stalled_job: its trainers stop reading, so its offsets
 and lag stay put) serves every test of the module: each compares its view with the status API's."""
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from provider.test_trigger import first_event
 from test_cli import primus
 from test_metrics import by_label, scrape, value
 
@@ -62,3 +64,23 @@ def test_primus_status_and_data_print_the_kafka_line(stalled, home):
     assert f"watermark {WATERMARK}" in line and line.endswith(", brokers reachable")
     code, out, err = primus(home, "data", "status", app)
     assert code == 0 and f"{app}: kafka lag {3 * STALL_LAG} records" in out, err
+
+
+def test_the_data_progress_sensor_waits_for_the_kafka_lag_and_watermark(stalled, home, monkeypatch):
+    from airflow_provider_primus.sensors.primus import PrimusDataProgressSensor
+    from airflow_provider_primus.triggers.primus import PrimusDataProgressTrigger
+
+    client, app = stalled
+    monkeypatch.setenv("PRIMUS_HOME", str(home))  # the hook's default connection: this module's jobs
+    lag = 3 * STALL_LAG
+
+    def poke(**condition) -> bool:
+        return PrimusDataProgressSensor(task_id="d", app_id=app, **condition).poke({})
+
+    assert poke(max_lag=lag) and not poke(max_lag=lag - 1)
+    assert poke(watermark_after="2026-12-01T00:19") and poke(watermark_after=WATERMARK)
+    assert not poke(watermark_after="2026-12-01T00:19:57.001Z")
+    assert not poke(max_lag=lag, watermark_after="2026-12-01T01")  # all must hold
+    # Deferred: the trigger judges alike, from the normalized arguments the sensor hands it.
+    event = first_event(PrimusDataProgressTrigger(app, max_lag=lag, watermark_after=WATERMARK, poll_interval=0.2))
+    assert event["status"] == "success" and f"kafka lag {lag} records" in event["reason"]
