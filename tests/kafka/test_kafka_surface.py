@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
+from provider.conftest import make_context
 from provider.test_trigger import first_event
 from test_cli import primus
 from test_metrics import by_label, scrape, value
@@ -81,6 +83,15 @@ def test_the_data_progress_sensor_waits_for_the_kafka_lag_and_watermark(stalled,
     assert poke(watermark_after="2026-12-01T00:19") and poke(watermark_after=WATERMARK)
     assert not poke(watermark_after="2026-12-01T00:19:57.001Z")
     assert not poke(max_lag=lag, watermark_after="2026-12-01T01")  # all must hold
+    # Unmet, a deferrable sensor defers with its arguments normalized; met, it ends without deferring.
+    waiting = PrimusDataProgressSensor(task_id="d", app_id=app, max_lag=lag - 1, watermark_after="2026-12-01T00:19",
+                                       deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        waiting.execute(make_context())
+    assert deferred.value.trigger.serialize()[1] | {"deadline": None} == {
+        "app_id": app, "primus_conn_id": "primus_default", "poll_interval": 60, "deadline": None, "follow_logs": [],
+        "min_progress": None, "partition": None, "max_lag": lag - 1, "watermark_after": "2026-12-01T00:19:00.000+00:00"}
+    PrimusDataProgressSensor(task_id="d", app_id=app, max_lag=lag, deferrable=True).execute(make_context())
     # Deferred: the trigger judges alike, from the normalized arguments the sensor hands it.
     event = first_event(PrimusDataProgressTrigger(app, max_lag=lag, watermark_after=WATERMARK, poll_interval=0.2))
     assert event["status"] == "success" and f"kafka lag {lag} records" in event["reason"]
