@@ -277,9 +277,13 @@ def submit_stalled_job(client: Any, bootstrap: str, out: Path, partitions: int =
         kafka = (client.status(app).get("data") or {}).get("kafka") or {}
         return [(p["offset"], p["lag"]) for p in kafka.get("partitions", [])]
 
-    wait_for(lambda: offsets_and_lags() == [(STALL_FIRST, 0)] * partitions, 60, "the first wave read")
-    wave(STALL_FIRST, STALL_SECOND)
-    # The trainer holds its STALL_READ-th record: the ones before it are done.
-    wait_for(lambda: offsets_and_lags() == [(STALL_READ - 1, STALL_LAG)] * partitions, 60,
-             "the trainers stopped in the second wave, its lag read")
+    try:
+        wait_for(lambda: offsets_and_lags() == [(STALL_FIRST, 0)] * partitions, 60, "the first wave read")
+        wave(STALL_FIRST, STALL_SECOND)
+        # The trainer holds its STALL_READ-th record: the ones before it are done.
+        wait_for(lambda: offsets_and_lags() == [(STALL_READ - 1, STALL_LAG)] * partitions, 60,
+                 "the trainers stopped in the second wave, its lag read")
+    except BaseException:
+        client.local.force_kill(app)  # a fixture that fails here never reaches its teardown
+        raise
     return app, topic
