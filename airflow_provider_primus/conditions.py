@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_primus.hooks.primus import FINISHED
-from primus_runtime.client import data_progress, progress_line
+from primus_runtime.client import data_progress, kafka_progress, progress_line
 from primus_runtime.states import ExecutorState, JobState
 
 EXECUTOR_STATES = tuple(state.value for state in ExecutorState)
@@ -98,9 +98,49 @@ def watermark_passed(watermark: str | None, partition: str) -> bool:
     return watermark >= partition
 
 
-def data_reached(status: dict[str, Any], min_progress: float | None, partition: str | None) -> Check:
-    """The job's data progress reached ``min_progress`` (0..1) and/or its watermark passed
-    ``partition`` (normalized with ``normalize_partition``)."""
+def normalize_time(value: str | dt.date | dt.datetime, name: str = "watermark_after") -> str:
+    """A point in time as ISO 8601 in UTC with milliseconds (the spelling of Kafka watermarks).
+
+    Accepts ``YYYY-MM-DD``, ``YYYY-MM-DDTHH``, any ISO 8601 time (``{{ ts }}``; without an offset it
+    is read as UTC) and date or datetime objects."""
+    if isinstance(value, dt.datetime):
+        when = value
+    elif isinstance(value, dt.date):
+        when = dt.datetime(value.year, value.month, value.day)
+    else:
+        text = str(value).strip()
+        try:
+            when = dt.datetime.strptime(text, "%Y-%m-%dT%H") if len(text) == 13 else dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a time such as 2026-12-01, 2026-12-01T05 or "
+                             f"2026-12-01T05:30:00+00:00, got {value!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def watermark_time(watermark: str) -> dt.datetime:
+    """The time up to which a watermark says the input is read: a Kafka event time as it is; a file
+    partition (``YYYY-MM-DD``, ``YYYY-MM-DDTHH``) at the end of its day or hour."""
+    if len(watermark) == 10:
+        return dt.datetime.fromisoformat(watermark).replace(tzinfo=dt.timezone.utc) + dt.timedelta(days=1)
+    if len(watermark) == 13:
+        return dt.datetime.strptime(watermark, "%Y-%m-%dT%H").replace(tzinfo=dt.timezone.utc) + dt.timedelta(hours=1)
+    return dt.datetime.fromisoformat(watermark)
+
+
+def watermark_at_or_after(watermark: str | None, after: str) -> bool:
+    """Whether ``watermark`` (Kafka's or the files') is at or past the time ``after`` (``normalize_time``)."""
+    return watermark is not None and watermark_time(watermark) >= dt.datetime.fromisoformat(after)
+
+
+def data_reached(status: dict[str, Any], min_progress: float | None, partition: str | None,
+                 max_lag: int | None = None, watermark_after: str | None = None) -> Check:
+    """Every condition given holds: the job's data progress reached ``min_progress`` (0..1), its
+    watermark passed ``partition`` (normalized with ``normalize_partition``), the Kafka lag is
+    known and at most ``max_lag`` records, the watermark is at or past ``watermark_after``
+    (``normalize_time``; the Kafka event-time watermark when the input has a Kafka source, else the
+    files' partition watermark, as the end of its day or hour)."""
     job = status["job"]
     data = status.get("data")
     if data is None:
@@ -108,15 +148,24 @@ def data_reached(status: dict[str, Any], min_progress: float | None, partition: 
             return Check(False, "no input data", f"Primus job {job.get('app_id')} has no input section: "
                                                  "it reports no data progress")
         return Check(False, f"data: not started yet ({job['state']})")
+    kafka = data.get("kafka")
     line = data_progress(data) + ("" if data.get("watermark") else ", watermark none")
+    if kafka:
+        line += "; " + kafka_progress(kafka)
+    elif max_lag is not None:
+        return Check(False, line, f"Primus job {job.get('app_id')}: max_lag={max_lag} needs an input with a Kafka "
+                                  "source (input.kafka); this job's input has none")
     if data.get("state") == "failed":
         # Never met by data that failed, whatever its watermark says (an empty partition passes it).
         return Check(False, line, f"Primus job {job.get('app_id')}: input failed: "
                                   f"{data.get('failure') or job.get('reason') or 'no reason given'}",
                      input_at_fault=bool(data.get("failure")))
     # progress is null until every partition is listed: a share of the tasks seen so far is no share of the input.
+    watermark = kafka["watermark"] if kafka else data.get("watermark")
     met = (min_progress is None or float(data.get("progress") or 0) >= min_progress) and \
-          (partition is None or watermark_passed(data.get("watermark"), partition))
+          (partition is None or watermark_passed(data.get("watermark"), partition)) and \
+          (max_lag is None or (kafka is not None and kafka.get("lag") is not None and kafka["lag"] <= max_lag)) and \
+          (watermark_after is None or watermark_at_or_after(watermark, watermark_after))
     if met:
         return Check(True, line)
     if job["state"] in FINISHED:

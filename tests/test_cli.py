@@ -125,6 +125,19 @@ def test_progress_line_summarises_every_role():
     assert progress_line({"roles": []}) == "no executors yet"
 
 
+def test_the_kafka_line_says_lag_rate_watermark_and_whether_the_brokers_answer():
+    from primus_runtime.client import kafka_progress
+
+    kafka = {"lag": 1203, "records_per_s": 713.6, "eta_seconds": 1.7, "watermark": "2026-12-01T00:19:57.000+00:00",
+             "progress": None, "reachable": True, "unreachable_since": None}
+    assert kafka_progress(kafka) == ("kafka lag 1203 records, 713.6 records/s, watermark 2026-12-01T00:19:57.000+00:00, "
+                                     "caught up in ~1.7s, brokers reachable")
+    starting = {**kafka, "lag": None, "records_per_s": 0.0, "eta_seconds": None, "watermark": None, "progress": 0.25,
+                "reachable": False, "unreachable_since": "2026-12-04T14:00:00+00:00"}
+    assert kafka_progress(starting) == ("kafka lag not known yet, 0.0 records/s, watermark none yet, 25% of the "
+                                        "bounded range, brokers unreachable since 2026-12-04T14:00:00+00:00")
+
+
 def test_a_backend_setting_required_at_submit_is_named_before_any_cluster_is_contacted(tmp_path, home, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # no cluster configuration: never read
     spec = write_spec(tmp_path, [{"name": "worker", "command": "x"}])

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import make_spec, wait_for
 from primus_runtime import protocol
-from primus_runtime.am.metrics import watermark_lag
+from primus_runtime.am.metrics import event_time_lag, kafka_metrics, watermark_lag
 from primus_runtime.api_client import AMClient
 from primus_runtime.executor import feed
 from primus_runtime.executor.feed import BUFFER_CHUNKS, Feeder, FeedRate
@@ -162,6 +162,63 @@ def test_watermark_lag_counts_from_the_end_of_its_period_in_utc():
     end_of_day = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc).timestamp()
     assert watermark_lag("2026-12-01", end_of_day + 90) == 90
     assert watermark_lag("2026-12-01T23", end_of_day - 30) == -30  # the hour's end is still ahead
+
+
+class FakeKafka:
+    """What kafka_metrics reads of a KafkaInput: partitions' lags (None: end not read yet), rate, watermark."""
+
+    def __init__(self, lags: dict[tuple[str, int], int | None], watermark: str | None,
+                 unreachable_since: float | None):
+        self.tasks = dict.fromkeys(lags)
+        self.lags, self._watermark, self.unreachable_since = lags, watermark, unreachable_since
+
+    def lag(self, tp: tuple[str, int]) -> int | None:
+        return self.lags[tp]
+
+    def total_lag(self) -> int | None:
+        known = [lag for lag in self.lags.values() if lag is not None]
+        return sum(known) if len(known) == len(self.lags) else None
+
+    def records_rate(self) -> float:
+        return 1234.5
+
+    def watermark(self) -> str | None:
+        return self._watermark
+
+
+def kafka_samples(kafka: FakeKafka, now: float) -> Samples:
+    samples: Samples = defaultdict(dict)
+    for family in kafka_metrics(kafka, now):  # type: ignore[arg-type]
+        for sample in family.samples:
+            samples[sample.name][frozenset(sample.labels.items())] = sample.value
+    return samples
+
+
+def test_kafka_metrics_show_lag_per_partition_and_in_total_rate_watermark_lag_and_reachability():
+    now = dt.datetime(2026, 12, 1, 0, 1, 30, tzinfo=dt.timezone.utc).timestamp()
+    kafka = FakeKafka({("clicks", 0): 10, ("clicks", 1): 0, ("views", 0): 5}, "2026-12-01T00:00:00.000+00:00", None)
+    samples = kafka_samples(kafka, now)
+    assert by_label(samples, "primus_kafka_lag", "partition", topic="clicks") == {"0": 10, "1": 0}
+    assert value(samples, "primus_kafka_lag", topic="views", partition="0") == 5
+    assert value(samples, "primus_kafka_lag_total") == 15
+    assert value(samples, "primus_kafka_records_per_second") == 1234.5
+    assert value(samples, "primus_kafka_watermark_lag_seconds") == 90
+    assert value(samples, "primus_kafka_brokers_reachable") == 1
+
+
+def test_kafka_metrics_leave_out_what_is_not_known_yet_and_show_unreachable_brokers():
+    kafka = FakeKafka({("clicks", 0): 10, ("clicks", 1): None}, None, unreachable_since=time.time())
+    samples = kafka_samples(kafka, time.time())
+    assert by_label(samples, "primus_kafka_lag", "partition", topic="clicks") == {"0": 10}
+    assert "primus_kafka_lag_total" not in samples  # a partition's end is not read yet
+    assert "primus_kafka_watermark_lag_seconds" not in samples
+    assert value(samples, "primus_kafka_brokers_reachable") == 0
+
+
+def test_event_time_lag_reads_the_watermarks_offset():
+    now = dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.timezone.utc).timestamp()
+    assert event_time_lag("2026-12-01T00:59:59.500+00:00", now) == 0.5
+    assert event_time_lag("2026-12-01T02:00:00+01:00", now) == 0
 
 
 def test_feed_rate_is_over_the_recent_window():

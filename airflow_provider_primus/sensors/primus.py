@@ -23,6 +23,7 @@ from airflow_provider_primus.conditions import (
     data_reached,
     job_succeeded,
     normalize_partition,
+    normalize_time,
     role_reached,
 )
 from airflow_provider_primus.hooks.primus import PrimusHook
@@ -145,34 +146,49 @@ class PrimusRoleSensor(_PrimusJobSensor):
 
 
 class PrimusDataProgressSensor(_PrimusJobSensor):
-    """True once the job has consumed enough of its input: a fraction of it, and/or every
-    partition up to ``partition`` (its watermark passed it). Fails if the job ends first.
+    """True once the job has consumed enough of its input: every condition given holds (a fraction
+    of it, every partition up to ``partition``, a Kafka lag of at most ``max_lag``, a watermark at or
+    past ``watermark_after``). Fails if the job ends first.
 
     :param app_id: the job (templated).
     :param min_progress: fraction of the input (0..1, by bytes of the tasks scanned so far).
     :param partition: a time partition (templated), e.g. ``"{{ ds }}"``, ``2026-12-01T05``.
+    :param max_lag: records not read yet of the input's Kafka source (its total lag): done once the lag
+        is known and at most this. An input without a Kafka source fails the sensor.
+    :param watermark_after: a time (templated; ``2026-12-01``, ``2026-12-01T05``, ISO 8601, UTC unless
+        it says otherwise): done once the watermark is at or past it; with a Kafka source its event-time
+        watermark, else the files' partition watermark, taken as the end of its day or hour.
     :param deferrable: wait in the triggerer (``PrimusDataProgressTrigger``).
     """
 
-    template_fields: Sequence[str] = ("app_id", "partition", "primus_conn_id")
+    template_fields: Sequence[str] = ("app_id", "partition", "watermark_after", "primus_conn_id")
 
     def __init__(self, *, app_id: str, min_progress: float | None = None, partition: str | None = None,
+                 max_lag: int | None = None, watermark_after: str | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(app_id=app_id, primus_conn_id=primus_conn_id, **kwargs)
-        if min_progress is None and partition is None:
-            raise ValueError("give min_progress (0..1), partition (e.g. '{{ ds }}'), or both")
+        if min_progress is None and partition is None and max_lag is None and watermark_after is None:
+            raise ValueError("give min_progress (0..1), partition (e.g. '{{ ds }}'), max_lag (Kafka records), "
+                             "watermark_after (e.g. '{{ ts }}'), or several")
         if min_progress is not None and not 0 <= min_progress <= 1:
             raise ValueError(f"min_progress must be between 0 and 1, got {min_progress!r}")
+        if max_lag is not None and (isinstance(max_lag, bool) or not isinstance(max_lag, int) or max_lag < 0):
+            raise ValueError(f"max_lag must be a whole number of records >= 0, got {max_lag!r}")
         self.min_progress, self.partition = min_progress, partition
+        self.max_lag, self.watermark_after = max_lag, watermark_after
 
     def _partition(self) -> str | None:
         return None if self.partition is None else normalize_partition(self.partition)
 
+    def _watermark_after(self) -> str | None:
+        return None if self.watermark_after is None else normalize_time(self.watermark_after)
+
     def check(self, status: dict[str, Any]) -> Check:
-        return data_reached(status, self.min_progress, self._partition())
+        return data_reached(status, self.min_progress, self._partition(), self.max_lag, self._watermark_after())
 
     def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
         return PrimusDataProgressTrigger(min_progress=self.min_progress, partition=self._partition(),
+                                         max_lag=self.max_lag, watermark_after=self._watermark_after(),
                                          **self._trigger_args(deadline))
 
 

@@ -167,21 +167,25 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
 
 
 class PrimusDataProgressTrigger(PrimusStatusTrigger):
-    """Fires ``success`` once the job's data progress reaches ``min_progress`` (0..1) and/or its
-    watermark passed ``partition`` (``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``); ``failed`` if the job
-    ends first."""
+    """Fires ``success`` once every condition given holds: the job's data progress reached
+    ``min_progress`` (0..1), its watermark passed ``partition`` (``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``),
+    its Kafka lag is known and at most ``max_lag``, its watermark is at or past ``watermark_after``
+    (ISO 8601 UTC, ``conditions.normalize_time``); ``failed`` if the job ends first."""
 
     def __init__(self, app_id: str, min_progress: float | None = None, partition: str | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
-                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = ()) -> None:
+                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
+                 max_lag: int | None = None, watermark_after: str | None = None) -> None:
         super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
         self.min_progress, self.partition = min_progress, partition
+        self.max_lag, self.watermark_after = max_lag, watermark_after
 
     def _condition(self) -> dict[str, Any]:
-        return {"min_progress": self.min_progress, "partition": self.partition}
+        return {"min_progress": self.min_progress, "partition": self.partition, "max_lag": self.max_lag,
+                "watermark_after": self.watermark_after}
 
     def check(self, status: dict[str, Any]) -> Check:
-        return data_reached(status, self.min_progress, self.partition)
+        return data_reached(status, self.min_progress, self.partition, self.max_lag, self.watermark_after)
 
 
 class PrimusPartitionTrigger(BaseTrigger):

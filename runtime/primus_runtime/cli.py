@@ -19,7 +19,15 @@ from pydantic import ValidationError
 from . import backends, hadoop
 from .api_client import AMRejected, AMUntrusted
 from .backends.base import ClientOptions
-from .client import JobNotFound, JobUnreachable, PrimusClient, data_progress, progress_line, role_progress
+from .client import (
+    JobNotFound,
+    JobUnreachable,
+    PrimusClient,
+    data_progress,
+    kafka_progress,
+    progress_line,
+    role_progress,
+)
 from .hadoop import HadoopConfigError, is_hdfs
 from .spec import AUTOSCALE_TARGETS, JobSpec, SpecError, format_validation_error, load_spec
 from .states import JOB_FINISHED, JOB_OUTCOMES, JobState
@@ -227,6 +235,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
             print("    " + autoscale_line(role["autoscale"]))
     if status.get("data"):
         print("  " + data_progress(status["data"]))
+        if status["data"].get("kafka"):
+            print("  " + kafka_progress(status["data"]["kafka"]))
     for attempt in job.get("am_attempts") or ():
         print("  " + am_attempt_line(attempt))
     for ex in status.get("executors", []):
@@ -327,6 +337,8 @@ def cmd_data(client: PrimusClient, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(f"{args.app_id}: {data_progress(data)}")
+        if data.get("kafka"):
+            print(f"{args.app_id}: {kafka_progress(data['kafka'])}")
     return EXIT_OK
 
 

@@ -53,6 +53,19 @@ def data_progress(data: dict[str, Any]) -> str:
     return line
 
 
+def kafka_progress(kafka: dict[str, Any]) -> str:
+    """``kafka lag 1203 records, 713.6 records/s, watermark 2026-12-01T00:19:57.000+00:00, brokers
+    reachable`` from the ``data.kafka`` part of a status (``KafkaInput.status``)."""
+    lag = "not known yet" if kafka.get("lag") is None else f"{kafka['lag']} records"
+    line = f"kafka lag {lag}, {kafka.get('records_per_s', 0)} records/s, watermark {kafka.get('watermark') or 'none yet'}"
+    if kafka.get("eta_seconds") is not None and kafka["lag"]:
+        line += f", caught up in ~{kafka['eta_seconds']:g}s"
+    if kafka.get("progress") is not None:
+        line += f", {int(kafka['progress'] * 100)}% of the bounded range"
+    reachable = kafka.get("reachable", True)
+    return line + (", brokers reachable" if reachable else f", brokers unreachable since {kafka.get('unreachable_since')}")
+
+
 def progress_line(status: dict[str, Any]) -> str:
     """Every role's progress on one line, ``ps x2: 2 running | worker x2: ...``, then the input's."""
     line = " | ".join(role_progress(role) for role in status.get("roles", [])) or "no executors yet"

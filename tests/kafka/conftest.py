@@ -11,9 +11,11 @@ Every test makes its own topics (``unique_topic``): the session broker is shared
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections import Counter
@@ -24,7 +26,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from conftest import wait_for
+from conftest import make_spec, wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka (pip extra 'kafka') is missing")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition  # noqa: E402
@@ -237,3 +239,51 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Consumed
     finally:
         consumer.close()
     return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+
+
+
+STALL_BASE_MS = 1_796_083_200_000  # 2026-12-01T00:00:00Z: record i of a stalled job's topic is i seconds later
+STALL_FIRST, STALL_SECOND = 400, 500  # records per partition of the two waves
+STALL_READ = 500  # the trainers stop at their 500th record (in the second wave)
+STALL_LAG = STALL_FIRST + STALL_SECOND - (STALL_READ - 1)  # a partition's steady lag (the record in hand counts)
+
+
+def submit_stalled_job(client: Any, bootstrap: str, out: Path, partitions: int = 3) -> tuple[str, str]:
+    """A running Kafka job whose lag stays put, so every view of it (status, metrics, page, CLI) can
+    be compared at leisure: a worker per partition, whose trainer stops for an hour at its
+    ``STALL_READ``-th record. A first wave is read completely (so each partition has an event time:
+    that of the last block read whole), then a second is produced, in which the trainers stop; the
+    rest of it waits in the pipes. Record i of the topic has event time 2026-12-01 + i seconds.
+    Returns (app id, topic) once every partition's offset and lag (``STALL_LAG``) are steady."""
+    topic = unique_topic("stalled")
+    create_topic(bootstrap, topic, partitions)
+
+    def wave(first: int, per_partition: int) -> None:
+        produce(bootstrap, topic, [Record(None, json.dumps({"id": f"s{i}"}).encode(), i % partitions,
+                                          STALL_BASE_MS + i * 1000)
+                                   for i in range(first * partitions, (first + per_partition) * partitions)])
+
+    wave(0, STALL_FIRST)
+    source = {"bootstrap_servers": bootstrap, "topics": [topic], "start": "earliest"}
+    spec = make_spec([{"name": "worker", "replicas": partitions, "consumes_input": True,
+                       "command": [sys.executable, str(REPO / "tests" / "data" / "consumer.py")],
+                       "env": {"OUT_DIR": str(out), "SLEEP_EVERY": str(STALL_READ), "SLEEP": "3600"}}],
+                     input={"kafka": source, "poll_interval": 0.5})
+    app = client.submit(spec)
+
+    def offsets_and_lags() -> list[tuple[int | None, int | None]]:
+        kafka = (client.status(app).get("data") or {}).get("kafka") or {}
+        return [(p["offset"], p["lag"]) for p in kafka.get("partitions", [])]
+
+    try:
+        wait_for(lambda: offsets_and_lags() == [(STALL_FIRST, 0)] * partitions, 60, "the first wave read")
+        wave(STALL_FIRST, STALL_SECOND)
+        # The trainer holds its STALL_READ-th record: the ones before it are done.
+        wait_for(lambda: offsets_and_lags() == [(STALL_READ - 1, STALL_LAG)] * partitions, 60,
+                 "the trainers stopped in the second wave, its lag read")
+    except BaseException:
+        client.local.force_kill(app)  # a fixture that fails here never reaches its teardown
+        raise
+    return app, topic

@@ -7,7 +7,13 @@ import datetime as dt
 import jinja2
 import pytest
 
-from airflow_provider_primus.conditions import data_reached, normalize_partition, role_reached, watermark_passed
+from airflow_provider_primus.conditions import (
+    data_reached,
+    normalize_partition,
+    normalize_time,
+    role_reached,
+    watermark_passed,
+)
 from airflow_provider_primus.partitions import PartitionPath, expand_partition
 from airflow_provider_primus.templating import keep_partition_placeholders
 
@@ -110,3 +116,54 @@ def test_data_progress_is_not_met_while_partitions_are_awaited():
     check = data_reached(status(data=waiting), 1.0, None)
     assert not check.met and check.impossible is None
     assert "100% of the tasks listed so far" in check.line and "waiting for /d/20261202/_SUCCESS" in check.line
+
+
+def kafka(lag: int | None, watermark: str | None) -> dict:
+    return {"lag": lag, "records_per_s": 10.0, "eta_seconds": None, "watermark": watermark, "progress": None,
+            "reachable": True, "unreachable_since": None}
+
+
+@pytest.mark.parametrize("given,expected", [
+    ("2026-12-01", "2026-12-01T00:00:00.000+00:00"), ("2026-12-01T05", "2026-12-01T05:00:00.000+00:00"),
+    ("2026-12-01T05:30:00", "2026-12-01T05:30:00.000+00:00"), ("2026-12-01T06:30:00+01:00", "2026-12-01T05:30:00.000+00:00"),
+    ("2026-12-01T05:30:00.250Z", "2026-12-01T05:30:00.250+00:00"), (dt.date(2026, 12, 1), "2026-12-01T00:00:00.000+00:00"),
+])
+def test_watermark_after_is_normalized_to_a_utc_time(given, expected):
+    assert normalize_time(given) == expected
+
+
+def test_a_bad_watermark_after_names_the_value():
+    with pytest.raises(ValueError, match="watermark_after must be a time such as 2026-12-01.*got 'yesterday'"):
+        normalize_time("yesterday")
+
+
+def test_max_lag_needs_the_lag_known_and_at_most_it_and_combines_with_the_rest():
+    with_kafka = {**data(0.0, None), "progress": None, "kafka": kafka(120, "2026-12-01T05:00:00.000+00:00")}
+    assert data_reached(status(data=with_kafka), None, None, max_lag=120).met
+    short = data_reached(status(data=with_kafka), None, None, max_lag=119)
+    assert not short.met and short.impossible is None and "kafka lag 120 records" in short.line
+    unknown = {**with_kafka, "kafka": kafka(None, None)}
+    assert not data_reached(status(data=unknown), None, None, max_lag=10**9).met
+    after = normalize_time("2026-12-01T05")
+    assert data_reached(status(data=with_kafka), None, None, max_lag=120, watermark_after=after).met
+    later = normalize_time("2026-12-01T05:00:00.001")
+    assert not data_reached(status(data=with_kafka), None, None, max_lag=120, watermark_after=later).met
+    ended = data_reached(status("killed", with_kafka), None, None, max_lag=10)
+    assert ended.impossible and "data progress stopped at" in ended.impossible
+
+
+def test_max_lag_on_an_input_without_kafka_is_a_clear_error():
+    check = data_reached(status(data=data(0.5, "2026-12-01")), None, None, max_lag=0)
+    assert not check.met and not check.input_at_fault
+    assert check.impossible == ("Primus job primus-1: max_lag=0 needs an input with a Kafka source (input.kafka); "
+                                "this job's input has none")
+
+
+def test_watermark_after_reads_a_file_watermark_as_the_end_of_its_period():
+    day = status(data=data(0.5, "2026-12-01"))
+    assert data_reached(day, None, None, watermark_after=normalize_time("2026-12-02")).met  # the whole day is read
+    assert not data_reached(day, None, None, watermark_after=normalize_time("2026-12-02T00:00:01")).met
+    hour = status(data=data(0.5, "2026-12-01T05"))
+    assert data_reached(hour, None, None, watermark_after=normalize_time("2026-12-01T06")).met
+    assert not data_reached(hour, None, None, watermark_after=normalize_time("2026-12-01T07")).met
+    assert not data_reached(status(data=data(0.5, None)), None, None, watermark_after=normalize_time("2000-01-01")).met

@@ -92,6 +92,8 @@ def test_data_progress_sensor_arguments_and_jobs_without_input(primus_home, clie
         PrimusDataProgressSensor(task_id="d", app_id="a")
     with pytest.raises(ValueError, match="between 0 and 1, got 50"):
         PrimusDataProgressSensor(task_id="d", app_id="a", min_progress=50)
+    with pytest.raises(ValueError, match="max_lag must be a whole number of records >= 0, got -1"):
+        PrimusDataProgressSensor(task_id="d", app_id="a", max_lag=-1)
     app_id = PrimusHook().submit(make_spec(SLEEPY))
     wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
     data_sensor = PrimusDataProgressSensor(task_id="d", app_id=app_id, partition="20261201", deferrable=True)

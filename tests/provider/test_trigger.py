@@ -44,7 +44,8 @@ def first_event(trigger: PrimusJobTrigger, timeout: float = 60) -> dict:
                      on_kill_action="keep"),
     PrimusRoleTrigger("primus-1", role="evaluator", state="succeeded", count=1, primus_conn_id="c",
                       poll_interval=1.0, deadline=5.0, follow_logs=["evaluator-0"]),
-    PrimusDataProgressTrigger("primus-1", min_progress=0.5, partition="2026-12-01", primus_conn_id="c"),
+    PrimusDataProgressTrigger("primus-1", min_progress=0.5, partition="2026-12-01", primus_conn_id="c", max_lag=10,
+                              watermark_after="2026-12-01T05:00:00.000+00:00"),
     PrimusPartitionTrigger("/data/20261201/_SUCCESS", webhdfs_conn_id="webhdfs_default", poll_interval=3.0,
                            deadline=9.0),
 ], ids=lambda t: type(t).__name__)

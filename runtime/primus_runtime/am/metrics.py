@@ -24,6 +24,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from ..data.dispatcher import RATE_WINDOW_SECONDS, TaskState, _label_end
+from ..data.kafka import RATE_WINDOW_SECONDS as KAFKA_RATE_WINDOW
+from ..data.kafka import KafkaInput
 from ..states import JOB_OUTCOMES, ExecutorState, JobState
 from .state import Executor
 
@@ -53,6 +55,37 @@ def end_cause(ex: Executor) -> str:
     if code < 0 or code - 128 in _SIGNALS:
         return "signal"
     return "failed_exit"
+
+
+def event_time_lag(watermark: str, now: float) -> float:
+    """Seconds from an event-time watermark (ISO 8601 with its offset, as Kafka's) to ``now``."""
+    return now - dt.datetime.fromisoformat(watermark).timestamp()
+
+
+def kafka_metrics(kafka: KafkaInput, now: float) -> Iterator[Metric]:
+    """The Kafka source's lag (per partition once its end is read; the total once every partition's
+    is), its delivery rate, how far its event-time watermark is behind ``now``, and whether its
+    brokers answer: the same readings as the status' ``data.kafka``."""
+    lags = GaugeMetricFamily("primus_kafka_lag", "Records of a Kafka partition not read yet (to its end, or its "
+                             "high watermark as last read)", labels=["topic", "partition"])
+    for topic, partition in sorted(kafka.tasks):
+        lag = kafka.lag((topic, partition))
+        if lag is not None:
+            lags.add_metric([topic, str(partition)], lag)
+    yield lags
+    total = kafka.total_lag()
+    if total is not None:
+        yield GaugeMetricFamily("primus_kafka_lag_total", "Records of every Kafka partition not read yet",
+                                value=total)
+    yield GaugeMetricFamily("primus_kafka_records_per_second", f"Kafka records delivered to trainers per second "
+                            f"over the last {KAFKA_RATE_WINDOW:g} seconds", value=kafka.records_rate())
+    watermark = kafka.watermark()
+    if watermark is not None:
+        yield GaugeMetricFamily("primus_kafka_watermark_lag_seconds", "Seconds from the Kafka event-time "
+                                "watermark (every partition read up to it) to now",
+                                value=event_time_lag(watermark, now))
+    yield GaugeMetricFamily("primus_kafka_brokers_reachable", "1 while the Kafka brokers answer the AM, 0 once "
+                            "they stopped", value=float(kafka.unreachable_since is None))
 
 
 def watermark_lag(watermark: str, now: float) -> float:
@@ -98,6 +131,8 @@ class _StateCollector(Collector):
         if self.am.data is not None:
             yield from self._data()
             yield from self._feeds()
+            if self.am.data.kafka is not None:
+                yield from kafka_metrics(self.am.data.kafka, time.time())
 
     def _job(self) -> Iterator[Metric]:
         state = GaugeMetricFamily("primus_job_state", "1 for the job's current state, 0 for the others",

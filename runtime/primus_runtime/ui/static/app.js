@@ -38,6 +38,7 @@ const page = {
   hasData: false,
   quarantinedCount: 0,
   tasks: {offset: 0, total: 0, rows: new Map()},
+  kafkaRows: new Map(),    // "topic/partition" -> tr
   log: null,
   logGeneration: 0,
 };
@@ -373,6 +374,45 @@ function renderData(data) {
   setText(failure, data.failure || "");
   setText($("quarantine-count"), fmtNum(data.quarantined.length));
   page.quarantinedCount = data.quarantined.length;
+  if (data.kafka) renderKafka(data.kafka);
+}
+
+// The Kafka source (data.kafka): one line of lag, rate, watermark, ETA and the brokers' state, and a
+// row per partition (rows stay; only the cells that changed are rewritten).
+function renderKafka(kafka) {
+  $("kafka").hidden = false;
+  setText($("kafka-source"), `${kafka.source} · ${kafka.topics.join(", ")} · group ${kafka.group}`);
+  const lag = kafka.lag == null ? "not known yet" : `${fmtNum(kafka.lag)} records`;
+  const eta = kafka.eta_seconds == null ? "" : ` · caught up in ${esc(fmtDuration(kafka.eta_seconds))}`;
+  const brokers = kafka.reachable ? "brokers reachable" :
+    `<span class="bad">brokers unreachable since ${esc(kafka.unreachable_since)}</span>`;
+  const progress = kafka.progress == null ? "" : ` · ${esc(fmtPercent(kafka.progress))} of the range`;
+  setHTML($("kafka-line"), `lag ${esc(lag)} · ${esc(fmtNum(kafka.records_per_s))} records/s · ` +
+    `watermark ${esc(kafka.watermark || "none yet")}${eta}${progress} · ${brokers}`);
+  const holders = new Map([...page.executors.values()].map((ex) => [ex.incarnation, ex.id]));
+  const tbody = $("kafka-partitions");
+  const seen = new Set();
+  kafka.partitions.forEach((p, i) => {
+    const key = `${p.topic}/${p.partition}`;
+    seen.add(key);
+    const cells = [esc(p.topic), esc(p.partition), esc(p.holder ? holders.get(p.holder) || p.holder : ""),
+      esc(fmtNum(p.offset)), esc(fmtNum(p.high)), esc(p.lag == null ? "?" : fmtNum(p.lag)), esc(p.time || "")];
+    let tr = page.kafkaRows.get(key);
+    if (!tr) {
+      tr = document.createElement("tr");
+      tr.dataset.partition = key;
+      tr.innerHTML = "<td></td>".repeat(cells.length);
+      page.kafkaRows.set(key, tr);
+    }
+    if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);  // new partitions
+    updateCells(tr, cells);
+  });
+  for (const [key, tr] of page.kafkaRows) {
+    if (!seen.has(key)) {
+      tr.remove();
+      page.kafkaRows.delete(key);
+    }
+  }
 }
 
 async function refreshPartitions() {
