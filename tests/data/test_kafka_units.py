@@ -117,6 +117,9 @@ class Message:
     def error(self) -> None:
         return None
 
+    def __len__(self) -> int:
+        return len(self._value)
+
 
 def test_offsets_follow_the_counts_and_gaps_are_remembered():
     offsets = OffsetMap(count=10, offset=100)  # 10 records read by earlier attempts, resuming at offset 100
@@ -158,3 +161,13 @@ def test_a_partition_never_handed_out_is_journaled_at_its_first_offset(tmp_path)
     d.add_partition("", listed)
     journal.flush()
     assert recover(tmp_path)["k/t/0"]["offset"] == 41
+
+
+def test_a_large_batch_is_fed_in_blocks_so_that_positions_move_within_it(monkeypatch):
+    monkeypatch.setattr(kafka_reader, "BLOCK_BYTES", 100)
+    batch = [Message(o, b"x" * 30) for o in range(10)]
+    blocks = kafka_reader._blocks(batch)
+    assert [len(b) for b in blocks] == [3, 3, 3, 1]  # 90 bytes each at most (a record is never cut)
+    assert [m for b in blocks for m in b] == batch
+    big = [Message(0, b"x" * 500), Message(1, b"y")]
+    assert [len(b) for b in kafka_reader._blocks(big)] == [1, 1]  # a record above the size is a block

@@ -15,6 +15,7 @@ count of records the trainer consumed becomes the next offset to read.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import struct
 import threading
@@ -54,6 +55,7 @@ client_log = logging.getLogger("primus.kafka")
 client_log.addFilter(_Repeats())
 
 BATCH = 10_000  # messages per consume call
+BLOCK_BYTES = 256 * 1024  # values per block fed (the granularity of positions, like a file's ranges)
 POLL_SECONDS = 0.2  # how long one consume call may wait for messages (and for a stop to be seen)
 _LENGTH = struct.Struct(">I")
 # Defaults a source's consumer_config may change: keep up to 1M records per partition fetched
@@ -156,15 +158,33 @@ def read_partition(assignment: dict[str, Any], offsets: OffsetMap, stopped: Call
                 if not messages:
                     continue
             messages, finished = _until_end(messages, end, end_time)
-            if messages:
-                count = _note_offsets(messages, offsets, count)
-                block = _frame(messages, lines)
-                offsets.block(count, messages[-1].timestamp()[1])
+            for part in _blocks(messages):
+                count = _note_offsets(part, offsets, count)
+                block = _frame(part, lines)
+                offsets.block(count, part[-1].timestamp()[1])
                 yield block, count
             if finished:
                 return
     finally:
         consumer.close()
+
+
+def _blocks(messages: list[Any]) -> list[list[Any]]:
+    """The batch cut into runs of about ``BLOCK_BYTES`` of values: positions (and the watermark) move
+    by blocks, so a batch of 10,000 records must not be one (a slow trainer would show no progress
+    for long, and a crash would feed a whole batch again)."""
+    if not messages:
+        return []
+    ends = list(itertools.accumulate(map(len, messages)))  # Message.__len__: its value's length
+    if ends[-1] <= BLOCK_BYTES:
+        return [messages]
+    cuts, start = [], 0
+    while start < len(messages):
+        base = ends[start - 1] if start else 0
+        stop = max(start + 1, bisect.bisect_right(ends, base + BLOCK_BYTES, lo=start))
+        cuts.append(messages[start:stop])
+        start = stop
+    return cuts
 
 
 def _until_end(messages: list[Any], end: int, end_time: int | None) -> tuple[list[Any], bool]:
