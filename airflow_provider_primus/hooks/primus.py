@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import aiohttp
 from airflow.sdk import BaseHook
@@ -30,7 +30,7 @@ CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "had
 ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
 
-SpecLike = JobSpec | dict[str, Any] | str | os.PathLike
+SpecLike: TypeAlias = JobSpec | dict[str, Any] | str | os.PathLike
 
 #: Per backend: the fields of its spec section a connection field fills when the spec leaves it out.
 _SPEC_DEFAULTS = {"yarn": {"queue": "yarn_queue"}, "kubernetes": {"namespace": "namespace", "image": "image"}}
@@ -110,7 +110,7 @@ class PrimusHook(BaseHook):
         if isinstance(spec, JobSpec):
             return spec
         if isinstance(spec, dict):
-            return JobSpec.from_dict(spec, base_dir=base_dir)
+            return JobSpec.from_dict(spec, base_dir=Path(base_dir) if base_dir is not None else None)
         path = Path(spec).expanduser()
         if base_dir is not None and not path.is_absolute():
             path = Path(base_dir) / path

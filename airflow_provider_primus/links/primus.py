@@ -8,7 +8,7 @@ from airflow.sdk import BaseOperatorLink
 from airflow.sdk.bases.xcom import BaseXCom
 
 if TYPE_CHECKING:
-    from airflow.models.taskinstancekey import TaskInstanceKey
+    from airflow.sdk.types import TaskInstanceKey
 
 
 class PrimusJobLink(BaseOperatorLink):
@@ -24,4 +24,6 @@ class PrimusJobLink(BaseOperatorLink):
     xcom_key = "primus_job_url"
 
     def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
-        return BaseXCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
+        # Airflow's own types disagree: the link gets a TaskInstanceKey (a NamedTuple, read-only), which
+        # BaseXCom.get_value's TIKeyProtocol declares as settable; it only reads it.
+        return BaseXCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""  # type: ignore[arg-type]

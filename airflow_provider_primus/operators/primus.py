@@ -184,8 +184,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         try:
             job = self.hook.load_spec(self.spec, base_dir)
             if job.input is not None and job.input.work_preserve_dir is None:
-                job = job.model_copy(deep=True)
-                job.input.work_preserve_dir = self._work_preserve_dir(ti_tags, try_number)
+                preserve = self._work_preserve_dir(ti_tags, try_number)
+                job = job.model_copy(update={"input": job.input.model_copy(update={"work_preserve_dir": preserve})})
             return self.hook.submit(job, tags={**ti_tags, "try_number": try_number})
         except SpecError as exc:  # retrying cannot fix the spec
             raise AirflowFailException(f"Primus job spec is invalid: {exc}") from None
