@@ -109,7 +109,11 @@ class PrimusPartitionEventTrigger(BaseEventTrigger):
             return stores
         from airflow.sdk import Asset
 
-        return stores[Asset.ref(name=self.state_asset)]
+        try:
+            return stores[Asset.ref(name=self.state_asset)]
+        except KeyError:
+            raise ValueError(f"state_asset: no asset of that name watches this trigger ({stores!r}), "
+                             f"got {self.state_asset!r}") from None
 
     async def _load_last(self, store: Any) -> str | None:
         """The last partition announced before, from the store; retried until the store answers."""

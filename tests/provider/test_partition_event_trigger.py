@@ -190,10 +190,14 @@ def test_hourly_partitions_and_a_named_state_asset(tmp_path: Path, supervisor: S
     assert supervisor.values == {("clicks", STATE_KEY): "2026-12-02T00"}
 
 
-def test_several_watched_assets_need_a_state_asset(tmp_path: Path, supervisor: StoreSupervisor,
-                                                   loop: asyncio.AbstractEventLoop):
-    trigger = watcher(tmp_path, ASSET, Asset(name="other", uri="file:///other"))
-    with pytest.raises(ValueError, match="state_asset"):
+@pytest.mark.parametrize(("state_asset", "message"), [
+    (None, "state_asset: Task has 2 concrete inlets"), ("nope", "state_asset: no asset of that name"),
+])
+def test_several_watched_assets_need_a_state_asset_they_have(tmp_path: Path, supervisor: StoreSupervisor,
+                                                             loop: asyncio.AbstractEventLoop, state_asset: str | None,
+                                                             message: str):
+    trigger = watcher(tmp_path, ASSET, Asset(name="other", uri="file:///other"), state_asset=state_asset)
+    with pytest.raises(ValueError, match=message):
         Running(trigger, loop).next()
 
 
