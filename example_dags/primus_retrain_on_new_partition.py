@@ -14,7 +14,7 @@ defaults to ``~/.primus``), read when the DAG file is parsed (the watcher is par
 definition, not of a run). On a cluster, a ``hdfs://`` template and ``webhdfs_conn_id`` work the
 same way. Try it with a running scheduler and triggerer::
 
-    python3 examples/ps_worker/trainer.py make-partition ~/.primus/retrain-data/20261201 600
+    python3 examples/ps_worker/trainer.py make-partition ~/.primus/retrain-data/20261201 640
 
 A manual run (``airflow dags test primus_retrain_on_new_partition``) has no asset event: it
 trains on the ``partition`` Param instead.
@@ -64,7 +64,7 @@ TRAIN_JOB = {
     "name": "retrain-on-new-partition",
     "roles": [
         {"name": "ps", "replicas": 1, "ports": 1, "command": "python3 trainer.py", "files": [TRAINER],
-         "env": {"LR": "0.01"}, "resources": {"cpu": 0.5, "memory": "256Mi"}},
+         "env": {"LR": "0.1"}, "resources": {"cpu": 0.5, "memory": "256Mi"}},
         {"name": "worker", "replicas": 1, "ports": 0, "command": "python3 trainer.py", "files": [TRAINER],
          "consumes_input": True, "env": {"DATA": "stdin", "LOG_EVERY": "20"},
          "resources": {"cpu": 0.5, "memory": "256Mi"}},
