@@ -57,7 +57,8 @@ def get_provider_info() -> dict:
             {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.sensors.primus"]}
         ],
         "triggers": [
-            {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.triggers.primus"]}
+            {"integration-name": "Primus", "python-modules": ["airflow_provider_primus.triggers.primus",
+                                                              "airflow_provider_primus.triggers.partition_events"]}
         ],
         "extra-links": ["airflow_provider_primus.links.primus.PrimusJobLink"],
         "connection-types": [

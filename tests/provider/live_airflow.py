@@ -8,6 +8,7 @@ the triggerer do not serve logs (the api-server reads the task log files of the 
     live = LiveAirflow(tmp_dir, dags_folder)
     live.start()             # db migrate, start the components, wait until healthy
     live.trigger_dag(...)    # everything else through the public REST API /api/v2
+    live.restart("triggerer")  # stop one component, start it again, wait for its heartbeat
     live.stop()              # SIGTERM, SIGKILL after a timeout, then nothing of it is left
 
 The REST API is authenticated the way Airflow 3.3's simple auth manager allows with
@@ -32,6 +33,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,12 @@ def descendants(roots: list[int]) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def _epoch(iso_time: str) -> float:
+    """Seconds since the epoch of an ISO 8601 time from the API (UTC when it names no zone)."""
+    moment = datetime.fromisoformat(iso_time)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
 class PortTaken(RuntimeError):
@@ -247,18 +255,46 @@ class LiveAirflow:
 
     def _start_components(self) -> None:
         for name in COMPONENTS:
-            args = [AIRFLOW, name]
-            if name in ("scheduler", "triggerer"):
-                args.append("--skip-serve-logs")
-            with open(self.log_dir / f"{name}.log", "ab") as log:
-                log.write(f"===== airflow {name} on port {self.port} =====\n".encode())
-                log.flush()
-                # Own session: stop() reaches the component's children (executor workers, task
-                # supervisors, parsers) through the process group.
-                self.procs[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            self._start_component(name)
 
-    def _this_start(self, name: str) -> str:
+    def _start_component(self, name: str) -> None:
+        args = [AIRFLOW, name]
+        if name in ("scheduler", "triggerer"):
+            args.append("--skip-serve-logs")
+        with open(self.log_dir / f"{name}.log", "ab") as log:
+            log.write(f"===== airflow {name} on port {self.port} =====\n".encode())
+            log.flush()
+            # Own session: stop() reaches the component's children (executor workers, task
+            # supervisors, parsers) through the process group.
+            self.procs[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def restart(self, name: str, timeout: float = 120.0) -> None:
+        """Stop one component as an operator would (SIGTERM to its session, SIGKILL after
+        STOP_TIMEOUT) and start it again; returns once the API reports a heartbeat of the new one."""
+        if name not in ("scheduler", "dag-processor", "triggerer"):
+            raise ValueError(f"name: restart one of scheduler, dag-processor, triggerer, got {name!r}")
+        proc = self.procs.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(STOP_TIMEOUT)
+        with contextlib.suppress(ProcessLookupError):  # what is left of its session
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        restarted = time.time()
+        self._start_component(name)
+        key = "latest_" + name.replace("-", "_") + "_heartbeat"
+
+        def beating() -> bool:
+            if self.procs[name].poll() is not None:
+                raise RuntimeError(f"airflow {name} exited with {self.procs[name].returncode}:\n{self.tail(name)}")
+            part = self._request("GET", "/api/v2/monitor/health", auth=False).get(name.replace("-", "_"), {})
+            beat = part.get(key)
+            return part.get("status") == "healthy" and beat is not None and _epoch(beat) > restarted
+        wait_for(beating, timeout, f"the restarted {name} to report healthy", poll=1.0)
+
+    def log_since_start(self, name: str) -> str:
         """The component's log since it was last started."""
         text = (self.log_dir / f"{name}.log").read_text(errors="replace")
         return text.rsplit(f"===== airflow {name} on port ", 1)[-1]
@@ -266,11 +302,11 @@ class LiveAirflow:
     def _healthy(self) -> bool:
         for name, proc in self.procs.items():
             if proc.poll() is not None:
-                if name == "api-server" and "address already in use" in self._this_start("api-server").lower():
+                if name == "api-server" and "address already in use" in self.log_since_start("api-server").lower():
                     raise PortTaken(self.port)
                 raise RuntimeError(f"airflow {name} exited with {proc.returncode}:\n{self.tail(name)}")
         # Only our api-server answers on the port (not another one that took it first).
-        if f"Uvicorn running on {self.base_url}" not in self._this_start("api-server"):
+        if f"Uvicorn running on {self.base_url}" not in self.log_since_start("api-server"):
             return False
         try:
             health = self._request("GET", "/api/v2/monitor/health", auth=False)

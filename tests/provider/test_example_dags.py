@@ -30,7 +30,7 @@ def test_every_example_dag_imports_without_errors_or_warnings():
     files = {str(path) for path in EXAMPLE_DAGS.glob("*.py")}
     assert files and files == {dag.fileloc for dag in bag.dags.values()}  # every file holds a DAG
     assert {"primus_quickstart", "primus_daily_retraining", "primus_train_with_params",
-            "primus_model_sweep"} <= set(bag.dag_ids)
+            "primus_model_sweep", "primus_retrain_on_new_partition"} <= set(bag.dag_ids)
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +147,25 @@ def test_daily_retraining_trains_on_the_days_partition_and_evaluates_the_model(m
     (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id})
     assert evaluate["state"] == "succeeded"
     assert re.search(r"evaluation loss [\d.]+ on held-out data .*2 ps shards", output)
+
+
+def test_retrain_on_new_partition_dag_trains_on_its_partition(migrated_airflow_home, tmp_path):
+    """`dags test` creates no asset event: the run trains on the ``partition`` Param instead (the
+    event-driven path runs in tests/provider/test_live_airflow.py, with a real triggerer)."""
+    primus_home, data_root = tmp_path / "primus-home", tmp_path / "data"
+    trainer = EXAMPLE_DAGS.parent / "examples" / "ps_worker" / "trainer.py"
+    made = subprocess.run([sys.executable, str(trainer), "make-partition", str(data_root / "20261202"), "640"])
+    assert made.returncode == 0
+    env = airflow_env(migrated_airflow_home, primus_home)
+    env["PRIMUS_RETRAIN_DATA_ROOT"] = str(data_root)
+    got = run_airflow("dags", "test", "primus_retrain_on_new_partition", "-c", json.dumps({"partition": "2026-12-02"}),
+                      env=env, timeout=240)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    run_id, state = last_run(migrated_airflow_home, "primus_retrain_on_new_partition")
+    assert state == "success"
+    assert "[worker-0] trained on 640 samples" in output  # the trainer's output, followed into the task log
+    client = PrimusClient(primus_home)
+    (job,) = client.list({"dag_id": "primus_retrain_on_new_partition", "run_id": run_id})
+    time_range = client.spec(job["app_id"]).input.time_range
+    assert (time_range.start, time_range.end) == ("2026-12-02", "2026-12-02")

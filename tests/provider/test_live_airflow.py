@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +23,7 @@ from conftest import wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
-from .live_airflow import LiveAirflow, ancestors, cmdline, pids_with_cmdline
+from .live_airflow import REPO, LiveAirflow, ancestors, cmdline, pids_with_cmdline
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(600)
@@ -28,7 +31,11 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveAirflow]:
-    airflow = LiveAirflow(tmp_path_factory.mktemp("live-airflow"), with_examples=True)
+    root = tmp_path_factory.mktemp("live-airflow")
+    # primus_retrain_on_new_partition's watcher: where it looks, from which day, how often.
+    retrain = {"PRIMUS_RETRAIN_DATA_ROOT": str(root / "retrain-data"), "PRIMUS_RETRAIN_START": "2026-12-01",
+               "PRIMUS_RETRAIN_POLL_INTERVAL": "2"}
+    airflow = LiveAirflow(root, with_examples=True, env=retrain)
     airflow.start()
     try:
         yield airflow
@@ -200,3 +207,71 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
 
+
+
+RETRAIN_DAG = "primus_retrain_on_new_partition"
+
+
+def retrain_runs(live: LiveAirflow) -> list[dict[str, Any]]:
+    """The event-driven DAG's runs, oldest first."""
+    runs = live.api("GET", f"/dags/{RETRAIN_DAG}/dagRuns?limit=100")["dag_runs"]
+    return sorted(runs, key=lambda run: run["run_after"])
+
+
+def partitions_of_run(live: LiveAirflow, run_id: str) -> list[str]:
+    """The partitions carried by the asset events that triggered the run."""
+    events = live.api("GET", f"/dags/{RETRAIN_DAG}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+                             "/upstreamAssetEvents")["asset_events"]
+    return sorted(event["extra"]["payload"]["partition"] for event in events)
+
+
+def test_event_driven_retraining_runs_once_per_new_partition_across_a_triggerer_restart(live: LiveAirflow):
+    """The example DAG scheduled on an asset watched by PrimusPartitionEventTrigger: a partition
+    written (as the upstream pipeline would: files, then _SUCCESS) -> one asset event -> one DAG
+    run training on exactly that partition. A restarted triggerer resumes after the last partition
+    announced (the asset state store): nothing again, and the next partition once it appears."""
+    data_root = live.root / "retrain-data"
+    trainer = REPO / "examples" / "ps_worker" / "trainer.py"
+
+    def write_partition(day: str, rows: int) -> None:
+        subprocess.run([sys.executable, str(trainer), "make-partition", str(data_root / day), str(rows)], check=True)
+
+    def run_for(day: str, rows: int, earlier: int) -> dict[str, Any]:
+        write_partition(day, rows)
+        run = wait_for(lambda: (runs := retrain_runs(live))[earlier:] and runs[earlier], 120,
+                       f"a DAG run for partition {day}", poll=1.0)
+        run = live.wait_for_run_state(RETRAIN_DAG, run["dag_run_id"], timeout=180)
+        assert run["state"] == "success", run
+        assert run["run_type"] == "asset_triggered", run
+        label = f"{day[:4]}-{day[4:6]}-{day[6:]}"
+        assert partitions_of_run(live, run["dag_run_id"]) == [label]
+        # The job read that partition, all of it (one worker): its output is in the task log.
+        assert f"[worker-0] trained on {rows} samples" in live.task_log(RETRAIN_DAG, run["dag_run_id"], "train", 1)
+        return run
+
+    with live.explain_failure(RETRAIN_DAG):
+        live.wait_for_dag(RETRAIN_DAG)
+        assert retrain_runs(live) == []
+        for n, (day, rows) in enumerate((("20261201", 640), ("20261202", 642), ("20261203", 644))):
+            run_for(day, rows, earlier=n)
+        assert len(retrain_runs(live)) == 3
+
+        (asset,) = live.api("GET", "/assets?name_pattern=primus_new_partitions")["assets"]
+        state = live.api("GET", f"/assets/{asset['id']}/state-store/primus_last_partition")
+        assert state["value"] == "2026-12-03"
+
+        live.restart("triggerer")
+        # The new triggerer runs the watcher again, from the stored partition on.
+        wait_for(lambda: "Watching " in live.log_since_start("triggerer")
+                 and "next 2026-12-04" in live.log_since_start("triggerer"), 120,
+                 "the watcher to run again in the restarted triggerer", poll=1.0)
+        time.sleep(10)  # several polls: a repeated partition would have made an event, and a run, by now
+        assert len(retrain_runs(live)) == 3
+        events = live.api("GET", f"/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
+        assert len(events) == 3
+
+        run_for("20261204", 646, earlier=3)
+        assert len(retrain_runs(live)) == 4
+        events = live.api("GET", f"/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
+        assert sorted(e["extra"]["payload"]["partition"] for e in events) == [
+            "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04"]

@@ -46,7 +46,7 @@ def test_airflow_cli_lists_triggers_and_the_job_link():
     triggers = run_airflow("providers", "triggers", "-o", "json")
     assert triggers.returncode == 0, triggers.stderr
     ours = {t["class"] for t in json.loads(triggers.stdout) if t["package_name"] == "airflow-provider-primus"}
-    assert ours == {"airflow_provider_primus.triggers.primus"}
+    assert ours == {"airflow_provider_primus.triggers.primus", "airflow_provider_primus.triggers.partition_events"}
     links = run_airflow("providers", "links", "-o", "json")
     assert links.returncode == 0, links.stderr
     assert "airflow_provider_primus.links.primus.PrimusJobLink" in links.stdout
