@@ -30,7 +30,10 @@ with DAG(
         "learning_rate": Param(0.01, type="number", exclusiveMinimum=0, maximum=1, title="Learning rate"),
         "backend": Param("local", enum=["local", "yarn", "kubernetes"], title="Backend",
                          description="Where the job runs: needs a primus_<backend> connection, except local."),
-        "note": Param("", type="string", title="Note", description="Kept as the job's 'note' tag."),
+        # Optional: a field the form may leave empty must allow null (Airflow's documented way),
+        # else the form marks it required and keeps the Trigger button disabled.
+        "note": Param(None, type=["null", "string"], title="Note",
+                      description="Optional; kept as the job's 'note' tag."),
     },
     render_template_as_native_obj=True,  # numbers from the form stay numbers in the spec
     tags=["primus", "example"],
@@ -41,7 +44,7 @@ with DAG(
         primus_conn_id="{{ 'primus_default' if params.backend == 'local' else 'primus_' ~ params.backend }}",
         spec={
             "name": "ui-training",
-            "tags": {"note": "{{ params.note }}"},
+            "tags": {"note": "{{ params.note or '' }}"},  # an empty form field is None
             "roles": [
                 {"name": "ps", "replicas": 2, "ports": 1, "command": "python3 trainer.py", "files": [TRAINER],
                  "env": {"LR": "{{ params.learning_rate }}"}, "resources": {"cpu": 0.5, "memory": "256Mi"}},

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+from airflow.serialization.serialized_objects import BaseSerialization
 
+from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import STATE_KEY
 from primus_runtime.client import PrimusClient
 
@@ -31,6 +33,26 @@ def test_every_example_dag_imports_without_errors_or_warnings():
     assert files and files == {dag.fileloc for dag in bag.dags.values()}  # every file holds a DAG
     assert {"primus_quickstart", "primus_daily_retraining", "primus_train_with_params",
             "primus_model_sweep"} <= set(bag.dag_ids)
+
+
+@pytest.fixture(scope="module")
+def example_dags() -> DagBag:
+    return DagBag(dag_folder=str(EXAMPLE_DAGS), safe_mode=False)
+
+
+def test_params_form_can_be_submitted_with_its_defaults(example_dags):
+    dag = example_dags.dags["primus_train_with_params"]
+    dag.params.validate()  # what the trigger form checks before it enables its button
+    # The form marks a field required unless its schema allows null: an optional field must.
+    serialized = dict(BaseSerialization._serialize_params_dict(dag.params))  # as the UI receives them
+    assert serialized["note"]["default"] is None
+    assert "null" in BaseSerialization.deserialize(serialized["note"]["schema"])["type"]
+    # ... and the job spec still renders from the defaults into a valid job.
+    train = dag.get_task("train")
+    params = {name: dag.params[name] for name in dag.params}
+    rendered = train.render_template(train.spec, {"params": params}, dag.get_template_env())
+    job = PrimusHook().load_spec(rendered, base_dir=dag.folder)
+    assert job.tags["note"] == "" and job.role("worker").replicas == 2
 
 
 @pytest.fixture(scope="module")
