@@ -290,17 +290,20 @@ class LogFollower:
     """Hands out the lines that executors' logs gained since the last call.
 
     Follows the current incarnation of each executor (``worker-0``): after a restart it starts
-    on the new incarnation's log. At most ``max_lines`` lines per call, executor and stream are returned;
-    the rest is summarized in one line, so a chatty trainer cannot flood the task log.
+    on the new incarnation's log. At most ``max_lines`` lines per call, executor and stream are
+    returned, the newest ones; the older ones are counted in one line, so a chatty trainer cannot
+    flood the task log.
+
+    ``offsets`` (log path -> bytes handed out, whole lines only) is where it stands: give it to a
+    new follower (a trigger re-created from its kwargs) to carry on without repeating a line.
     """
 
     def __init__(self, executors: Iterable[str], streams: tuple[str, ...] = ("stdout", "stderr"),
-                 max_lines: int = 200) -> None:
+                 max_lines: int = 200, offsets: dict[str, int] | None = None) -> None:
         self.executors = list(executors)
         self.streams = streams
         self.max_lines = max_lines
-        self._offsets: dict[str, int] = {}  # log path -> bytes already handed out
-        self._partial: dict[str, bytes] = {}  # log path -> an unfinished last line
+        self.offsets: dict[str, int] = dict(offsets or {})
 
     def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any]) -> list[str]:
         if not self.executors:
@@ -315,18 +318,21 @@ class LogFollower:
         return out
 
     def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
+        start = self.offsets.get(path, 0)
         try:
-            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, self._offsets.get(path, 0))
+            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
         except OSError:
             return []  # not written yet
-        self._offsets[path] = self._offsets.get(path, 0) + len(chunk)
-        *complete, self._partial[path] = (self._partial.get(path, b"") + chunk).split(b"\n")
+        # An unfinished last line stays unread: the next call (or the next follower) reads it whole.
+        *complete, _unfinished = chunk.split(b"\n")
+        self.offsets[path] = start + sum(len(line) + 1 for line in complete)
         lines = [f"[{executor_id} {stream}] {line.decode(errors='replace')}" for line in complete]
         if len(lines) > self.max_lines:
             skipped = len(lines) - self.max_lines
-            lines = [f"[{executor_id} {stream}] ... {skipped} lines skipped (primus logs {app_id} "
-                     f"--role {executor_id.rpartition('-')[0]} --index {executor_id.rpartition('-')[2]} "
-                     f"--stream {stream})"] + lines[-self.max_lines:]
+            role, _, index = executor_id.rpartition("-")
+            lines = [f"[{executor_id} {stream}] ... {skipped} lines skipped, the newest {self.max_lines} follow "
+                     f"(all: primus logs {app_id} --role {role} --index {index} --stream {stream})"
+                     ] + lines[-self.max_lines:]
         return lines
 
 
