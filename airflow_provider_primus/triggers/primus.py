@@ -1,10 +1,12 @@
 """Triggers that wait in the triggerer: for a job to end, a role to reach a state, data progress.
 
 They share one polling loop (``PrimusStatusTrigger.run``): read the job's status over async HTTP,
-log progress when it changes (and new lines of the followed executors' logs), and fire once the
-condition holds, the job ended without meeting it, the deadline passed, or the status stayed
-unreadable. ``serialize()`` carries every argument, so a trigger moved to another triggerer
-resumes unchanged; ``cleanup()`` (every exit, a triggerer restart too) never touches the job.
+log progress when it changes and a one-line summary now and then, and fire once the condition
+holds, the job ended without meeting it, the deadline passed, or the status stayed unreadable;
+the followed executors' newest lines are copied right before it fires (a hand-off, see
+``PrimusStatusTrigger``). ``serialize()`` carries every argument, the log offsets included, so a
+trigger moved to another triggerer resumes unchanged; ``cleanup()`` (every exit, a triggerer
+restart too) never touches the job.
 """
 
 from __future__ import annotations
