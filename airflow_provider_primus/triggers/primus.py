@@ -159,13 +159,12 @@ class ProgressSummary:
 
     def __init__(self, app_id: str) -> None:
         self.app_id = app_id
-        self.started = time.monotonic()
-        self._last: float | None = None
+        self._last = time.monotonic()  # not at the start: the condition's line just said it all
 
     def due(self, interval: float) -> bool:
-        """True at most once per ``interval`` seconds (not at the start: nothing happened yet)."""
+        """True at most once per ``interval`` seconds."""
         now = time.monotonic()
-        if now - (self._last or self.started) < interval:
+        if now - self._last < interval:
             return False
         self._last = now
         return True
@@ -182,8 +181,10 @@ class ProgressSummary:
             kafka = data.get("kafka") or {}
             eta = data.get("eta_seconds") if data.get("eta_seconds") is not None else kafka.get("eta_seconds")
             parts.append(f"ETA ~{_duration(eta)}" if eta is not None else "ETA unknown yet")
-        elapsed = _duration(time.monotonic() - self.started)
-        return f"Primus job {self.app_id} {status['job']['state']}, watched for {elapsed}: " + " | ".join(parts)
+        job = status["job"]
+        since = job.get("started_at") or job.get("created_at")  # the job's clock: true across hand-offs
+        elapsed = f" for {_duration(time.time() - since)}" if since else ""
+        return f"Primus job {self.app_id} {job['state']}{elapsed}: " + " | ".join(parts)
 
 
 def _duration(seconds: float) -> str:

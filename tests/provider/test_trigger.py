@@ -208,7 +208,7 @@ def test_trigger_logs_a_periodic_one_line_summary(primus_home, client, capsys):
     app_id = PrimusHook().submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 1.5"}]))
     event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, summary_interval=0.3))
     assert event["status"] == "success"
-    summaries = [line for line in capsys.readouterr().out.splitlines() if "watched for" in line]
+    summaries = [line for line in capsys.readouterr().out.splitlines() if "roles ready" in line]
     assert summaries and all(f"Primus job {app_id} " in line and "roles ready " in line for line in summaries)
     assert any("(worker 2/2)" in line for line in summaries)
 
