@@ -60,7 +60,7 @@ class PrimusStatusTrigger(BaseTrigger):
                  poll_interval: float = 5.0, deadline: float | None = None,
                  follow_logs: list[str] | tuple[str, ...] = (), log_offsets: dict[str, int] | None = None,
                  log_interval: float | None = None, max_log_lines: int = 20,
-                 summary_interval: float = 60.0) -> None:
+                 summary_interval: float = 30.0) -> None:
         super().__init__()
         self.app_id = app_id
         self.primus_conn_id = primus_conn_id
@@ -206,7 +206,7 @@ class PrimusJobTrigger(PrimusStatusTrigger):
                  poll_interval: float = 5.0, deadline: float | None = None,
                  follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill",
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
-                 max_log_lines: int = 20, summary_interval: float = 60.0) -> None:
+                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
         super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
                          max_log_lines, summary_interval)
         self.on_kill_action = on_kill_action
@@ -241,7 +241,7 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
                  primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
-                 max_log_lines: int = 20, summary_interval: float = 60.0) -> None:
+                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
         super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
                          max_log_lines, summary_interval)
         self.role, self.state, self.count = role, state, count
@@ -264,7 +264,7 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
                  max_lag: int | None = None, watermark_after: str | None = None,
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
-                 max_log_lines: int = 20, summary_interval: float = 60.0) -> None:
+                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
         super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
                          max_log_lines, summary_interval)
         self.min_progress, self.partition = min_progress, partition

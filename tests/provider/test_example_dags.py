@@ -65,14 +65,6 @@ def test_examples_wait_where_their_outcome_shows_and_skip_a_day_without_data(exa
     assert sensor.soft_fail and sensor.timeout <= 3600
 
 
-@pytest.fixture(scope="module")
-def migrated_airflow_home(tmp_path_factory) -> Path:
-    airflow_home = tmp_path_factory.mktemp("airflow-home")
-    got = run_airflow("db", "migrate", env=airflow_env(airflow_home, airflow_home / "unused"))
-    assert got.returncode == 0, got.stderr[-3000:]
-    return airflow_home
-
-
 @pytest.mark.parametrize("deferrable", [False, True], ids=["worker-waits", "deferred"])
 def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferrable):
     primus_home = tmp_path / "primus-home"

@@ -23,7 +23,7 @@ from airflow_provider_primus.triggers.primus import (
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import make_context
+from .conftest import airflow_env, make_context, run_airflow
 
 QUICK = [{"name": "worker", "command": "sleep 0.3"}]
 FAILING = [{"name": "worker", "command": "exit 7", "failover": {"restart": "never"}}]
@@ -223,3 +223,30 @@ def test_deferred_operator_defers_again_from_a_log_hand_off(primus_home, client)
     trigger = info.value.trigger
     assert (trigger.app_id, trigger.deadline, trigger.log_offsets, trigger.log_interval) == (app_id, 123.0, offsets, 60)
     client.kill(app_id)
+
+
+HAND_OFF_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
+
+with DAG(dag_id="primus_log_hand_off", schedule=None, start_date=datetime(2026, 1, 1)):
+    PrimusSubmitJobOperator(
+        task_id="train", deferrable=True, poll_interval=0.5, log_interval=2,
+        spec={"name": "chatty", "am": {"heartbeat_interval": "500ms"},
+              "roles": [{"name": "worker", "command": "for i in $(seq 1 40); do echo tick-$i; sleep 0.2; done"}]},
+    )
+"""
+
+
+def test_deferred_task_hands_off_its_log_through_airflow_without_repeating_a_line(migrated_airflow_home, tmp_path):
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "hand_off.py").write_text(HAND_OFF_DAG)
+    env = airflow_env(migrated_airflow_home, tmp_path / "primus-home") | {"AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    got = run_airflow("dags", "test", "primus_log_hand_off", env=env, timeout=240)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    assert output.count("Pausing task as DEFERRED") >= 2  # deferred again after a hand-off
+    assert copied_lines(output) == [
+        f"tick-{i}" for i in range(1, 41)]  # every line once, in order, across the hand-offs
