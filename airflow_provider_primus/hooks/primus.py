@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections import deque
@@ -16,9 +17,11 @@ import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
+from airflow_provider_primus import get_provider_info
 from primus_runtime import backends, protocol
 from primus_runtime.api_client import AMRejected, AMUntrusted, am_base_url, verifying_context
 from primus_runtime.backends.base import ClientOptions
+from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import JobNotFound, PrimusClient
 from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
@@ -31,6 +34,13 @@ ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
 
 SpecLike: TypeAlias = JobSpec | dict[str, Any] | str | os.PathLike
+
+#: Per backend: the connection fields (keys of its extra) that matter to it, for the error that a
+#: connection is missing; ``work_preserve_root`` is optional everywhere.
+BACKEND_FIELDS = {"local": ("home",), "yarn": ("hadoop_conf_dir", "yarn_queue"),
+                  "kubernetes": ("kubernetes_conn_id", "namespace", "image")}
+#: (connection id, Primus home) pairs whose local fallback this process has announced already.
+_ANNOUNCED_FALLBACKS: set[tuple[str, str]] = set()
 
 #: Per backend: the fields of its spec section a connection field fills when the spec leaves it out.
 _SPEC_DEFAULTS = {"yarn": {"queue": "yarn_queue"}, "kubernetes": {"namespace": "namespace", "image": "image"}}
@@ -47,7 +57,8 @@ class PrimusHook(BaseHook):
 
     When the connection id is the default ``primus_default`` and no such connection exists, the
     hook uses the local backend with the default home, so the quickstart needs no setup. A
-    connection id that is named explicitly must exist.
+    connection id that is named explicitly must exist: when it does not, the error says how to
+    create it (type, fields, a command). The fallback is logged once per process, naming the home.
 
     :param primus_conn_id: the ``primus`` connection to use.
     :param timeout: seconds for each request to a job's Application Master.
@@ -70,11 +81,10 @@ class PrimusHook(BaseHook):
         """``backend`` and ``home`` from the connection (or the local defaults, see the class doc)."""
         try:
             conn = self.get_connection(self.primus_conn_id)
-        except AirflowNotFoundException:
+        except AirflowNotFoundException as exc:
             if self.primus_conn_id != self.default_conn_name:
-                raise
-            self.log.info("No connection %r: using the local backend with the default Primus home",
-                          self.primus_conn_id)
+                raise AirflowNotFoundException(missing_connection_message(self.primus_conn_id)) from exc
+            self._announce_local_fallback()
             return dict.fromkeys(CONNECTION_FIELDS) | {"backend": "local"}
         extra = conn.extra_dejson
 
@@ -86,6 +96,18 @@ class PrimusHook(BaseHook):
             raise AirflowException(f"connection {self.primus_conn_id!r}: backend must be one of "
                                    f"{list(backends.NAMES)}, got {backend!r}")
         return {name: field(name) for name in CONNECTION_FIELDS} | {"backend": backend}
+
+    def _announce_local_fallback(self) -> None:
+        """Say once per process (a task, the triggerer) which home the fallback uses: sensors make a
+        hook per poke, and one line per poke drowned the task log."""
+        home = default_home()
+        key = (self.primus_conn_id, str(home))
+        if key in _ANNOUNCED_FALLBACKS:
+            return
+        _ANNOUNCED_FALLBACKS.add(key)
+        source = "$PRIMUS_HOME" if os.environ.get("PRIMUS_HOME") else "the default, as $PRIMUS_HOME is not set"
+        self.log.info("No connection %r: using the local backend with Primus home %s (%s)",
+                      self.primus_conn_id, home, source)
 
     @cached_property
     def client(self) -> PrimusClient:
@@ -225,6 +247,26 @@ class PrimusHook(BaseHook):
         return self.client.cluster(self.settings["backend"]).default_work_preserve_root()
 
 
+def missing_connection_message(conn_id: str) -> str:
+    """What to create when ``conn_id`` does not exist: its type, its fields, a command. The backend
+    is guessed from the id (``primus_yarn``: yarn), as the example DAGs name connections so."""
+    guessed = [name for name in BACKEND_FIELDS if name in conn_id.lower()]
+    backends_shown = guessed[:1] or list(BACKEND_FIELDS)
+    fields = "; ".join(f"{name}: " + ", ".join(f"{field} ({_field_label(field)})" for field in BACKEND_FIELDS[name])
+                       for name in backends_shown)
+    example = json.dumps({"backend": backends_shown[0] if guessed else "yarn"})
+    return (f"Airflow connection {conn_id!r} does not exist. Create it (Admin > Connections, or the CLI) with "
+            f"connection type 'primus', the extra field backend ({' or '.join(backends_shown)}) and the fields "
+            f"of that backend ({fields}; work_preserve_root is optional), for example: "
+            f"airflow connections add {conn_id} --conn-type primus --conn-extra '{example}'")
+
+
+def _field_label(name: str) -> str:
+    """The form label of a connection field (``get_provider_info``'s ``conn-fields``)."""
+    (conn_type,) = get_provider_info()["connection-types"]
+    return str(conn_type["conn-fields"][name]["label"])
+
+
 def _kubernetes_through_airflow(hook: PrimusHook, options: ClientOptions) -> ClientOptions:
     """Kubernetes is reached through the cncf-kubernetes provider's ``KubernetesHook`` of the
     connection's ``kubernetes_conn_id`` (in-cluster, kubeconfig, context: whatever that connection
@@ -248,17 +290,20 @@ class LogFollower:
     """Hands out the lines that executors' logs gained since the last call.
 
     Follows the current incarnation of each executor (``worker-0``): after a restart it starts
-    on the new incarnation's log. At most ``max_lines`` lines per call, executor and stream are returned;
-    the rest is summarized in one line, so a chatty trainer cannot flood the task log.
+    on the new incarnation's log. At most ``max_lines`` lines per call, executor and stream are
+    returned, the newest ones; the older ones are counted in one line, so a chatty trainer cannot
+    flood the task log.
+
+    ``offsets`` (log path -> bytes handed out, whole lines only) is where it stands: give it to a
+    new follower (a trigger re-created from its kwargs) to carry on without repeating a line.
     """
 
     def __init__(self, executors: Iterable[str], streams: tuple[str, ...] = ("stdout", "stderr"),
-                 max_lines: int = 200) -> None:
+                 max_lines: int = 200, offsets: dict[str, int] | None = None) -> None:
         self.executors = list(executors)
         self.streams = streams
         self.max_lines = max_lines
-        self._offsets: dict[str, int] = {}  # log path -> bytes already handed out
-        self._partial: dict[str, bytes] = {}  # log path -> an unfinished last line
+        self.offsets: dict[str, int] = dict(offsets or {})
 
     def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any]) -> list[str]:
         if not self.executors:
@@ -273,18 +318,21 @@ class LogFollower:
         return out
 
     def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
+        start = self.offsets.get(path, 0)
         try:
-            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, self._offsets.get(path, 0))
+            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
         except OSError:
             return []  # not written yet
-        self._offsets[path] = self._offsets.get(path, 0) + len(chunk)
-        *complete, self._partial[path] = (self._partial.get(path, b"") + chunk).split(b"\n")
+        # An unfinished last line stays unread: the next call (or the next follower) reads it whole.
+        *complete, _unfinished = chunk.split(b"\n")
+        self.offsets[path] = start + sum(len(line) + 1 for line in complete)
         lines = [f"[{executor_id} {stream}] {line.decode(errors='replace')}" for line in complete]
         if len(lines) > self.max_lines:
             skipped = len(lines) - self.max_lines
-            lines = [f"[{executor_id} {stream}] ... {skipped} lines skipped (primus logs {app_id} "
-                     f"--role {executor_id.rpartition('-')[0]} --index {executor_id.rpartition('-')[2]} "
-                     f"--stream {stream})"] + lines[-self.max_lines:]
+            role, _, index = executor_id.rpartition("-")
+            lines = [f"[{executor_id} {stream}] ... {skipped} lines skipped, the newest {self.max_lines} follow "
+                     f"(all: primus logs {app_id} --role {role} --index {index} --stream {stream})"
+                     ] + lines[-self.max_lines:]
         return lines
 
 

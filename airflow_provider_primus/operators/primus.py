@@ -58,7 +58,11 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         kill request is sent at once and the job's AM finishes the stop on its own.
     :param follow_logs: executors (e.g. ``["worker-0"]``) whose new stdout/stderr lines are copied
         into the task log while it waits, deferred or not. Default: executor 0 of the first role the
-        job waits for; ``[]`` copies none.
+        job waits for; ``[]`` copies none. Deferred, the trigger copies only the newest lines, at each
+        hand-off (see ``log_interval``), never a line twice, and logs a one-line progress summary.
+    :param log_interval: deferred only: every this many seconds the trigger copies the followed logs'
+        newest lines and the task defers again from where the copy stopped (a short stop on a
+        worker, as the Kubernetes pod operator's ``logging_interval``); None: only when the job ends.
 
     Data checkpoints: a job with an ``input`` section and no ``input.work_preserve_dir`` gets one
     per task instance (under the connection's ``work_preserve_root``), so a retry after a failed
@@ -85,6 +89,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         on_kill_action: str = "kill",
         kill_timeout: float = 3.0,
         follow_logs: Sequence[str] | None = None,
+        log_interval: float | None = 300.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -100,6 +105,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         self.on_kill_action = on_kill_action
         self.kill_timeout = kill_timeout
         self.follow_logs = None if follow_logs is None else list(follow_logs)
+        self.log_interval = log_interval
         self.app_id: str | None = None
 
     @cached_property
@@ -134,15 +140,19 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                           "`primus ui %s` prints)", app_id, url, app_id)
 
         if self.wait_for_completion and self.deferrable:
-            self.defer(
-                trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval,
-                                         deadline=self._deadline(ti), follow_logs=self._follow_logs(app_id),
-                                         on_kill_action=self.on_kill_action),
-                method_name="execute_complete",
-            )
+            self._defer_wait(app_id, self._deadline(ti), self._follow_logs(app_id), log_offsets={})
         if self.wait_for_completion:
             self._wait(app_id)
         return app_id
+
+    def _defer_wait(self, app_id: str, deadline: float | None, follow_logs: list[str],
+                    log_offsets: dict[str, int]) -> None:
+        self.defer(
+            trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
+                                     follow_logs=follow_logs, on_kill_action=self.on_kill_action,
+                                     log_offsets=log_offsets, log_interval=self.log_interval),
+            method_name="execute_complete",
+        )
 
     def _deadline(self, ti: Any) -> float | None:
         """execution_timeout as an absolute time, counted from the task's start."""
@@ -156,6 +166,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         """Back from the trigger: the app id on success, else the runtime's reason as the error."""
         app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
         self.app_id = app_id
+        if status == "running":  # a log hand-off: wait on, copying from where the trigger stopped
+            self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
             self.log.info("Primus job %s succeeded: %s", app_id, reason)
             return app_id

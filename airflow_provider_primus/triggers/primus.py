@@ -1,10 +1,12 @@
 """Triggers that wait in the triggerer: for a job to end, a role to reach a state, data progress.
 
 They share one polling loop (``PrimusStatusTrigger.run``): read the job's status over async HTTP,
-log progress when it changes (and new lines of the followed executors' logs), and fire once the
-condition holds, the job ended without meeting it, the deadline passed, or the status stayed
-unreadable. ``serialize()`` carries every argument, so a trigger moved to another triggerer
-resumes unchanged; ``cleanup()`` (every exit, a triggerer restart too) never touches the job.
+log progress when it changes and a one-line summary now and then, and fire once the condition
+holds, the job ended without meeting it, the deadline passed, or the status stayed unreadable;
+the followed executors' newest lines are copied right before it fires (a hand-off, see
+``PrimusStatusTrigger``). ``serialize()`` carries every argument, the log offsets included, so a
+trigger moved to another triggerer resumes unchanged; ``cleanup()`` (every exit, a triggerer
+restart too) never touches the job.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_primus.conditions import Check, data_reached, job_succeeded, role_reached
 from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
 from airflow_provider_primus.partitions import path_exists
-from primus_runtime.client import JobNotFound
+from primus_runtime.client import JobNotFound, data_progress
 from primus_runtime.states import ExecutorState, JobState
 
 #: Status reads that may fail in a row (AM restarting, a loaded machine) before the trigger gives up.
@@ -29,9 +31,18 @@ MAX_READ_ERRORS = 5
 class PrimusStatusTrigger(BaseTrigger):
     """The polling loop; subclasses say what they wait for (``check``) and what they carry.
 
-    Event payload: ``{"status": "success" | "failed" | "timeout" | "error", "app_id", "state",
-    "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
-    sentence naming the job (what the task fails with).
+    Event payload: ``{"status": "success" | "failed" | "timeout" | "error" | "running", "app_id",
+    "state", "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
+    sentence naming the job (what the task fails with); with ``follow_logs``, ``log_offsets`` too.
+
+    Trainer lines are copied only when the trigger hands off, i.e. right before it fires: the
+    newest ``max_log_lines`` of each followed log (the others counted in one line), and the event
+    carries ``log_offsets``, where the copy stopped. With ``log_interval`` it also hands off every
+    ``log_interval`` seconds with a ``running`` event, which the submit operator answers by
+    deferring again from those offsets (as the Kubernetes pod operator's ``logging_interval``).
+    A trigger re-created from its kwargs (a triggerer restart) thus starts where the last copy
+    stopped: no line is copied twice. Meanwhile a one-line summary (roles ready, data, watermark,
+    ETA) is logged every ``summary_interval`` seconds, and the condition's line when it changes.
 
     :param app_id: the job to watch.
     :param primus_conn_id: the ``primus`` connection it was submitted through.
@@ -39,17 +50,27 @@ class PrimusStatusTrigger(BaseTrigger):
     :param deadline: absolute time (epoch seconds) after which a ``timeout`` event fires; Airflow
         does not apply ``execution_timeout`` to a deferred task, the operator passes it here.
     :param follow_logs: executors (``worker-0``) whose new stdout/stderr lines go to the task log.
+    :param log_offsets: log path -> bytes of it copied already (from the previous hand-off's event).
+    :param log_interval: seconds between hand-offs while the job runs; None: only when it fires.
+    :param max_log_lines: at most this many lines of each followed log per hand-off.
+    :param summary_interval: seconds between summary lines.
     """
 
     def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
                  poll_interval: float = 5.0, deadline: float | None = None,
-                 follow_logs: list[str] | tuple[str, ...] = ()) -> None:
+                 follow_logs: list[str] | tuple[str, ...] = (), log_offsets: dict[str, int] | None = None,
+                 log_interval: float | None = None, max_log_lines: int = 20,
+                 summary_interval: float = 30.0) -> None:
         super().__init__()
         self.app_id = app_id
         self.primus_conn_id = primus_conn_id
         self.poll_interval = poll_interval
         self.deadline = deadline
         self.follow_logs = list(follow_logs)
+        self.log_offsets = dict(log_offsets or {})
+        self.log_interval = log_interval
+        self.max_log_lines = max_log_lines
+        self.summary_interval = summary_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -58,6 +79,10 @@ class PrimusStatusTrigger(BaseTrigger):
             "poll_interval": self.poll_interval,
             "deadline": self.deadline,
             "follow_logs": list(self.follow_logs),
+            "log_offsets": dict(self.log_offsets),
+            "log_interval": self.log_interval,
+            "max_log_lines": self.max_log_lines,
+            "summary_interval": self.summary_interval,
             **self._condition(),
         }
 
@@ -81,7 +106,9 @@ class PrimusStatusTrigger(BaseTrigger):
         yield event
 
     async def _first_event(self, hook: PrimusAsyncHook) -> TriggerEvent:
-        follower = LogFollower(self.follow_logs)
+        follower = LogFollower(self.follow_logs, max_lines=self.max_log_lines, offsets=self.log_offsets)
+        summary = ProgressSummary(self.app_id)
+        started = time.monotonic()
         last_line, errors = None, 0
         while True:
             if self.deadline is not None and time.time() > self.deadline:
@@ -97,21 +124,75 @@ class PrimusStatusTrigger(BaseTrigger):
                     return self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: {exc}")
                 self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
             else:
-                for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
-                    self.log.info("%s", line)
                 check = self.check(status)
                 if check.line != last_line:
                     self.log.info("Primus job %s %s", self.app_id, check.line)
                     last_line = check.line
                 if check.met:
-                    return self.success_event(status, check)
+                    return await self._hand_off(hook, follower, status, self.success_event(status, check))
                 if check.impossible:
-                    return self._event("failed", status["job"]["state"], check.impossible,
-                                       input_at_fault=check.input_at_fault)
+                    return await self._hand_off(hook, follower, status, self._event(
+                        "failed", status["job"]["state"], check.impossible, input_at_fault=check.input_at_fault))
+                if summary.due(self.summary_interval):
+                    self.log.info("%s", summary.line(status))
+                if self.follow_logs and self.log_interval is not None \
+                        and time.monotonic() - started >= self.log_interval:
+                    return await self._hand_off(hook, follower, status, self._event(
+                        "running", status["job"]["state"], "log hand-off", deadline=self.deadline))
             await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
+
+    async def _hand_off(self, hook: PrimusAsyncHook, follower: LogFollower, status: dict[str, Any],
+                        event: TriggerEvent) -> TriggerEvent:
+        """Copy the followed logs' newest lines, then ``event`` with where the copy stopped."""
+        if not self.follow_logs:
+            return event
+        for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
+            self.log.info("%s", line)
+        return TriggerEvent({**event.payload, "log_offsets": dict(follower.offsets)})
 
     def _event(self, status: str, state: str, reason: str, **extra: Any) -> TriggerEvent:
         return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason, **extra})
+
+
+class ProgressSummary:
+    """The trigger's periodic one-line summary: roles ready, data done, watermark, ETA."""
+
+    def __init__(self, app_id: str) -> None:
+        self.app_id = app_id
+        self._last = time.monotonic()  # not at the start: the condition's line just said it all
+
+    def due(self, interval: float) -> bool:
+        """True at most once per ``interval`` seconds."""
+        now = time.monotonic()
+        if now - self._last < interval:
+            return False
+        self._last = now
+        return True
+
+    def line(self, status: dict[str, Any]) -> str:
+        roles = status.get("roles", [])
+        ready = sum(int(role.get("ready", 0)) for role in roles)
+        wanted = sum(int(role.get("replicas", 0)) for role in roles)
+        parts = [f"roles ready {ready}/{wanted} (" + ", ".join(
+            f"{role['name']} {role.get('ready', 0)}/{role.get('replicas', 0)}" for role in roles) + ")"]
+        data = status.get("data")
+        if data:
+            parts.append(data_progress(data))
+            kafka = data.get("kafka") or {}
+            eta = data.get("eta_seconds") if data.get("eta_seconds") is not None else kafka.get("eta_seconds")
+            parts.append(f"ETA ~{_duration(eta)}" if eta is not None else "ETA unknown yet")
+        job = status["job"]
+        since = job.get("started_at") or job.get("created_at")  # the job's clock: true across hand-offs
+        elapsed = f" for {_duration(time.time() - since)}" if since else ""
+        return f"Primus job {self.app_id} {job['state']}{elapsed}: " + " | ".join(parts)
+
+
+def _duration(seconds: float) -> str:
+    """``1h02m``, ``3m05s``, ``42s``."""
+    whole = int(seconds)
+    if whole >= 3600:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
 
 
 class PrimusJobTrigger(PrimusStatusTrigger):
@@ -123,8 +204,11 @@ class PrimusJobTrigger(PrimusStatusTrigger):
 
     def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
                  poll_interval: float = 5.0, deadline: float | None = None,
-                 follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill") -> None:
-        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
+                 follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill",
+                 log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
+                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
+                         max_log_lines, summary_interval)
         self.on_kill_action = on_kill_action
 
     def _condition(self) -> dict[str, Any]:
@@ -155,8 +239,11 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
 
     def __init__(self, app_id: str, role: str, state: str = ExecutorState.RUNNING.value, count: int | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
-                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = ()) -> None:
-        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
+                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
+                 log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
+                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
+                         max_log_lines, summary_interval)
         self.role, self.state, self.count = role, state, count
 
     def _condition(self) -> dict[str, Any]:
@@ -175,8 +262,11 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
     def __init__(self, app_id: str, min_progress: float | None = None, partition: str | None = None,
                  primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
-                 max_lag: int | None = None, watermark_after: str | None = None) -> None:
-        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs)
+                 max_lag: int | None = None, watermark_after: str | None = None,
+                 log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
+                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
+                         max_log_lines, summary_interval)
         self.min_progress, self.partition = min_progress, partition
         self.max_lag, self.watermark_after = max_lag, watermark_after
 

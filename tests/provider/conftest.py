@@ -42,6 +42,15 @@ def run_airflow(*args: str, env: dict[str, str] | None = None, timeout: float = 
                           timeout=timeout)
 
 
+@pytest.fixture(scope="module")
+def migrated_airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An AIRFLOW_HOME with a migrated metadata DB, for ``airflow dags test`` (one per test module)."""
+    airflow_home = tmp_path_factory.mktemp("airflow-home")
+    got = run_airflow("db", "migrate", env=airflow_env(airflow_home, airflow_home / "unused"))
+    assert got.returncode == 0, got.stderr[-3000:]
+    return airflow_home
+
+
 @pytest.fixture
 def primus_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The default Primus home of the hook's no-connection fallback, per test."""

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+from airflow.serialization.serialized_objects import BaseSerialization
 
+from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import STATE_KEY
 from primus_runtime.client import PrimusClient
 
@@ -34,11 +36,33 @@ def test_every_example_dag_imports_without_errors_or_warnings():
 
 
 @pytest.fixture(scope="module")
-def migrated_airflow_home(tmp_path_factory) -> Path:
-    airflow_home = tmp_path_factory.mktemp("airflow-home")
-    got = run_airflow("db", "migrate", env=airflow_env(airflow_home, airflow_home / "unused"))
-    assert got.returncode == 0, got.stderr[-3000:]
-    return airflow_home
+def example_dags() -> DagBag:
+    return DagBag(dag_folder=str(EXAMPLE_DAGS), safe_mode=False)
+
+
+def test_params_form_can_be_submitted_with_its_defaults(example_dags):
+    dag = example_dags.dags["primus_train_with_params"]
+    dag.params.validate()  # what the trigger form checks before it enables its button
+    # The form marks a field required unless its schema allows null: an optional field must.
+    serialized = dict(BaseSerialization._serialize_params_dict(dag.params))  # as the UI receives them
+    assert serialized["note"]["default"] is None
+    assert "null" in BaseSerialization.deserialize(serialized["note"]["schema"])["type"]
+    # ... and the job spec still renders from the defaults into a valid job.
+    train = dag.get_task("train")
+    params = {name: dag.params[name] for name in dag.params}
+    rendered = train.render_template(train.spec, {"params": params}, dag.get_template_env())
+    job = PrimusHook().load_spec(rendered, base_dir=dag.folder)
+    assert job.tags["note"] == "" and job.role("worker").replicas == 2
+
+
+def test_examples_wait_where_their_outcome_shows_and_skip_a_day_without_data(example_dags):
+    # Triggered from the form: the task waits for the job (deferred), so the job's outcome and
+    # its output reach the task, instead of returning at submit.
+    train = example_dags.dags["primus_train_with_params"].get_task("train")
+    assert train.wait_for_completion and train.deferrable
+    # Unpaused, the daily DAG must not wait half a day for demo data nobody writes: skipped soon.
+    sensor = example_dags.dags["primus_daily_retraining"].get_task("wait_for_partition")
+    assert sensor.soft_fail and sensor.timeout <= 3600
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["worker-waits", "deferred"])
@@ -91,6 +115,10 @@ def test_params_dag_takes_the_ui_form_values_into_the_job(migrated_airflow_home,
     client = PrimusClient(primus_home)
     (job,) = client.list({"dag_id": "primus_train_with_params", "run_id": run_id})
     assert job["tags"]["note"] == "from the form"
+    # the task waited for the job, deferred, and its log got the trainer's last lines and the outcome
+    output = got.stdout + got.stderr
+    assert "Pausing task as DEFERRED" in output and "[worker-0 stdout] [worker-0] final loss" in output
+    assert f"Primus job {job['app_id']} succeeded" in output
     status = client.status(job["app_id"])
     assert {r["name"]: r["replicas"] for r in status["roles"]} == {"ps": 2, "worker": 3}
     assert client.spec(job["app_id"]).role("worker").env["STEPS"] == "50"

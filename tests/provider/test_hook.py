@@ -24,9 +24,31 @@ def test_without_a_connection_the_default_id_falls_back_to_the_local_default_hom
     assert hook.work_preserve_root() == str(primus_home / "work-preserve")
 
 
+def test_the_local_fallback_is_said_once_per_process_naming_the_home_it_uses(primus_home, capsys):
+    for _poke in range(3):  # a sensor makes a hook per poke
+        assert PrimusHook().client.local.home == primus_home
+    said = [line for line in capsys.readouterr().out.splitlines() if "No connection 'primus_default'" in line]
+    assert len(said) == 1, said
+    assert f"Primus home {primus_home} ($PRIMUS_HOME)" in said[0]
+
+
 def test_an_explicit_connection_id_must_exist():
     with pytest.raises(AirflowNotFoundException):
         PrimusHook("no_such_primus").client  # noqa: B018
+
+
+@pytest.mark.parametrize(("conn_id", "fields"), [
+    ("primus_yarn", ["backend (yarn)", "hadoop_conf_dir (Hadoop configuration)", "yarn_queue"]),
+    ("primus_kubernetes", ["backend (kubernetes)", "kubernetes_conn_id (Kubernetes connection)", "namespace",
+                           "image"]),
+])
+def test_a_missing_backend_connection_says_which_to_create_and_its_fields(conn_id, fields):
+    with pytest.raises(AirflowNotFoundException) as info:
+        PrimusHook(conn_id).client  # noqa: B018
+    message = str(info.value)
+    assert f"Airflow connection {conn_id!r} does not exist" in message
+    assert "connection type 'primus'" in message and f"airflow connections add {conn_id} --conn-type primus" in message
+    assert all(field in message for field in fields), message
 
 
 def test_connection_fields_choose_backend_and_home(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ from airflow_provider_primus.triggers.primus import (
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import make_context
+from .conftest import airflow_env, make_context, run_airflow
 
 QUICK = [{"name": "worker", "command": "sleep 0.3"}]
 FAILING = [{"name": "worker", "command": "exit 7", "failover": {"restart": "never"}}]
@@ -41,7 +41,8 @@ def first_event(trigger: PrimusJobTrigger, timeout: float = 60) -> dict:
 
 @pytest.mark.parametrize("trigger", [
     PrimusJobTrigger("primus-1", "my_conn", poll_interval=2.5, deadline=123.0, follow_logs=["worker-0"],
-                     on_kill_action="keep"),
+                     on_kill_action="keep", log_offsets={"/jobs/a/stdout": 42}, log_interval=30.0, max_log_lines=7,
+                     summary_interval=9.0),
     PrimusRoleTrigger("primus-1", role="evaluator", state="succeeded", count=1, primus_conn_id="c",
                       poll_interval=1.0, deadline=5.0, follow_logs=["evaluator-0"]),
     PrimusDataProgressTrigger("primus-1", min_progress=0.5, partition="2026-12-01", primus_conn_id="c", max_lag=10,
@@ -164,3 +165,88 @@ def test_partition_trigger_fires_when_the_marker_appears(tmp_path):
     assert asyncio.run(scenario())["status"] == "success"
     late = PrimusPartitionTrigger(str(tmp_path / "nope"), poll_interval=0.1, deadline=time.time() - 1)
     assert first_event(late)["status"] == "timeout"  # type: ignore[arg-type]
+
+
+def copied_lines(output: str) -> list[str]:
+    """The trainer lines the trigger logged (Airflow logs to stdout: ``<message>  [<logger>] loc=...``)."""
+    return re.findall(r"\[worker-0 stdout\] (.*?)\s+\[airflow_provider_primus", output)
+
+
+def test_job_trigger_copies_only_the_newest_lines_and_counts_the_others(primus_home, client, capsys):
+    app_id = PrimusHook().submit(make_spec([{"name": "worker", "command": "seq 1 500"}]))
+    event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"], max_log_lines=5))
+    assert event["status"] == "success"
+    copied = copied_lines(capsys.readouterr().out)
+    assert copied[0].startswith("... 495 lines skipped, the newest 5 follow (all: primus logs ")
+    assert copied[1:] == ["496", "497", "498", "499", "500"]
+    assert sum(event["log_offsets"].values()) == len("".join(f"{i}\n" for i in range(1, 501)))
+
+
+def test_a_trigger_recreated_from_its_kwargs_never_copies_a_line_twice(primus_home, client, capsys):
+    app_id = PrimusHook().submit(make_spec([{"name": "worker",
+                                             "command": "for i in $(seq 1 40); do echo step-$i; sleep 0.1; done"}]))
+    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    first = PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"], log_interval=0.3, max_log_lines=1000)
+    handed_off = first_event(first)
+    assert handed_off["status"] == "running" and handed_off["log_offsets"]  # a hand-off while the job runs
+    # The operator defers again from the event's offsets ...
+    path, kwargs = first.serialize()
+    kwargs |= {"log_offsets": handed_off["log_offsets"], "log_interval": None}
+    second = PrimusJobTrigger(**kwargs)
+
+    async def interrupted() -> None:  # ... and the triggerer dies before that trigger fires
+        await asyncio.wait_for(second.run().__anext__(), 0.2)
+
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(interrupted())
+    restarted = PrimusJobTrigger(**second.serialize()[1])  # re-created from its kwargs in the DB
+    assert first_event(restarted)["status"] == "success"
+    assert copied_lines(capsys.readouterr().out) == [f"step-{i}" for i in range(1, 41)]  # each once, in order
+
+
+def test_trigger_logs_a_periodic_one_line_summary(primus_home, client, capsys):
+    app_id = PrimusHook().submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 1.5"}]))
+    event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, summary_interval=0.3))
+    assert event["status"] == "success"
+    summaries = [line for line in capsys.readouterr().out.splitlines() if "roles ready" in line]
+    assert summaries and all(f"Primus job {app_id} " in line and "roles ready " in line for line in summaries)
+    assert any("(worker 2/2)" in line for line in summaries)
+
+
+def test_deferred_operator_defers_again_from_a_log_hand_off(primus_home, client):
+    app_id = PrimusHook().submit(make_spec(SLEEPY))
+    op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True, log_interval=60, follow_logs=["worker-0"])
+    offsets = {"/some/stdout": 12}
+    with pytest.raises(TaskDeferred) as info:
+        op.execute_complete({}, {"status": "running", "app_id": app_id, "state": "running", "reason": "log hand-off",
+                                 "deadline": 123.0, "log_offsets": offsets})
+    trigger = info.value.trigger
+    assert (trigger.app_id, trigger.deadline, trigger.log_offsets, trigger.log_interval) == (app_id, 123.0, offsets, 60)
+    client.kill(app_id)
+
+
+HAND_OFF_DAG = """
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
+
+with DAG(dag_id="primus_log_hand_off", schedule=None, start_date=datetime(2026, 1, 1)):
+    PrimusSubmitJobOperator(
+        task_id="train", deferrable=True, poll_interval=0.5, log_interval=2,
+        spec={"name": "chatty", "am": {"heartbeat_interval": "500ms"},
+              "roles": [{"name": "worker", "command": "for i in $(seq 1 40); do echo tick-$i; sleep 0.2; done"}]},
+    )
+"""
+
+
+def test_deferred_task_hands_off_its_log_through_airflow_without_repeating_a_line(migrated_airflow_home, tmp_path):
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "hand_off.py").write_text(HAND_OFF_DAG)
+    env = airflow_env(migrated_airflow_home, tmp_path / "primus-home") | {"AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    got = run_airflow("dags", "test", "primus_log_hand_off", env=env, timeout=240)
+    output = got.stdout + got.stderr
+    assert got.returncode == 0, output[-5000:]
+    assert output.count("Pausing task as DEFERRED") >= 2  # deferred again after a hand-off
+    assert copied_lines(output) == [
+        f"tick-{i}" for i in range(1, 41)]  # every line once, in order, across the hand-offs
