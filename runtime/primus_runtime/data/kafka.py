@@ -60,6 +60,12 @@ def task_id(source: KafkaSource, topic: str, partition: int) -> str:
     return f"{source.name}/{topic}/{partition}"
 
 
+def topic_partition(task: Task) -> tuple[str, int]:
+    """The (topic, partition) a Kafka task stands for (its URL is ``kafka://TOPIC/PARTITION``)."""
+    topic, partition = task.url[len("kafka://"):].rsplit("/", 1)
+    return topic, int(partition)
+
+
 def _millis(when: dt.datetime) -> int:
     return int(when.timestamp() * 1000)
 
@@ -117,11 +123,11 @@ class KafkaInput:
 
     def assignment(self, task: Task) -> dict[str, Any]:
         """What an executor needs to read ``task`` besides offsets (its ``kafka`` key)."""
-        topic, partition = task.url[len("kafka://"):].rsplit("/", 1)
+        topic, partition = topic_partition(task)
         end_time = None
         if isinstance(self.source.end, str) and self.source.end != "latest":
             end_time = _millis(kafka_time(self.source.end))
-        return {"bootstrap": self.source.bootstrap_servers, "topic": topic, "partition": int(partition),
+        return {"bootstrap": self.source.bootstrap_servers, "topic": topic, "partition": partition,
                 "group": self.group, "end_time": end_time, "config": dict(self.source.consumer_config)}
 
     # --- the background loop ---
@@ -133,6 +139,7 @@ class KafkaInput:
             await asyncio.to_thread(self._wait_reachable, self.source.connect_timeout)
             partitions = await asyncio.to_thread(self._list_partitions)
             tasks = await asyncio.to_thread(self._new_tasks, partitions, True)
+            self._keep(tasks)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the source cannot be read: the job fails saying why
@@ -159,6 +166,7 @@ class KafkaInput:
                     fresh = [p for p in await asyncio.to_thread(self._list_partitions) if p not in known]
                     if fresh:
                         new = await asyncio.to_thread(self._new_tasks, fresh, False)
+                        self._keep(new)
                         self.dispatcher.add_partition("", new)
                         self.dispatcher.events.data_event(
                             "data", None, "partitions",
@@ -229,7 +237,8 @@ class KafkaInput:
 
     def _new_tasks(self, partitions: list[tuple[str, int]], first: bool) -> list[Task]:
         """Tasks of partitions seen for the first time, at their start offset (a partition that appeared
-        while the job runs is read from its beginning: all its records are new)."""
+        while the job runs is read from its beginning: all its records are new). Run in a worker thread:
+        it reads ``self.tasks`` and changes nothing the event loop iterates."""
         _, consumer = self._clients()
         self._read_ends(partitions)
         starts = self._start_offsets(partitions, consumer) if first else \
@@ -243,9 +252,14 @@ class KafkaInput:
                         self.source.format, "none", start, end, 0, offset=start)
             if 0 <= end <= start:
                 task.state = TaskState.DONE  # nothing to read there (an empty range)
-            self.tasks[tp] = task
             tasks.append(task)
         return tasks
+
+    def _keep(self, tasks: list[Task]) -> None:
+        """Known from now on. Done on the event loop, never in the worker thread that made them: the
+        status and the metrics iterate ``self.tasks`` there."""
+        for task in tasks:
+            self.tasks[topic_partition(task)] = task
 
     def _read_ends(self, partitions: list[tuple[str, int]]) -> None:
         from confluent_kafka import TopicPartition
