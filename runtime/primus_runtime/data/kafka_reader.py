@@ -19,6 +19,7 @@ import itertools
 import logging
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,8 +38,6 @@ class _Repeats(logging.Filter):
         self.seen: dict[str, float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        import time
-
         text = record.getMessage()
         key = text.split("]: ", 1)[-1]
         now = time.monotonic()
