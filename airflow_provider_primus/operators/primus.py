@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
+from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
 from airflow_provider_primus.links.primus import PrimusJobLink
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
@@ -25,21 +27,24 @@ from primus_runtime.states import ExecutorState, JobState
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: task_state_store key (Airflow >= 3.3) holding the app id across tries. Renaming it breaks
-#: reattaching for tries already in flight.
+#: task_state_store key (Airflow >= 3.3) holding the job's ``JobIdentity`` across tries. Renaming it
+#: breaks reattaching for tries already in flight.
 STATE_KEY = "primus_app_id"
-#: Tags that identify the task instance: every try of it shares them (try_number is added on top).
-TI_TAGS = ("dag_id", "task_id", "run_id", "map_index")
 
 
-class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
+class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, BaseOperator):
     """Submit a Primus job and (by default) wait for it to end.
 
-    Every job is tagged with the task instance's ``dag_id``, ``task_id``, ``run_id``, ``map_index``
-    and ``try_number``. A retry never submits a second job while the previous try's job still runs:
-    it reattaches to it, found through Airflow 3.3's ``task_state_store`` or, without one (Airflow
-    < 3.3, or a crash between submit and store), by searching the task instance's tags. A job
-    that already ended (also a succeeded one, e.g. after the task was cleared) is not reused.
+    Every job is tagged with the task instance's ``dag_id``, ``task_id``, ``run_id``, ``map_index``,
+    ``try_number`` and a ``submit_id`` (see ``airflow_provider_primus.identity``). A retry never
+    submits a second job while a job of this task instance's DAG run still runs: it reattaches to it.
+    On Airflow >= 3.3 this is Airflow's own ``ResumableJobMixin``: the job's identity is kept in the
+    task state store and checked against the job's tags before reattaching (an app id that names
+    another job now is refused, saying why). Found through the tags instead when the store knows no
+    running job (Airflow < 3.3, ``durable=False``, or a try that died between submit and store):
+    only a job of this DAG run qualifies, never a stale one of an earlier run with the same run id.
+    A job whose success the task already returned is not reused (a cleared task trains again);
+    one that succeeded while no try was watching is (its result is returned, nothing runs twice).
 
     :param spec: the job: a dict, a path to a YAML/JSON spec, or a ``JobSpec``. Templated: strings
         anywhere inside a dict spec (and the path itself) are rendered, e.g. ``"{{ ds }}"`` or
@@ -63,6 +68,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     :param log_interval: deferred only: every this many seconds the trigger copies the followed logs'
         newest lines and the task defers again from where the copy stopped (a short stop on a
         worker, as the Kubernetes pod operator's ``logging_interval``); None: only when the job ends.
+    :param durable: (``ResumableJobMixin``, Airflow >= 3.3) keep the job's identity in the task state
+        store for a retry to reattach through; False: only the tag search finds a running job.
 
     Data checkpoints: a job with an ``input`` section and no ``input.work_preserve_dir`` gets one
     per task instance (under the connection's ``work_preserve_root``), so a retry after a failed
@@ -77,6 +84,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     template_fields_renderers = {"spec": "json"}
     operator_extra_links = (PrimusJobLink(),)
     ui_color = "#e8f0fe"
+    external_id_key = STATE_KEY
 
     def __init__(
         self,
@@ -112,23 +120,58 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     def hook(self) -> PrimusHook:
         return PrimusHook(primus_conn_id=self.primus_conn_id)
 
-    # --- execute ----------------------------------------------------------------
+    # --- execute: Airflow's ResumableJobMixin decides between reattaching and submitting ----------
 
     def execute(self, context: Context) -> str:
         # Created here, not in __init__: operators are deep-copied, events are not copyable.
         self._stopping = threading.Event()
-        ti = context["ti"]
-        ti_tags = {name: str(getattr(ti, name)) for name in TI_TAGS}
-        store = context.get("task_state_store")  # Airflow >= 3.3
+        self._reattached: str | None = None
+        return str(self.execute_resumable(context))
 
-        app_id = self._find_running_job(store, ti_tags)
-        if app_id is not None:
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        """The state of the job the task state store names, or why it is not this task's job to reuse."""
+        identity = JobIdentity.from_stored(external_id)
+        if identity.delivered:
+            return "delivered"  # a previous try returned its success: the task was cleared to run again
+        try:
+            job = self.hook.status(identity.app_id)["job"]
+        except JobNotFound:
+            return "gone"
+        problem = TaskInstanceRef.from_context(context).mismatch(job.get("tags") or {}, identity.submit_id)
+        if problem is not None:
+            self.log.error("Refusing to reattach to Primus job %s, which the task state store names: %s",
+                           identity.app_id, problem)
+            return "not this task's job"
+        if job["state"] in ACTIVE:
+            self._reattached = identity.app_id
+        return str(job["state"])
+
+    def is_job_active(self, status: str) -> bool:
+        return status in ACTIVE
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == JobState.SUCCEEDED
+
+    def submit_job(self, context: Context) -> dict[str, Any]:
+        """Submit this try's job, unless a job of this DAG run's task instance still runs (found by
+        its tags: the store knew none, or the try that submitted it died before storing it)."""
+        ti = TaskInstanceRef.from_context(context)
+        running = self._find_running_job(ti)
+        if running is not None:
+            self._reattached = running.app_id
+            return running.stored()
+        submit_id = ti.new_submit_id()
+        app_id = self._submit(ti, submit_id)
+        return JobIdentity(app_id=app_id, submit_id=submit_id).stored()
+
+    # Returns the app id, not None as the mixin declares: on a reattach the mixin returns this method's
+    # value as the task's result (``return self.poll_until_complete(reconnect_to, context)``).
+    def poll_until_complete(self, external_id: Any, context: Context) -> str:  # type: ignore[override]
+        app_id = JobIdentity.from_stored(external_id).app_id
+        if self._reattached == app_id:
             self.log.info("Reattaching to Primus job %s of a previous try (no new job submitted)", app_id)
-        else:
-            app_id = self._submit(ti_tags, str(ti.try_number))
-            if store is not None:
-                store.set(STATE_KEY, app_id)
         self.app_id = app_id
+        ti = context["ti"]
         ti.xcom_push(key="app_id", value=app_id)
         if self._stopping.is_set():  # killed while submitting: on_kill() had no app id to act on
             self.on_kill()
@@ -138,12 +181,29 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
             ti.xcom_push(key=PrimusJobLink.xcom_key, value=url)
             self.log.info("Primus job %s page: %s (sign in with the job token, or open the one-time link "
                           "`primus ui %s` prints)", app_id, url, app_id)
-
         if self.wait_for_completion and self.deferrable:
             self._defer_wait(app_id, self._deadline(ti), self._follow_logs(app_id), log_offsets={})
         if self.wait_for_completion:
             self._wait(app_id)
+            self._mark_delivered(context, external_id)
         return app_id
+
+    def get_job_result(self, external_id: Any, context: Context) -> str:
+        """Reached directly when the stored job succeeded while no try watched it."""
+        app_id = JobIdentity.from_stored(external_id).app_id
+        if self.app_id is None:  # not polled by this try
+            self.app_id = app_id
+            self.log.info("Primus job %s of a previous try already succeeded: returning it, nothing runs again",
+                          app_id)
+            context["ti"].xcom_push(key="app_id", value=app_id)
+            self._mark_delivered(context, external_id)
+        return app_id
+
+    def _mark_delivered(self, context: Context, external_id: Any) -> None:
+        """Record that this job's success reached the task, so that a cleared task trains again."""
+        store = context.get("task_state_store")
+        if store is not None and self.durable:
+            store.set(STATE_KEY, JobIdentity.from_stored(external_id).model_copy(update={"delivered": True}).stored())
 
     def _defer_wait(self, app_id: str, deadline: float | None, follow_logs: list[str],
                     log_offsets: dict[str, int]) -> None:
@@ -170,6 +230,10 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
             self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
             self.log.info("Primus job %s succeeded: %s", app_id, reason)
+            store = context.get("task_state_store")
+            stored = store.get(STATE_KEY) if store is not None else None
+            if stored and JobIdentity.from_stored(stored).app_id == app_id:
+                self._mark_delivered(context, stored)
             return app_id
         if status == "timeout":
             if self.on_kill_action == "kill":
@@ -191,23 +255,24 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                                        "next try would read the same input)")
         raise AirflowException(reason)
 
-    def _submit(self, ti_tags: dict[str, str], try_number: str) -> str:
+    def _submit(self, ti: TaskInstanceRef, submit_id: str) -> str:
         base_dir = self.dag.folder if self.has_dag() else None
         try:
             job = self.hook.load_spec(self.spec, base_dir)
             if job.input is not None and job.input.work_preserve_dir is None:
-                preserve = self._work_preserve_dir(ti_tags, try_number)
+                preserve = self._work_preserve_dir(ti)
                 job = job.model_copy(update={"input": job.input.model_copy(update={"work_preserve_dir": preserve})})
-            return self.hook.submit(job, tags={**ti_tags, "try_number": try_number})
+            return self.hook.submit(job, tags=ti.job_tags(submit_id))
         except SpecError as exc:  # retrying cannot fix the spec
             raise AirflowFailException(f"Primus job spec is invalid: {exc}") from None
 
-    def _work_preserve_dir(self, ti_tags: dict[str, str], try_number: str) -> str:
+    def _work_preserve_dir(self, ti: TaskInstanceRef) -> str:
         """The data checkpoint directory of this task instance's job.
 
-        The previous try's directory while its job did not succeed (the new job resumes its data);
-        a fresh one after a success, so that clearing a finished task trains on the data again."""
-        previous = self.hook.find_jobs(ti_tags)  # newest first
+        The previous try's directory while its job (of this DAG run) did not succeed (the new job
+        resumes its data); a fresh one after a success, so that clearing a finished task trains on
+        the data again."""
+        previous = [job for job in self.hook.find_jobs(ti.tags) if ti.mismatch(job["tags"]) is None]  # newest first
         if previous and previous[0]["state"] != JobState.SUCCEEDED:
             spec = self.hook.client.spec(previous[0]["app_id"])
             if spec.input is not None and spec.input.work_preserve_dir:
@@ -215,8 +280,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                               previous[0]["state"], spec.input.work_preserve_dir)
                 return spec.input.work_preserve_dir
         # Run ids hold ':' and '+' (manual__2026-12-01T00:00:00+00:00), which HDFS refuses in names.
-        parts = [re.sub(r"[^\w.=-]", "_", ti_tags[name]) for name in ("dag_id", "task_id", "run_id", "map_index")]
-        return "/".join([self.hook.work_preserve_root().rstrip("/"), *parts, f"try-{try_number}"])
+        parts = [re.sub(r"[^\w.=-]", "_", ti.tags[name]) for name in TI_TAGS]
+        return "/".join([self.hook.work_preserve_root().rstrip("/"), *parts, f"try-{ti.try_number}"])
 
     def _follow_logs(self, app_id: str) -> list[str]:
         if self.follow_logs is not None:
@@ -228,22 +293,24 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         waited = [role.name for role in spec.roles if role.required_successes > 0]
         return [f"{waited[0]}-0"] if waited else []
 
-    def _find_running_job(self, store: Any, ti_tags: dict[str, str]) -> str | None:
-        """A still-active job of a previous try of this task instance, if any."""
-        if store is not None and (stored := store.get(STATE_KEY)):
-            try:
-                state = self.hook.status(stored)["job"]["state"]
-            except JobNotFound:
-                state = "gone"
-            if state in ACTIVE:
-                return str(stored)
-            self.log.info("Previous try's Primus job %s is %s: submitting a new job", stored, state)
-        # Tag search: Airflow < 3.3, or the try died between submit and store.set().
-        running = [job for job in self.hook.find_jobs(ti_tags) if job["state"] in ACTIVE]
+    def _find_running_job(self, ti: TaskInstanceRef) -> JobIdentity | None:
+        """A still-active job of this task instance in this DAG run, found by its tags."""
+        running = []
+        for job in self.hook.find_jobs(ti.tags):  # newest first
+            if job["state"] not in ACTIVE:
+                continue
+            problem = ti.mismatch(job["tags"])
+            if problem is None:
+                running.append(job)
+            else:
+                self.log.warning("Not reattaching to running Primus job %s, which carries this task instance's "
+                                 "tags: %s", job["app_id"], problem)
         if len(running) > 1:
-            self.log.warning("%d running Primus jobs carry this task instance's tags (%s): reattaching to "
-                             "the newest", len(running), ", ".join(job["app_id"] for job in running))
-        return running[0]["app_id"] if running else None
+            self.log.warning("%d running Primus jobs of this task instance (%s): reattaching to the newest",
+                             len(running), ", ".join(job["app_id"] for job in running))
+        if not running:
+            return None
+        return JobIdentity(app_id=running[0]["app_id"], submit_id=running[0]["tags"].get(SUBMIT_TAG))
 
     # --- waiting ----------------------------------------------------------------
 

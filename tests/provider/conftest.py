@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -70,11 +71,15 @@ class FakeStateStore(dict):
         self[key] = value
 
 
+#: When the DAG run of ``make_context`` started (the scheduler's clock): part of each job's ``submit_id`` tag.
+RUN_STARTED = datetime(2026, 12, 4, 17, 40, 57, tzinfo=timezone.utc)
+
+
 def make_context(try_number: int = 1, map_index: int = -1, store: FakeStateStore | None = None,
-                 **extra: Any) -> dict[str, Any]:
+                 run_started: datetime = RUN_STARTED, **extra: Any) -> dict[str, Any]:
     ti = FakeTaskInstance(dag_id="dag", task_id="train", run_id="manual__1", map_index=map_index,
-                          try_number=try_number, xcoms={})
-    context: dict[str, Any] = {"ti": ti, **extra}
+                          try_number=try_number, xcoms={}, stats_tags={})
+    context: dict[str, Any] = {"ti": ti, "dag_run": SimpleNamespace(start_date=run_started), **extra}
     if store is not None:
         context["task_state_store"] = store
     return context

@@ -427,10 +427,16 @@ class LiveAirflow:
             return dag
         return wait_for(parsed, timeout, f"DAG {dag_id} to be parsed", poll=1.0)
 
-    def trigger_dag(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+    def trigger_dag(self, dag_id: str, conf: dict[str, Any] | None = None, run_id: str | None = None) -> str:
         """POST a manual DAG run (as the UI's Trigger button does); its run id."""
-        run = self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
+        body: dict[str, Any] = {"logical_date": None, "conf": conf or {}}
+        if run_id is not None:
+            body["dag_run_id"] = run_id
+        run = self.api("POST", f"/dags/{dag_id}/dagRuns", body)
         return run["dag_run_id"]
+
+    def delete_dag_run(self, dag_id: str, run_id: str) -> None:
+        self.api("DELETE", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")

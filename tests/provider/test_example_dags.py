@@ -83,7 +83,7 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     assert state == "success"
     xcoms = dict(db.execute("SELECT key, value FROM xcom WHERE dag_id = 'primus_quickstart' AND run_id = ?",
                             (run_id,)).fetchall())
-    # Airflow 3.3's task state store holds the app id for a retry to reattach to.
+    # Airflow 3.3's task state store holds the job's identity for a retry to reattach to.
     stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart' "
                              "AND run_id = ?", (run_id,)).fetchall())
     assert ("Pausing task as DEFERRED" in output) == deferrable
@@ -95,7 +95,9 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     assert job["state"] == "succeeded" and job["tags"]["try_number"] == "1"
     assert json.loads(xcoms["app_id"]) == json.loads(xcoms["return_value"]) == job["app_id"]
     assert json.loads(xcoms["primus_job_url"]).startswith("http://127.0.0.1:")  # the "Primus job" link
-    assert json.loads(stored[STATE_KEY]) == job["app_id"]
+    # the job's identity, marked delivered once the task returned its success (a cleared task trains again)
+    assert json.loads(stored[STATE_KEY]) == {"app_id": job["app_id"], "submit_id": job["tags"]["submit_id"],
+                                             "delivered": True}
 
 
 def last_run(airflow_home: Path, dag_id: str) -> tuple[str, str]:

@@ -188,6 +188,43 @@ def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirfl
         assert live.xcom(dag_id, run_id, "train", "return_value") == app_id
 
 
+def test_a_run_triggered_again_with_the_same_run_id_never_reattaches_to_the_stale_job(live: LiveAirflow):
+    """apache/airflow#71743's trap, Primus' way: a DAG run is failed and deleted while its job runs on
+    (on_kill_action="keep"), then triggered again with the same run id. The new run's task carries the
+    same tags as the stale job; it must submit its own job and say why it left the other alone."""
+    dag_id, run_id = "primus_live_stale_job", "stale-check"
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        live.trigger_dag(dag_id, run_id=run_id)
+        first = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success"))
+        assert first["state"] == "running", first
+        stale = job_of(client, ti_tags(dag_id, run_id), ("running",))["app_id"]
+        # A running run cannot be deleted: fail it (its task is killed, the job kept), then delete it.
+        live.api("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}", {"state": "failed"})
+        wait_for(lambda: not pids_with_cmdline(f"airflow worker -- {first['id']}"), 120,
+                 "the failed run's task process to exit", poll=1.0)
+        live.delete_dag_run(dag_id, run_id)
+        assert client.status(stale)["job"]["state"] == "running"  # kept: on_kill_action="keep"
+
+        live.trigger_dag(dag_id, run_id=run_id)
+        ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success"))
+        assert ti["state"] == "running", ti
+
+        def second_job() -> str | None:
+            jobs = [job["app_id"] for job in client.list(ti_tags(dag_id, run_id)) if job["app_id"] != stale]
+            return jobs[0] if jobs else None
+        new = wait_for(second_job, 60, "the new run's own job", poll=0.5)
+        log = wait_for(lambda: (text := live.task_log(dag_id, run_id, "train", 1)) and f"Submitted Primus job {new}"
+                       in text and text, 60, "the task log to name its job", poll=1.0)
+        assert f"Not reattaching to running Primus job {stale}" in log
+        assert "submitted in an earlier run with this run id" in log
+        assert f"Reattaching to Primus job {stale}" not in log
+        assert client.spec(new).tags["submit_id"] != client.spec(stale).tags["submit_id"]
+        for app_id in (new, stale):
+            client.kill(app_id)
+
+
 @pytest.mark.parametrize("dag_id", ["primus_quickstart", "primus_live_quickstart_deferred"])
 def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
     """The repository's quickstart DAG, unchanged (served from example_dags/ as a second DAG

@@ -10,17 +10,19 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from datetime import datetime, timedelta
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_provider_primus.hooks.primus import PrimusHook
+from airflow_provider_primus.identity import SUBMIT_TAG, TaskInstanceRef
 from airflow_provider_primus.links.primus import PrimusJobLink
 from airflow_provider_primus.operators.primus import STATE_KEY, PrimusSubmitJobOperator
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import FakeStateStore, execute_in_thread, make_context
+from .conftest import RUN_STARTED, FakeStateStore, execute_in_thread, make_context
 
 SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 SHORT = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 1.5"}]
@@ -41,10 +43,14 @@ def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
     store = FakeStateStore()
     context = make_context(try_number=1, store=store)
     app_id = operator(make_spec(SHORT)).execute(context)
-    assert context["ti"].xcoms["app_id"] == app_id == store[STATE_KEY]
+    assert context["ti"].xcoms["app_id"] == app_id
     job = client.status(app_id)["job"]
     assert job["state"] == "succeeded"
+    submit_id = job["tags"].pop(SUBMIT_TAG)
     assert job["tags"] == {**TI_TAGS, "try_number": "1"}
+    assert submit_id.endswith("@" + RUN_STARTED.isoformat())  # random id @ the DAG run's start
+    # the identity a retry checks; marked delivered: the task returned this job's success
+    assert store[STATE_KEY] == {"app_id": app_id, "submit_id": submit_id, "delivered": True}
     # the "Primus job" link: the AM's status page, pushed while the job ran
     assert context["ti"].xcoms[PrimusJobLink.xcom_key].startswith("http://127.0.0.1:")
 
@@ -85,9 +91,15 @@ def test_waiting_copies_the_first_waited_roles_log_into_the_task_log(primus_home
     assert "ps-says-hi" not in out  # ps is not waited on: not followed by default
 
 
+def tags_of_try(try_number: int, run_started: datetime = RUN_STARTED, **overrides: str) -> dict[str, str]:
+    """The tags the operator gives the job of ``try_number`` of the task instance of ``make_context``."""
+    submit_id = TaskInstanceRef(TI_TAGS, try_number, run_started.isoformat()).new_submit_id()
+    return {**TI_TAGS, "try_number": str(try_number), SUBMIT_TAG: submit_id, **overrides}
+
+
 def test_retry_reattaches_by_tags_to_the_running_job_without_a_second_submit(primus_home, client):
     hook = PrimusHook()
-    first = hook.submit(make_spec(SHORT), tags={**TI_TAGS, "try_number": "1"})  # try 1, then the worker died
+    first = hook.submit(make_spec(SHORT), tags=tags_of_try(1))  # try 1, then the worker died
     wait_for(lambda: running(hook, first), what="first job running")
     context = make_context(try_number=2)  # no task_state_store: Airflow < 3.3
     assert operator(make_spec(SHORT)).execute(context) == first
@@ -96,27 +108,103 @@ def test_retry_reattaches_by_tags_to_the_running_job_without_a_second_submit(pri
     assert client.status(first)["job"]["state"] == "succeeded"  # it waited for the reattached job
 
 
-def test_retry_reattaches_through_the_task_state_store(primus_home, client):
+def test_retry_reattaches_through_the_task_state_store(primus_home, client, capsys):
     hook = PrimusHook()
-    untagged = hook.submit(make_spec(SLEEPY))  # only the store knows it belongs to this task
-    wait_for(lambda: running(hook, untagged), what="job running")
-    store = FakeStateStore({STATE_KEY: untagged})
-    assert operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store)) == untagged
+    tags = tags_of_try(1)
+    first = hook.submit(make_spec(SLEEPY), tags=tags)
+    wait_for(lambda: running(hook, first), what="job running")
+    store = FakeStateStore({STATE_KEY: {"app_id": first, "submit_id": tags[SUBMIT_TAG]}})
+    assert operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store)) == first
+    assert f"Reattaching to Primus job {first}" in capsys.readouterr().out
     assert len(client.list()) == 1
+    client.kill(first)
+
+
+def test_a_stale_running_job_with_the_same_tags_is_never_reattached(primus_home, client, capsys):
+    """A job of an earlier DAG run with this run id (the run was deleted and triggered again) runs on,
+    carrying exactly this task instance's tags: neither the store's nor the tag search's reattach
+    takes it; the try submits its own job and says why it left the other one alone."""
+    hook = PrimusHook()
+    earlier_run = RUN_STARTED - timedelta(hours=1)
+    stale = hook.submit(make_spec(SLEEPY), tags=tags_of_try(1, run_started=earlier_run))
+    wait_for(lambda: running(hook, stale), what="stale job running")
+    # try 1 of this run failed (its job ended): the store names that job
+    failed = hook.submit(make_spec(FAILING), tags=tags_of_try(1))
+    wait_for(lambda: hook.status(failed)["job"]["state"] == "failed", what="try 1's job failed")
+    store = FakeStateStore({STATE_KEY: {"app_id": failed, "submit_id": client.spec(failed).tags[SUBMIT_TAG]}})
+
+    new = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store))
+    assert new not in (stale, failed)
+    assert store[STATE_KEY]["app_id"] == new
+    out = capsys.readouterr().out
+    assert f"Not reattaching to running Primus job {stale}" in out
+    assert f"submitted in an earlier run with this run id (DAG run started {earlier_run.isoformat()}" in out
+    # and below Airflow 3.3 (no store), the tag search refuses it just the same
+    newer = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(3))
+    assert newer == new  # this run's own running job, not the stale one
+    for app_id in (stale, new):
+        client.kill(app_id)
+
+
+def test_an_app_id_that_names_another_job_now_is_refused(primus_home, client, capsys):
+    """The store's app id now names another task's job (ids reused after a cluster was reset): refused,
+    naming what differs, and a new job submitted."""
+    hook = PrimusHook()
+    other = hook.submit(make_spec(SLEEPY), tags=tags_of_try(1, task_id="evaluate"))
+    wait_for(lambda: running(hook, other), what="job running")
+    store = FakeStateStore({STATE_KEY: {"app_id": other, "submit_id": f"0123456789ab@{RUN_STARTED.isoformat()}"}})
+    new = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store))
+    assert new != other
+    assert store[STATE_KEY] == {"app_id": new, "submit_id": client.spec(new).tags[SUBMIT_TAG], "delivered": False}
+    out = capsys.readouterr().out
+    assert (f"Refusing to reattach to Primus job {other}, which the task state store names: it belongs to another "
+            "task instance: task_id='evaluate' (this task instance: 'train')") in out
+    for app_id in (other, new):
+        client.kill(app_id)
+
+
+def test_the_identity_check_names_what_differs():
+    ti = TaskInstanceRef(TI_TAGS, 2, RUN_STARTED.isoformat())
+    ours = tags_of_try(1)
+    assert ti.mismatch(ours) is None and ti.mismatch(ours, ours[SUBMIT_TAG]) is None
+    assert "the app id now names another job" in ti.mismatch(ours, "0123456789ab@x")
+    assert "has no submit_id tag" in ti.mismatch({**TI_TAGS, "try_number": "1"})
+    assert "map_index='3' (this task instance: '-1')" in ti.mismatch(tags_of_try(1, map_index="3"))
+    unknown = TaskInstanceRef(TI_TAGS, 2, "unknown")  # a context without the DAG run's start
+    assert "earlier run" in unknown.mismatch(ours)
 
 
 def test_a_finished_previous_job_or_another_map_index_is_not_reused(primus_home, client):
     hook = PrimusHook()
-    done = hook.submit(make_spec(SHORT), tags={**TI_TAGS, "try_number": "1"})
+    done = hook.submit(make_spec(SHORT), tags=tags_of_try(1))
     wait_for(lambda: hook.status(done)["job"]["state"] == "succeeded", what="first job done")
-    other_index = hook.submit(make_spec(SLEEPY), tags={**TI_TAGS, "map_index": "3", "try_number": "1"})
+    other_index = hook.submit(make_spec(SLEEPY), tags=tags_of_try(1, map_index="3"))
     wait_for(lambda: running(hook, other_index), what="other map index running")
 
-    store = FakeStateStore({STATE_KEY: done})
+    # the task returned the first job's success, then was cleared: it trains again
+    store = FakeStateStore({STATE_KEY: {"app_id": done, "submit_id": client.spec(done).tags[SUBMIT_TAG],
+                                        "delivered": True}})
     new = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store))
     assert new not in (done, other_index)
-    assert store[STATE_KEY] == new
+    assert store[STATE_KEY]["app_id"] == new
     assert client.spec(new).tags["try_number"] == "2"
+    for app_id in (new, other_index):
+        client.kill(app_id)
+
+
+def test_a_job_that_succeeded_while_no_try_watched_is_returned_not_run_again(primus_home, client, capsys):
+    """The worker died after the job was stored; the job then succeeded: the retry returns it."""
+    hook = PrimusHook()
+    tags = tags_of_try(1)
+    done = hook.submit(make_spec(SHORT), tags=tags)
+    wait_for(lambda: hook.status(done)["job"]["state"] == "succeeded", what="job done")
+    store = FakeStateStore({STATE_KEY: {"app_id": done, "submit_id": tags[SUBMIT_TAG]}})
+    context = make_context(2, store=store)
+    assert operator(make_spec(SHORT)).execute(context) == done
+    assert context["ti"].xcoms["app_id"] == done
+    assert store[STATE_KEY]["delivered"] is True
+    assert len(client.list()) == 1
+    assert f"Primus job {done} of a previous try already succeeded" in capsys.readouterr().out
 
 
 def test_failed_job_raises_retryable_error_with_the_runtime_reason(primus_home, client):
@@ -253,7 +341,7 @@ def test_sigterm_during_the_wait_kills_the_job_and_fails_the_task(primus_home, c
 import signal, sys, types
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 ti = types.SimpleNamespace(dag_id="dag", task_id="train", run_id="r", map_index=-1, try_number=1,
-                           xcom_push=lambda key, value: None)
+                           xcom_push=lambda key, value: None, stats_tags={{}})
 op = PrimusSubmitJobOperator(task_id="train", spec={make_spec(SLEEPY)!r}, poll_interval=30)
 signal.signal(signal.SIGTERM, lambda *_: op.on_kill())
 try:
@@ -285,6 +373,6 @@ def test_per_task_data_checkpoint_dirs_are_names_hdfs_accepts(primus_home, clien
     from primus_runtime.spec import input_url
 
     tags = {"dag_id": "dag", "task_id": "train", "run_id": "scheduled__2026-12-01T00:00:00+00:00", "map_index": "-1"}
-    path = operator(make_spec(SLEEPY))._work_preserve_dir(tags, "1")
+    path = operator(make_spec(SLEEPY))._work_preserve_dir(TaskInstanceRef(tags, 1, RUN_STARTED.isoformat()))
     assert path.endswith("/dag/train/scheduled__2026-12-01T00_00_00_00_00/-1/try-1")
     assert input_url("hdfs://" + path)  # the same name under an hdfs:// root is valid

@@ -62,6 +62,23 @@ for dag_id, seconds in (("primus_live_reattach", 40), ("primus_live_reattach_los
             },
         )
 
+# A job left running (on_kill_action="keep") when the test deletes its DAG run; the run triggered again
+# with the same run id must submit its own job, not reattach to the stale one that carries its tags.
+with DAG(dag_id="primus_live_stale_job", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         tags=["primus", "live-test"]):
+    PrimusSubmitJobOperator(
+        task_id="train",
+        deferrable=False,
+        poll_interval=1.0,
+        on_kill_action="keep",
+        spec={
+            "name": "live-stale-job",
+            "roles": [{"name": "worker", "replicas": 1, "command": "sleep 300"}],
+            "am": FAST_AM,
+            "backend": {"type": "local"},
+        },
+    )
+
 # The quickstart's job (example_dags/primus_quickstart.py runs it waiting in a worker slot), deferred.
 with DAG(dag_id="primus_live_quickstart_deferred", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
          tags=["primus", "live-test"]):
