@@ -11,15 +11,22 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_provider_primus import get_provider_info
+from airflow_provider_primus.retries import async_retrying, retrying
 from primus_runtime import backends, protocol
-from primus_runtime.api_client import AMRejected, AMUntrusted, am_base_url, verifying_context
+from primus_runtime.api_client import (
+    AMUnavailable,
+    am_base_url,
+    check_answer,
+    transport_error,
+    verifying_context,
+)
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import JobNotFound, PrimusClient
@@ -173,12 +180,15 @@ class PrimusHook(BaseHook):
         return job.model_copy(update={"backend": backends.get(section["type"]).settings.model_validate(section)})
 
     def status(self, app_id: str) -> dict[str, Any]:
-        """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``."""
-        return self.client.status(app_id)
+        """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``. Transient
+        errors (``retries.is_transient``) are retried with backoff before one is raised."""
+        return retrying(f"Reading the status of Primus job {app_id}", self.log)(self.client.status, app_id)
 
     def find_jobs(self, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first."""
-        return self.client.list({str(k): str(v) for k, v in (tags or {}).items()}, backend=self.settings["backend"])
+        """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first (transient errors retried)."""
+        wanted = {str(k): str(v) for k, v in (tags or {}).items()}
+        return retrying(f"Listing Primus jobs tagged {wanted}", self.log)(
+            self.client.list, wanted, backend=self.settings["backend"])
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
              wait: bool = True) -> dict[str, Any] | None:
@@ -186,15 +196,10 @@ class PrimusHook(BaseHook):
         Kubernetes the AM pod and everything it owns); its final status. With ``wait=False`` only
         ask its AM to stop it (forcing it when no AM answers) and return None at once."""
         self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
-        cluster = self.client.cluster_for(app_id)
         if wait:
-            status = self.client.kill(app_id, reason=reason, timeout=timeout)
-        else:
-            status = None
-            if not self.client.request_kill(app_id, reason, patience=1.0):
-                cluster.force_kill(app_id)
-        cluster.remove(app_id)
-        return status
+            return self.client.kill(app_id, reason=reason, timeout=timeout, remove=True)
+        self.client.stop(app_id, reason, remove=True)
+        return None
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
         """Resize ``role`` of a running job to ``replicas`` executors."""
@@ -374,18 +379,23 @@ class PrimusAsyncHook(PrimusHook):
         try:
             async with self._session.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"},
                                              ssl=verifying_context(ca_file) if ca_file else True) as response:
-                if response.status >= 500:
-                    return None
-                if response.status >= 400:
-                    raise AMRejected(response.status, (await response.text())[:200])
-                return await response.json()
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise AMUntrusted(address, str(exc.certificate_error)) from None
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
-            return None  # the AM just exited: its final status is on disk
+                data = await response.read()
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            error = transport_error(address, exc)  # the same meaning as the runtime's AMClient gives it
+            if isinstance(error, AMUnavailable):
+                return None  # the AM just exited: its final status is on disk
+            raise error from None
+        try:
+            check_answer(response.status, data)
+        except AMUnavailable:
+            return None  # as ClusterClient.am_request: an AM that cannot serve is an AM that does not answer
+        return cast(dict[str, Any], json.loads(data))
 
     async def astatus(self, app_id: str) -> dict[str, Any]:
-        """Same as ``status``, without blocking the event loop."""
+        """Same as ``status`` (transient errors retried), without blocking the event loop."""
+        return await async_retrying(f"Reading the status of Primus job {app_id}", self.log)(self._astatus, app_id)
+
+    async def _astatus(self, app_id: str) -> dict[str, Any]:
         reply = await self._api(app_id, "GET", "/status")
         if reply is not None:
             return reply
@@ -397,16 +407,8 @@ class PrimusAsyncHook(PrimusHook):
         on the cluster (on Kubernetes the AM pod and everything it owns)."""
         self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
         client = await self._client()
-        cluster = client.cluster_for(app_id)
-        try:
-            answered = await self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by Airflow"})
-        except AMRejected as exc:
-            if exc.status != 409:  # 409: already ending
-                raise
-            answered = {}
-        if answered is None:
-            await asyncio.to_thread(cluster.force_kill, app_id)
-        await asyncio.to_thread(cluster.remove, app_id)
+        # The runtime client's kill sequence, in a thread: a kill is rare, and one sequence is kept.
+        await asyncio.to_thread(client.stop, app_id, reason or "killed by Airflow", remove=True)
 
     async def aclose(self) -> None:
         if self._session is not None:

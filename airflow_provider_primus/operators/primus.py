@@ -249,34 +249,26 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
 
     def _wait(self, app_id: str) -> None:
         last_line = None
-        errors = 0
         follower = LogFollower(self._follow_logs(app_id))
         while True:
             if self._stopping.is_set():
                 self._raise_killed(app_id)
             try:
-                status = self.hook.status(app_id)
-                errors = 0
+                status = self.hook.status(app_id)  # transient errors are retried there, others fail the try
             except JobNotFound:
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
-            except Exception as exc:  # noqa: BLE001 - a hiccup talking to the AM; give up after a few
-                errors += 1
-                if errors >= 5:
-                    raise
-                self.log.warning("Cannot read the status of Primus job %s (%s); retrying", app_id, exc)
-            else:
-                for log_line in follower.new_lines(self.hook, app_id, status):
-                    self.log.info("%s", log_line)
-                job = status["job"]
-                line = f"{job['state']}: {progress_line(status)}"
-                if line != last_line:  # only changes, not one line per poll
-                    self.log.info("Primus job %s %s", app_id, line)
-                    last_line = line
-                if job["state"] == JobState.SUCCEEDED:
-                    return
-                if job["state"] in FINISHED:
-                    self._raise_failed(app_id, status,
-                                       f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
+            for log_line in follower.new_lines(self.hook, app_id, status):
+                self.log.info("%s", log_line)
+            job = status["job"]
+            line = f"{job['state']}: {progress_line(status)}"
+            if line != last_line:  # only changes, not one line per poll
+                self.log.info("Primus job %s %s", app_id, line)
+                last_line = line
+            if job["state"] == JobState.SUCCEEDED:
+                return
+            if job["state"] in FINISHED:
+                self._raise_failed(app_id, status,
+                                   f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
             if self._stopping.wait(self.poll_interval):
                 self._raise_killed(app_id)
 

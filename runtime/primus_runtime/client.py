@@ -210,8 +210,14 @@ class PrimusClient:
                 return False
             time.sleep(0.05)
 
-    def kill(self, app_id: str, reason: str = "", timeout: float | None = None) -> dict[str, Any]:
-        """Stop the job gracefully through its AM, then by force; the final status."""
+    # The kill sequence lives here only (the CLI and the Airflow hooks, sync and async, call it):
+    # ask the AM (409: already ending, fine), force-kill when no AM answers, remove on request.
+
+    def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
+             remove: bool = False) -> dict[str, Any]:
+        """Stop the job gracefully through its AM, then by force (what the AM could not stop within
+        its shutdown grace, or ``timeout``); the final status. ``remove``: then delete what the job
+        keeps on its cluster (``ClusterClient.remove``: on Kubernetes the AM pod and all it owns)."""
         spec = self.spec(app_id)
         grace = spec.am.shutdown_grace + 2 * spec.am.heartbeat_interval + 5
         self.request_kill(app_id, reason)
@@ -223,7 +229,20 @@ class PrimusClient:
         if status is None or status["job"]["state"] == JobState.LOST or not self._am_exited(app_id, within=5.0):
             self.cluster_for(app_id).force_kill(app_id)  # reap whatever the AM could not stop
             status = self.status(app_id)
+        if remove:
+            self.cluster_for(app_id).remove(app_id)
         return status
+
+    def stop(self, app_id: str, reason: str = "", remove: bool = False, patience: float = 1.0) -> bool:
+        """Ask the job's AM to stop the job and return without waiting for its end; when no AM
+        answers within ``patience`` seconds (short: callers such as Airflow's ``on_kill`` have a few
+        seconds), kill the job by force. ``remove`` as for ``kill``. True when an AM took the request."""
+        asked = self.request_kill(app_id, reason, patience=patience)
+        if not asked:
+            self.cluster_for(app_id).force_kill(app_id)
+        if remove:
+            self.cluster_for(app_id).remove(app_id)
+        return asked
 
     def _am_exited(self, app_id: str, within: float) -> bool:
         deadline = time.monotonic() + within
