@@ -70,9 +70,9 @@ NOT_TRANSIENT: tuple[type[BaseException], ...] = (AMRejected, JobNotFound, SpecE
 READ_ERRORS: tuple[type[BaseException], ...] = (AMRejected, *TRANSIENT_TYPES)
 
 #: Attempts of one read before its error is raised, and the backoff between them (seconds:
-#: 2, 4, 8, 16 plus up to 1 of jitter, so tasks that failed together do not retry together).
+#: 2, 4, 8, 16, plus up to ``JITTER``: tasks that failed together do not retry together).
 ATTEMPTS = 5
-BACKOFF_START, BACKOFF_MAX = 2.0, 30.0
+BACKOFF_START, BACKOFF_MAX, JITTER = 2.0, 30.0, 1.0
 
 
 def _http_status(exc: BaseException) -> int | None:
@@ -112,7 +112,7 @@ def _log_retry(what: str, log: _Log, attempts: int) -> Callable[[RetryCallState]
 def _policy(what: str, log: _Log, attempts: int) -> dict[str, Any]:
     return {"retry": retry_if_exception(is_transient), "stop": stop_after_attempt(attempts),
             "wait": wait_exponential(multiplier=BACKOFF_START, max=BACKOFF_MAX)
-            + wait_random(0, 1),
+            + wait_random(0, JITTER),
             "before_sleep": _log_retry(what, log, attempts), "reraise": True}
 
 

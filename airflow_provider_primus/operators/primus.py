@@ -20,7 +20,7 @@ from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
 from primus_runtime.spec import JobSpec, SpecError
-from primus_runtime.states import ExecutorState, JobState
+from primus_runtime.states import JobState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -277,15 +277,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         raise AirflowException(f"task was killed while waiting for Primus job {app_id}; the job was {fate}")
 
     def _log_failed_executors(self, app_id: str, status: dict[str, Any]) -> None:
-        for ex in status.get("executors", []):
-            if ex.get("state") not in (ExecutorState.FAILED, ExecutorState.LOST):
-                continue
-            try:
-                tail = self.hook.tail_logs(app_id, ex["role"], ex["index"], stream="stderr", lines=20)
-            except Exception as exc:  # noqa: BLE001 - the log is a courtesy, the outcome matters
-                tail = f"(log not readable: {exc})"
-            self.log.error("Executor %s %s (exit code %s, %s); last stderr lines:\n%s", ex.get("id"),
-                           ex["state"], ex.get("exit_code"), ex.get("reason"), tail or "(empty)")
+        for block in self.hook.failed_executor_tails(app_id, status):
+            self.log.error("%s", block)
 
     # --- killing ----------------------------------------------------------------
 

@@ -172,6 +172,14 @@ class PrimusClient:
         last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
         return last
 
+    def incarnations(self, app_id: str) -> list[dict[str, Any]]:
+        """Every executor incarnation of the job: the earlier ones (replaced by a restart) in the
+        order they were replaced, then the current ones; live from the AM, else from its status file."""
+        reply = self._api(app_id, "GET", "/executors?history=1")
+        if reply is None:
+            reply = self.status_without_am(app_id)
+        return [*(reply.get("history") or []), *reply.get("executors", [])]
+
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
              on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Poll until the job ends (or ``timeout`` passes); the last status."""
