@@ -244,8 +244,8 @@ class PrimusHook(BaseHook):
 
         ``status`` is the job's status: a status file names the earlier incarnations itself, else
         they are asked for. Reading a log is a courtesy: an unreadable one says why in its block."""
-        everyone = ([*(status["history"] or []), *status["executors"]] if "history" in status
-                    else self.client.incarnations(app_id))
+        everyone = [*(status["history"] or []), *status["executors"]] if "history" in status \
+            else self._incarnations(app_id, status)
         failed = sorted((ex for ex in everyone if ex.get("state") in _FAILED_STATES),
                         key=lambda ex: ex.get("finished_at") or 0.0)
         blocks = [self._failure_block(app_id, ex, lines) for ex in failed[:max_executors]]
@@ -256,6 +256,14 @@ class PrimusHook(BaseHook):
                           f"{names}{', ...' if len(rest) > 20 else ''}; read one with "
                           f"`primus logs {app_id} --role ROLE --index INDEX --stream stderr`")
         return blocks
+
+    def _incarnations(self, app_id: str, status: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            return self.client.incarnations(app_id)
+        except _LOG_READ_ERRORS as exc:  # never hide the job's failure behind this one
+            self.log.warning("Cannot list the earlier incarnations of Primus job %s (%s): the current ones only",
+                             app_id, exc)
+            return list(status.get("executors", []))
 
     def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int) -> str:
         path = (ex.get("logs") or {}).get("stderr")
