@@ -66,8 +66,11 @@ def path_exists(path: str, webhdfs_conn_id: str | None) -> bool:
     if webhdfs_conn_id is None:
         return os.path.exists(path)
     try:
-        from airflow.providers.apache.hdfs.hooks.webhdfs import WebHDFSHook
+        from airflow.providers.apache.hdfs.hooks.webhdfs import AirflowWebHDFSHookException, WebHDFSHook
     except ImportError:
         raise ImportError("reading partitions on HDFS needs the hdfs provider: "
                           "pip install 'airflow-provider-primus[hdfs]'") from None
-    return bool(WebHDFSHook(webhdfs_conn_id=webhdfs_conn_id).check_for_path(path))
+    try:
+        return bool(WebHDFSHook(webhdfs_conn_id=webhdfs_conn_id).check_for_path(path))
+    except AirflowWebHDFSHookException as exc:  # no NameNode answered: a connection error, retried as one
+        raise ConnectionError(f"WebHDFS connection {webhdfs_conn_id!r}: {exc}") from exc

@@ -124,3 +124,15 @@ def test_kill_right_after_submit_stops_the_job_through_its_am(client):
     status = client.kill(app, reason="changed my mind")
     assert status["job"]["state"] == "killed" and status["job"]["reason"] == "changed my mind"
     assert processes_of_job(app) == []
+
+
+def test_a_second_stop_while_the_job_ends_is_taken_as_asked(client):
+    # The AM answers 409 to a kill of a job already ending: the kill sequence counts that as asked
+    # (no force-kill), as the Airflow hooks, which delegate to it, need.
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "trap '' TERM; sleep 60"}],
+                                   am={"shutdown_grace": 5}))
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", what="job running")
+    assert client.stop(app, reason="first") is True
+    assert client.stop(app, reason="second") is True  # 409 from the AM, still stopping its executor
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "killed" and "first" in status["job"]["reason"]

@@ -11,20 +11,27 @@ from collections.abc import Iterable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_provider_primus import get_provider_info
+from airflow_provider_primus.retries import READ_ERRORS, async_retrying, retrying
 from primus_runtime import backends, protocol
-from primus_runtime.api_client import AMRejected, AMUntrusted, am_base_url, verifying_context
+from primus_runtime.api_client import (
+    AMUnavailable,
+    am_base_url,
+    check_answer,
+    transport_error,
+    verifying_context,
+)
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import JobNotFound, PrimusClient
 from primus_runtime.spec import JobSpec, SpecError
-from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
+from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED, ExecutorState
 
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
 CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
@@ -34,6 +41,14 @@ ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
 
 SpecLike: TypeAlias = JobSpec | dict[str, Any] | str | os.PathLike
+
+#: A failed job's task log shows the stderr tail of each failed executor incarnation: this many
+#: lines of each, for at most this many incarnations (the rest are named, with the command to read them).
+FAILED_TAIL_LINES = 20
+FAILED_TAIL_EXECUTORS = 10
+_FAILED_STATES = (ExecutorState.FAILED.value, ExecutorState.LOST.value)
+#: What reading a failed executor's log may end with (a log gone with its pod, an unknown path...).
+_LOG_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, LookupError, *READ_ERRORS)
 
 #: Per backend: the connection fields (keys of its extra) that matter to it, for the error that a
 #: connection is missing; ``work_preserve_root`` is optional everywhere.
@@ -173,12 +188,15 @@ class PrimusHook(BaseHook):
         return job.model_copy(update={"backend": backends.get(section["type"]).settings.model_validate(section)})
 
     def status(self, app_id: str) -> dict[str, Any]:
-        """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``."""
-        return self.client.status(app_id)
+        """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``. Transient
+        errors (``retries.is_transient``) are retried with backoff before one is raised."""
+        return retrying(f"Reading the status of Primus job {app_id}", self.log)(self.client.status, app_id)
 
     def find_jobs(self, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first."""
-        return self.client.list({str(k): str(v) for k, v in (tags or {}).items()}, backend=self.settings["backend"])
+        """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first (transient errors retried)."""
+        wanted = {str(k): str(v) for k, v in (tags or {}).items()}
+        return retrying(f"Listing Primus jobs tagged {wanted}", self.log)(
+            self.client.list, wanted, backend=self.settings["backend"])
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
              wait: bool = True) -> dict[str, Any] | None:
@@ -186,15 +204,10 @@ class PrimusHook(BaseHook):
         Kubernetes the AM pod and everything it owns); its final status. With ``wait=False`` only
         ask its AM to stop it (forcing it when no AM answers) and return None at once."""
         self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
-        cluster = self.client.cluster_for(app_id)
         if wait:
-            status = self.client.kill(app_id, reason=reason, timeout=timeout)
-        else:
-            status = None
-            if not self.client.request_kill(app_id, reason, patience=1.0):
-                cluster.force_kill(app_id)
-        cluster.remove(app_id)
-        return status
+            return self.client.kill(app_id, reason=reason, timeout=timeout, remove=True)
+        self.client.stop(app_id, reason, remove=True)
+        return None
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
         """Resize ``role`` of a running job to ``replicas`` executors."""
@@ -222,6 +235,48 @@ class PrimusHook(BaseHook):
             tail.append(pending.decode(errors="replace"))
         return "\n".join(tail)
 
+    def failed_executor_tails(self, app_id: str, status: dict[str, Any], lines: int = FAILED_TAIL_LINES,
+                              max_executors: int = FAILED_TAIL_EXECUTORS) -> list[str]:
+        """What the failed executors of a job said: one text block per failed or lost incarnation,
+        the current ones and the earlier ones its failover restarted, in the order they ended, each
+        with the last ``lines`` lines of its stderr; at most ``max_executors`` blocks (the first
+        failures, usually the cause), then one line saying how many more failed and how to read them.
+
+        ``status`` is the job's status: a status file names the earlier incarnations itself, else
+        they are asked for. Reading a log is a courtesy: an unreadable one says why in its block."""
+        everyone = [*(status["history"] or []), *status["executors"]] if "history" in status \
+            else self._incarnations(app_id, status)
+        failed = sorted((ex for ex in everyone if ex.get("state") in _FAILED_STATES),
+                        key=lambda ex: ex.get("finished_at") or 0.0)
+        blocks = [self._failure_block(app_id, ex, lines) for ex in failed[:max_executors]]
+        rest = failed[max_executors:]
+        if rest:
+            names = ", ".join(f"{ex['id']} (attempt {ex.get('attempt', '?')})" for ex in rest[:20])
+            blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
+                          f"{names}{', ...' if len(rest) > 20 else ''}; read one with "
+                          f"`primus logs {app_id} --role ROLE --index INDEX --stream stderr`")
+        return blocks
+
+    def _incarnations(self, app_id: str, status: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            return self.client.incarnations(app_id)
+        except _LOG_READ_ERRORS as exc:  # never hide the job's failure behind this one
+            self.log.warning("Cannot list the earlier incarnations of Primus job %s (%s): the current ones only",
+                             app_id, exc)
+            return list(status.get("executors", []))
+
+    def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int) -> str:
+        path = (ex.get("logs") or {}).get("stderr")
+        try:
+            tail = _last_lines(self.client.cluster_for(app_id).read_log(app_id, path), lines) if path \
+                else "(no log: it never started)"
+        except _LOG_READ_ERRORS as exc:  # the outcome matters, the log is a courtesy
+            tail = f"(log not readable: {exc})"
+        return (f"Executor {ex['id']} (attempt {ex.get('attempt', 0)}) {ex['state']} (exit code {ex.get('exit_code')}, "
+                f"{ex.get('reason') or 'no reason'}); last stderr lines "
+                f"(all: primus logs {app_id} --role {ex['role']} --index {ex['index']} --stream stderr):\n"
+                f"{tail or '(empty)'}")
+
     def job_url(self, app_id: str, wait: float = 10.0) -> str | None:
         """The job's web page (served by its AM; it asks for the job token, or a one-time link from
         ``primus ui APP``), or None once the AM is gone. No secret: it goes to XCom and the task log.
@@ -245,6 +300,11 @@ class PrimusHook(BaseHook):
         if configured:
             return configured if "://" in configured else str(Path(configured).expanduser())
         return self.client.cluster(self.settings["backend"]).default_work_preserve_root()
+
+
+def _last_lines(data: bytes, lines: int) -> str:
+    """The last ``lines`` lines of a log's bytes (an unfinished last line counts)."""
+    return "\n".join(data.decode(errors="replace").rstrip("\n").split("\n")[-lines:])
 
 
 def missing_connection_message(conn_id: str) -> str:
@@ -374,18 +434,23 @@ class PrimusAsyncHook(PrimusHook):
         try:
             async with self._session.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"},
                                              ssl=verifying_context(ca_file) if ca_file else True) as response:
-                if response.status >= 500:
-                    return None
-                if response.status >= 400:
-                    raise AMRejected(response.status, (await response.text())[:200])
-                return await response.json()
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise AMUntrusted(address, str(exc.certificate_error)) from None
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
-            return None  # the AM just exited: its final status is on disk
+                data = await response.read()
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            error = transport_error(address, exc)  # the same meaning as the runtime's AMClient gives it
+            if isinstance(error, AMUnavailable):
+                return None  # the AM just exited: its final status is on disk
+            raise error from None
+        try:
+            check_answer(response.status, data)
+        except AMUnavailable:
+            return None  # as ClusterClient.am_request: an AM that cannot serve is an AM that does not answer
+        return cast(dict[str, Any], json.loads(data))
 
     async def astatus(self, app_id: str) -> dict[str, Any]:
-        """Same as ``status``, without blocking the event loop."""
+        """Same as ``status`` (transient errors retried), without blocking the event loop."""
+        return await async_retrying(f"Reading the status of Primus job {app_id}", self.log)(self._astatus, app_id)
+
+    async def _astatus(self, app_id: str) -> dict[str, Any]:
         reply = await self._api(app_id, "GET", "/status")
         if reply is not None:
             return reply
@@ -397,16 +462,8 @@ class PrimusAsyncHook(PrimusHook):
         on the cluster (on Kubernetes the AM pod and everything it owns)."""
         self.log.info("Killing Primus job %s: %s", app_id, reason or "no reason given")
         client = await self._client()
-        cluster = client.cluster_for(app_id)
-        try:
-            answered = await self._api(app_id, "POST", "/job/kill", {"reason": reason or "killed by Airflow"})
-        except AMRejected as exc:
-            if exc.status != 409:  # 409: already ending
-                raise
-            answered = {}
-        if answered is None:
-            await asyncio.to_thread(cluster.force_kill, app_id)
-        await asyncio.to_thread(cluster.remove, app_id)
+        # The runtime client's kill sequence, in a thread: a kill is rare, and one sequence is kept.
+        await asyncio.to_thread(client.stop, app_id, reason or "killed by Airflow", remove=True)
 
     async def aclose(self) -> None:
         if self._session is not None:

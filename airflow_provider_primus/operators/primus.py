@@ -22,7 +22,7 @@ from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
 from primus_runtime.spec import JobSpec, SpecError
-from primus_runtime.states import ExecutorState, JobState
+from primus_runtime.states import JobState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -316,34 +316,26 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
 
     def _wait(self, app_id: str) -> None:
         last_line = None
-        errors = 0
         follower = LogFollower(self._follow_logs(app_id))
         while True:
             if self._stopping.is_set():
                 self._raise_killed(app_id)
             try:
-                status = self.hook.status(app_id)
-                errors = 0
+                status = self.hook.status(app_id)  # transient errors are retried there, others fail the try
             except JobNotFound:
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
-            except Exception as exc:  # noqa: BLE001 - a hiccup talking to the AM; give up after a few
-                errors += 1
-                if errors >= 5:
-                    raise
-                self.log.warning("Cannot read the status of Primus job %s (%s); retrying", app_id, exc)
-            else:
-                for log_line in follower.new_lines(self.hook, app_id, status):
-                    self.log.info("%s", log_line)
-                job = status["job"]
-                line = f"{job['state']}: {progress_line(status)}"
-                if line != last_line:  # only changes, not one line per poll
-                    self.log.info("Primus job %s %s", app_id, line)
-                    last_line = line
-                if job["state"] == JobState.SUCCEEDED:
-                    return
-                if job["state"] in FINISHED:
-                    self._raise_failed(app_id, status,
-                                       f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
+            for log_line in follower.new_lines(self.hook, app_id, status):
+                self.log.info("%s", log_line)
+            job = status["job"]
+            line = f"{job['state']}: {progress_line(status)}"
+            if line != last_line:  # only changes, not one line per poll
+                self.log.info("Primus job %s %s", app_id, line)
+                last_line = line
+            if job["state"] == JobState.SUCCEEDED:
+                return
+            if job["state"] in FINISHED:
+                self._raise_failed(app_id, status,
+                                   f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
             if self._stopping.wait(self.poll_interval):
                 self._raise_killed(app_id)
 
@@ -352,15 +344,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         raise AirflowException(f"task was killed while waiting for Primus job {app_id}; the job was {fate}")
 
     def _log_failed_executors(self, app_id: str, status: dict[str, Any]) -> None:
-        for ex in status.get("executors", []):
-            if ex.get("state") not in (ExecutorState.FAILED, ExecutorState.LOST):
-                continue
-            try:
-                tail = self.hook.tail_logs(app_id, ex["role"], ex["index"], stream="stderr", lines=20)
-            except Exception as exc:  # noqa: BLE001 - the log is a courtesy, the outcome matters
-                tail = f"(log not readable: {exc})"
-            self.log.error("Executor %s %s (exit code %s, %s); last stderr lines:\n%s", ex.get("id"),
-                           ex["state"], ex.get("exit_code"), ex.get("reason"), tail or "(empty)")
+        for block in self.hook.failed_executor_tails(app_id, status):
+            self.log.error("%s", block)
 
     # --- killing ----------------------------------------------------------------
 

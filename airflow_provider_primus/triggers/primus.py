@@ -2,8 +2,8 @@
 
 They share one polling loop (``PrimusStatusTrigger.run``): read the job's status over async HTTP,
 log progress when it changes and a one-line summary now and then, and fire once the condition
-holds, the job ended without meeting it, the deadline passed, or the status stayed unreadable;
-the followed executors' newest lines are copied right before it fires (a hand-off, see
+holds, the job ended without meeting it, the deadline passed, or the status stayed unreadable
+(transient errors are retried, ``retries.py``); the followed executors' newest lines are copied right before it fires (a hand-off, see
 ``PrimusStatusTrigger``). ``serialize()`` carries every argument, the log offsets included, so a
 trigger moved to another triggerer resumes unchanged; ``cleanup()`` (every exit, a triggerer
 restart too) never touches the job.
@@ -21,11 +21,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_primus.conditions import Check, data_reached, job_succeeded, role_reached
 from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
 from airflow_provider_primus.partitions import path_exists
+from airflow_provider_primus.retries import READ_ERRORS, async_retrying
 from primus_runtime.client import JobNotFound, data_progress
 from primus_runtime.states import ExecutorState, JobState
-
-#: Status reads that may fail in a row (AM restarting, a loaded machine) before the trigger gives up.
-MAX_READ_ERRORS = 5
 
 
 class PrimusStatusTrigger(BaseTrigger):
@@ -109,37 +107,33 @@ class PrimusStatusTrigger(BaseTrigger):
         follower = LogFollower(self.follow_logs, max_lines=self.max_log_lines, offsets=self.log_offsets)
         summary = ProgressSummary(self.app_id)
         started = time.monotonic()
-        last_line, errors = None, 0
+        last_line = None
         while True:
             if self.deadline is not None and time.time() > self.deadline:
                 return self._event("timeout", "unknown", "the deadline (the task's timeout) passed")
             try:
-                status = await hook.astatus(self.app_id)
-                errors = 0
+                status = await hook.astatus(self.app_id)  # transient errors are retried there
             except JobNotFound:
                 return self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
-            except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
-                errors += 1
-                if errors >= MAX_READ_ERRORS:
-                    return self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: {exc}")
-                self.log.warning("Cannot read the status of Primus job %s (%s); retrying", self.app_id, exc)
-            else:
-                check = self.check(status)
-                if check.line != last_line:
-                    self.log.info("Primus job %s %s", self.app_id, check.line)
-                    last_line = check.line
-                if check.met:
-                    return await self._hand_off(hook, follower, status, self.success_event(status, check))
-                if check.impossible:
-                    return await self._hand_off(hook, follower, status, self._event(
-                        "failed", status["job"]["state"], check.impossible, input_at_fault=check.input_at_fault))
-                if summary.due(self.summary_interval):
-                    self.log.info("%s", summary.line(status))
-                if self.follow_logs and self.log_interval is not None \
-                        and time.monotonic() - started >= self.log_interval:
-                    return await self._hand_off(hook, follower, status, self._event(
-                        "running", status["job"]["state"], "log hand-off", deadline=self.deadline))
-            await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
+            except READ_ERRORS as exc:  # the AM refused, or the retries ran out
+                return self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: "
+                                                       f"{type(exc).__name__}: {exc}")
+            check = self.check(status)
+            if check.line != last_line:
+                self.log.info("Primus job %s %s", self.app_id, check.line)
+                last_line = check.line
+            if check.met:
+                return await self._hand_off(hook, follower, status, self.success_event(status, check))
+            if check.impossible:
+                return await self._hand_off(hook, follower, status, self._event(
+                    "failed", status["job"]["state"], check.impossible, input_at_fault=check.input_at_fault))
+            if summary.due(self.summary_interval):
+                self.log.info("%s", summary.line(status))
+            if self.follow_logs and self.log_interval is not None \
+                    and time.monotonic() - started >= self.log_interval:
+                return await self._hand_off(hook, follower, status, self._event(
+                    "running", status["job"]["state"], "log hand-off", deadline=self.deadline))
+            await asyncio.sleep(self.poll_interval)
 
     async def _hand_off(self, hook: PrimusAsyncHook, follower: LogFollower, status: dict[str, Any],
                         event: TriggerEvent) -> TriggerEvent:
@@ -296,23 +290,18 @@ class PrimusPartitionTrigger(BaseTrigger):
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        errors = 0
         while True:
             if self.deadline is not None and time.time() > self.deadline:
                 yield TriggerEvent({"status": "timeout", "reason": f"{self.path} did not appear in time"})
                 return
-            try:
-                found = await asyncio.to_thread(path_exists, self.path, self.webhdfs_conn_id)
-                errors = 0
-            except Exception as exc:  # noqa: BLE001 - transient until it happens MAX_READ_ERRORS times
-                errors += 1
-                if errors >= MAX_READ_ERRORS:
-                    yield TriggerEvent({"status": "error", "reason": f"cannot check {self.path}: {exc}"})
-                    return
-                self.log.warning("Cannot check %s (%s); retrying", self.path, exc)
-            else:
-                if found:
-                    yield TriggerEvent({"status": "success", "reason": f"{self.path} exists"})
-                    return
-                self.log.info("Waiting for %s", self.path)
-            await asyncio.sleep(self.poll_interval * 2 ** min(errors, 4))
+            try:  # a NameNode that does not answer is transient (partitions.path_exists): retried there
+                found: bool = await async_retrying(f"Checking {self.path}", self.log)(
+                    asyncio.to_thread, path_exists, self.path, self.webhdfs_conn_id)
+            except READ_ERRORS as exc:
+                yield TriggerEvent({"status": "error", "reason": f"cannot check {self.path}: {exc}"})
+                return
+            if found:
+                yield TriggerEvent({"status": "success", "reason": f"{self.path} exists"})
+                return
+            self.log.info("Waiting for %s", self.path)
+            await asyncio.sleep(self.poll_interval)

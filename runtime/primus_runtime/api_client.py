@@ -51,6 +51,28 @@ def _error_text(data: bytes) -> str:
         return data[:200].decode(errors="replace")
 
 
+def check_answer(status: int, data: bytes) -> None:
+    """What an HTTP answer of the AM means, for every client of its API (``AMClient`` here, the
+    provider's aiohttp path): 5xx raises ``AMUnavailable`` (the AM cannot serve now: ask again
+    later), 4xx ``AMRejected`` with the AM's own error text (asking again won't help), anything
+    else is an answer to read."""
+    if status >= 500:
+        raise AMUnavailable(f"HTTP {status}")
+    if status >= 400:
+        raise AMRejected(status, _error_text(data))
+
+
+def transport_error(address: str, exc: BaseException) -> AMUnavailable | AMUntrusted:
+    """What a request that got no answer from the AM at ``address`` means: a certificate that does
+    not verify against the job's CA is ``AMUntrusted`` (retrying won't help); anything else
+    (refused, reset, timed out, a broken reply) is ``AMUnavailable``. ``exc`` may come from any
+    HTTP library: aiohttp carries the TLS error as ``certificate_error``."""
+    cert = getattr(exc, "certificate_error", exc)  # aiohttp's error is an SSLCertVerificationError too
+    if isinstance(cert, ssl.SSLCertVerificationError):
+        return AMUntrusted(address, getattr(cert, "verify_message", None) or str(cert))
+    return AMUnavailable(str(exc) or type(exc).__name__)
+
+
 class AMClient:
     """Speaks to the AM at ``address`` (``host:port``); over TLS when given the job's CA file, then
     trusting only that CA and checking the certificate names ``host``."""
@@ -75,16 +97,10 @@ class AMClient:
             conn.request(method, path, payload, self._headers)
             response = conn.getresponse()
             data = response.read()
-        except ssl.SSLCertVerificationError as exc:
+        except (OSError, http.client.HTTPException) as exc:  # ssl.SSLCertVerificationError is an OSError
             self.close()
-            raise AMUntrusted(f"{self.host}:{self.port}", exc.verify_message or str(exc)) from None
-        except (OSError, http.client.HTTPException) as exc:
-            self.close()
-            raise AMUnavailable(str(exc) or type(exc).__name__) from None
-        if response.status >= 500:
-            raise AMUnavailable(f"HTTP {response.status}")
-        if response.status >= 400:
-            raise AMRejected(response.status, _error_text(data))
+            raise transport_error(f"{self.host}:{self.port}", exc) from None
+        check_answer(response.status, data)
         return json.loads(data)
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:

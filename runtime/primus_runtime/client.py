@@ -172,6 +172,14 @@ class PrimusClient:
         last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
         return last
 
+    def incarnations(self, app_id: str) -> list[dict[str, Any]]:
+        """Every executor incarnation of the job: the earlier ones (replaced by a restart) in the
+        order they were replaced, then the current ones; live from the AM, else from its status file."""
+        reply = self._api(app_id, "GET", "/executors?history=1")
+        if reply is None:
+            reply = self.status_without_am(app_id)
+        return [*(reply.get("history") or []), *reply.get("executors", [])]
+
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
              on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Poll until the job ends (or ``timeout`` passes); the last status."""
@@ -210,8 +218,14 @@ class PrimusClient:
                 return False
             time.sleep(0.05)
 
-    def kill(self, app_id: str, reason: str = "", timeout: float | None = None) -> dict[str, Any]:
-        """Stop the job gracefully through its AM, then by force; the final status."""
+    # The kill sequence lives here only (the CLI and the Airflow hooks, sync and async, call it):
+    # ask the AM (409: already ending, fine), force-kill when no AM answers, remove on request.
+
+    def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
+             remove: bool = False) -> dict[str, Any]:
+        """Stop the job gracefully through its AM, then by force (what the AM could not stop within
+        its shutdown grace, or ``timeout``); the final status. ``remove``: then delete what the job
+        keeps on its cluster (``ClusterClient.remove``: on Kubernetes the AM pod and all it owns)."""
         spec = self.spec(app_id)
         grace = spec.am.shutdown_grace + 2 * spec.am.heartbeat_interval + 5
         self.request_kill(app_id, reason)
@@ -223,7 +237,20 @@ class PrimusClient:
         if status is None or status["job"]["state"] == JobState.LOST or not self._am_exited(app_id, within=5.0):
             self.cluster_for(app_id).force_kill(app_id)  # reap whatever the AM could not stop
             status = self.status(app_id)
+        if remove:
+            self.cluster_for(app_id).remove(app_id)
         return status
+
+    def stop(self, app_id: str, reason: str = "", remove: bool = False, patience: float = 1.0) -> bool:
+        """Ask the job's AM to stop the job and return without waiting for its end; when no AM
+        answers within ``patience`` seconds (short: callers such as Airflow's ``on_kill`` have a few
+        seconds), kill the job by force. ``remove`` as for ``kill``. True when an AM took the request."""
+        asked = self.request_kill(app_id, reason, patience=patience)
+        if not asked:
+            self.cluster_for(app_id).force_kill(app_id)
+        if remove:
+            self.cluster_for(app_id).remove(app_id)
+        return asked
 
     def _am_exited(self, app_id: str, within: float) -> bool:
         deadline = time.monotonic() + within
