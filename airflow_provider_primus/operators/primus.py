@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.links.primus import PrimusJobLink
+from airflow_provider_primus.progress import ProgressPublisher
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
@@ -63,6 +64,18 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     :param log_interval: deferred only: every this many seconds the trigger copies the followed logs'
         newest lines and the task defers again from where the copy stopped (a short stop on a
         worker, as the Kubernetes pod operator's ``logging_interval``); None: only when the job ends.
+    :param progress_interval: seconds between writes of the job's progress to the task state store
+        (Airflow >= 3.3; see below); a change of the job's state is written at once.
+
+    Progress (Airflow >= 3.3): a short summary of the job (state, roles, data done of discovered,
+    watermark, ETA, Kafka lag, and at the end the outcome) is kept in the task state store under
+    ``primus_progress``: the UI's "Task State Store" tab of the task instance, and
+    ``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/state-store/primus_progress``.
+    Waiting in a worker slot, it is written as the statuses come (at most every ``progress_interval``).
+    Deferred, only when the task is on a worker, because a trigger cannot write the task state store
+    (Airflow 3.3's triggerer passes on asset state store calls only): right after the submit, at each
+    log hand-off (every ``log_interval``, with ``follow_logs``) and at the end. Older Airflow versions
+    have no store: the progress is in the task log only.
 
     Data checkpoints: a job with an ``input`` section and no ``input.work_preserve_dir`` gets one
     per task instance (under the connection's ``work_preserve_root``), so a retry after a failed
@@ -77,6 +90,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     template_fields_renderers = {"spec": "json"}
     operator_extra_links = (PrimusJobLink(),)
     ui_color = "#e8f0fe"
+    #: Replaced per task by execute()/execute_complete(); this one publishes nothing.
+    _progress = ProgressPublisher(None)
 
     def __init__(
         self,
@@ -90,6 +105,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         kill_timeout: float = 3.0,
         follow_logs: Sequence[str] | None = None,
         log_interval: float | None = 300.0,
+        progress_interval: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,6 +122,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         self.kill_timeout = kill_timeout
         self.follow_logs = None if follow_logs is None else list(follow_logs)
         self.log_interval = log_interval
+        self.progress_interval = progress_interval
         self.app_id: str | None = None
 
     @cached_property
@@ -120,6 +137,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         ti = context["ti"]
         ti_tags = {name: str(getattr(ti, name)) for name in TI_TAGS}
         store = context.get("task_state_store")  # Airflow >= 3.3
+        self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log, announce=True)
 
         app_id = self._find_running_job(store, ti_tags)
         if app_id is not None:
@@ -147,6 +165,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
 
     def _defer_wait(self, app_id: str, deadline: float | None, follow_logs: list[str],
                     log_offsets: dict[str, int]) -> None:
+        self._progress.update_from(app_id, lambda: self.hook.status(app_id))  # the first stop only: see the docstring
         self.defer(
             trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
                                      follow_logs=follow_logs, on_kill_action=self.on_kill_action,
@@ -166,6 +185,8 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         """Back from the trigger: the app id on success, else the runtime's reason as the error."""
         app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
         self.app_id = app_id
+        self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log)
+        self._progress.from_event(event)
         if status == "running":  # a log hand-off: wait on, copying from where the trigger stopped
             self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
@@ -258,6 +279,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                 status = self.hook.status(app_id)
                 errors = 0
             except JobNotFound:
+                self._progress.finish(app_id, None, "error", f"Primus job {app_id} disappeared")
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
             except Exception as exc:  # noqa: BLE001 - a hiccup talking to the AM; give up after a few
                 errors += 1
@@ -272,6 +294,11 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                 if line != last_line:  # only changes, not one line per poll
                     self.log.info("Primus job %s %s", app_id, line)
                     last_line = line
+                if job["state"] in FINISHED:
+                    self._progress.finish(app_id, status, "success" if job["state"] == JobState.SUCCEEDED
+                                          else "failed", job.get("reason") or "")
+                else:
+                    self._progress.update(app_id, status)
                 if job["state"] == JobState.SUCCEEDED:
                     return
                 if job["state"] in FINISHED:
