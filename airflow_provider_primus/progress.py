@@ -73,7 +73,7 @@ def job_progress(app_id: str, status: Mapping[str, Any], now: datetime | None = 
     data = status.get("data")
     share = truthful_share(data) if data else None
     # The summary reads the same capped share as the document, so neither ever says 100% early.
-    summary_status = {**status, "data": {**data, "progress": share}} if data else status
+    summary_status: dict[str, Any] = {**status, "data": {**data, "progress": share}} if data else dict(status)
     return JobProgress(
         app_id=app_id,
         state=str(job["state"]),
