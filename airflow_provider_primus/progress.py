@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol, TypedDict
 
 from primus_runtime.client import progress_line
+from primus_runtime.states import JOB_FINISHED, JobState
 
 #: The task state store key holding the progress document.
 PROGRESS_KEY = "primus_progress"
@@ -199,6 +200,14 @@ class ProgressPublisher:
         if not state_changed and self._written_at is not None and self.clock() - self._written_at < self.interval:
             return False
         return self.publish(job_progress(app_id, status))
+
+    def observe(self, app_id: str, status: Mapping[str, Any]) -> bool:
+        """A status the task read while it waits: ``finish`` once the job ended, else ``update``."""
+        job = status["job"]
+        if job["state"] not in JOB_FINISHED:
+            return self.update(app_id, status)
+        outcome = "success" if job["state"] == JobState.SUCCEEDED else "failed"
+        return self.finish(app_id, status, outcome, job.get("reason") or "")
 
     def update_from(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> bool:
         """``update`` with a status read now, unless one was published already (a deferred task's first

@@ -294,11 +294,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
                 if line != last_line:  # only changes, not one line per poll
                     self.log.info("Primus job %s %s", app_id, line)
                     last_line = line
-                if job["state"] in FINISHED:
-                    self._progress.finish(app_id, status, "success" if job["state"] == JobState.SUCCEEDED
-                                          else "failed", job.get("reason") or "")
-                else:
-                    self._progress.update(app_id, status)
+                self._progress.observe(app_id, status)
                 if job["state"] == JobState.SUCCEEDED:
                     return
                 if job["state"] in FINISHED:

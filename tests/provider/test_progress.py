@@ -116,6 +116,17 @@ def test_writes_are_throttled_except_on_a_state_change_and_at_the_end():
         ("succeeded", {"status": "success", "reason": "every role succeeded"})]
 
 
+def test_a_status_of_an_ended_job_is_written_at_once_with_its_outcome():
+    store, clock = WritesStore(), Clock()
+    publisher = ProgressPublisher(store, interval=30, clock=clock)
+    assert publisher.observe("primus-1", a_status())
+    failed = a_status("failed")
+    failed["job"]["reason"] = "worker-0 failed (exit 3)"
+    clock.now = 1.0
+    assert publisher.observe("primus-1", failed)
+    assert store.writes[-1]["outcome"] == {"status": "failed", "reason": "worker-0 failed (exit 3)"}
+
+
 class WritesStore(FakeStateStore):
     """Keeps every value written to ``primus_progress``, in order."""
 
