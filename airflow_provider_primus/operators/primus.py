@@ -18,6 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
 from airflow_provider_primus.links.primus import PrimusJobLink
+from airflow_provider_primus.progress import ProgressPublisher
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
@@ -70,6 +71,18 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         worker, as the Kubernetes pod operator's ``logging_interval``); None: only when the job ends.
     :param durable: (``ResumableJobMixin``, Airflow >= 3.3) keep the job's identity in the task state
         store for a retry to reattach through; False: only the tag search finds a running job.
+    :param progress_interval: seconds between writes of the job's progress to the task state store
+        (Airflow >= 3.3; see below); a change of the job's state is written at once.
+
+    Progress (Airflow >= 3.3): a short summary of the job (state, roles, data done of discovered,
+    watermark, ETA, Kafka lag, and at the end the outcome) is kept in the task state store under
+    ``primus_progress``: the UI's "Task State Store" tab of the task instance, and
+    ``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/state-store/primus_progress``.
+    Waiting in a worker slot, it is written as the statuses come (at most every ``progress_interval``).
+    Deferred, only when the task is on a worker, because a trigger cannot write the task state store
+    (Airflow 3.3's triggerer passes on asset state store calls only): right after the submit, at each
+    log hand-off (every ``log_interval``, with ``follow_logs``) and at the end. Older Airflow versions
+    have no store: the progress is in the task log only.
 
     Data checkpoints: a job with an ``input`` section and no ``input.work_preserve_dir`` gets one
     per task instance (under the connection's ``work_preserve_root``), so a retry after a failed
@@ -85,6 +98,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
     operator_extra_links = (PrimusJobLink(),)
     ui_color = "#e8f0fe"
     external_id_key = STATE_KEY
+    #: Replaced per task by execute()/execute_complete(); this one publishes nothing.
+    _progress = ProgressPublisher(None)
 
     def __init__(
         self,
@@ -98,6 +113,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         kill_timeout: float = 3.0,
         follow_logs: Sequence[str] | None = None,
         log_interval: float | None = 300.0,
+        progress_interval: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -114,6 +130,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         self.kill_timeout = kill_timeout
         self.follow_logs = None if follow_logs is None else list(follow_logs)
         self.log_interval = log_interval
+        self.progress_interval = progress_interval
         self.app_id: str | None = None
 
     @cached_property
@@ -126,6 +143,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         # Created here, not in __init__: operators are deep-copied, events are not copyable.
         self._stopping = threading.Event()
         self._reattached: str | None = None
+        self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log, announce=True)
         return str(self.execute_resumable(context))
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
@@ -207,6 +225,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
 
     def _defer_wait(self, app_id: str, deadline: float | None, follow_logs: list[str],
                     log_offsets: dict[str, int]) -> None:
+        self._progress.update_from(app_id, lambda: self.hook.status(app_id))  # the first stop only: see the docstring
         self.defer(
             trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
                                      follow_logs=follow_logs, on_kill_action=self.on_kill_action,
@@ -226,6 +245,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         """Back from the trigger: the app id on success, else the runtime's reason as the error."""
         app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
         self.app_id = app_id
+        self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log)
+        self._progress.from_event(event)
         if status == "running":  # a log hand-off: wait on, copying from where the trigger stopped
             self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
@@ -323,6 +344,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             try:
                 status = self.hook.status(app_id)  # transient errors are retried there, others fail the try
             except JobNotFound:
+                self._progress.finish(app_id, None, "error", f"Primus job {app_id} disappeared")
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
             for log_line in follower.new_lines(self.hook, app_id, status):
                 self.log.info("%s", log_line)
@@ -331,6 +353,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             if line != last_line:  # only changes, not one line per poll
                 self.log.info("Primus job %s %s", app_id, line)
                 last_line = line
+            self._progress.observe(app_id, status)
             if job["state"] == JobState.SUCCEEDED:
                 return
             if job["state"] in FINISHED:

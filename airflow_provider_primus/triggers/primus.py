@@ -21,6 +21,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_primus.conditions import Check, data_reached, job_succeeded, role_reached
 from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
 from airflow_provider_primus.partitions import path_exists
+from airflow_provider_primus.progress import job_progress
 from airflow_provider_primus.retries import READ_ERRORS, async_retrying
 from primus_runtime.client import JobNotFound, data_progress
 from primus_runtime.states import ExecutorState, JobState
@@ -31,7 +32,8 @@ class PrimusStatusTrigger(BaseTrigger):
 
     Event payload: ``{"status": "success" | "failed" | "timeout" | "error" | "running", "app_id",
     "state", "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
-    sentence naming the job (what the task fails with); with ``follow_logs``, ``log_offsets`` too.
+    sentence naming the job (what the task fails with); with ``follow_logs``, ``log_offsets`` too;
+    ``progress`` (``progress.job_progress`` of the last status) when a status was read.
 
     Trainer lines are copied only when the trigger hands off, i.e. right before it fires: the
     newest ``max_log_lines`` of each followed log (the others counted in one line), and the event
@@ -137,7 +139,9 @@ class PrimusStatusTrigger(BaseTrigger):
 
     async def _hand_off(self, hook: PrimusAsyncHook, follower: LogFollower, status: dict[str, Any],
                         event: TriggerEvent) -> TriggerEvent:
-        """Copy the followed logs' newest lines, then ``event`` with where the copy stopped."""
+        """Copy the followed logs' newest lines, then ``event`` with where the copy stopped and the job's
+        progress (a trigger cannot write the task state store: the task does, on a worker)."""
+        event = TriggerEvent({**event.payload, "progress": job_progress(self.app_id, status)})
         if not self.follow_logs:
             return event
         for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):

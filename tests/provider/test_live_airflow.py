@@ -23,7 +23,7 @@ from conftest import wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
-from .live_airflow import REPO, LiveAirflow, ancestors, cmdline, pids_with_cmdline
+from .live_airflow import REPO, ApiError, LiveAirflow, ancestors, cmdline, pids_with_cmdline
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(600)
@@ -312,3 +312,54 @@ def test_event_driven_retraining_runs_once_per_new_partition_across_a_triggerer_
         events = live.api("GET", f"/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
         assert sorted(e["extra"]["payload"]["partition"] for e in events) == [
             "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04"]
+
+
+def task_state_store(live: LiveAirflow, dag_id: str, run_id: str, key: str, task_id: str = "train") -> Any:
+    """The value under ``key`` in the task instance's task state store (REST API), None while unset."""
+    try:
+        return live.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+                               f"/taskInstances/{task_id}/state-store/{key}")["value"]
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+@pytest.mark.parametrize("dag_id", ["primus_live_progress", "primus_live_progress_deferred"])
+def test_the_jobs_progress_is_in_the_task_state_store_during_and_after_the_run(live: LiveAirflow, dag_id: str,
+                                                                                 tmp_path):
+    """live_dags/primus_live_progress.py: a job over four files whose trainer holds after the first
+    until the test opens its gate. Airflow's REST API shows ``primus_progress`` with part of the data
+    done while the job runs (in a worker slot, or deferred: from a log hand-off), then the outcome."""
+    data, gate = tmp_path / "data", tmp_path / "gate"
+    data.mkdir()
+    for f in range(4):
+        (data / f"part-{f}.txt").write_text("".join(f"f{f}-{i:05d}\n" for i in range(100)))
+    with live.explain_failure(dag_id):
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id, {"data": str(data), "gate": str(gate)})
+
+        def part_done() -> dict[str, Any] | None:
+            progress = task_state_store(live, dag_id, run_id, "primus_progress")
+            if progress and progress["state"] == "running" and progress["data"] \
+                    and 1 <= progress["data"]["done"] < progress["data"]["discovered"]:
+                return progress
+            return None
+        during = wait_for(part_done, 180, "primus_progress with part of the data done", poll=0.5)
+        app_id = live.xcom(dag_id, run_id, "train", "app_id")
+        assert during["app_id"] == app_id and during["outcome"] is None, during
+        assert during["roles"] == {"worker": "1/1 running"} and during["data"]["discovered"] == 4, during
+        assert 0 < during["data"]["progress"] < 1, during
+        assert during["summary"].startswith("running: worker x1: 1 running | data "), during
+
+        if dag_id.endswith("_deferred"):  # back in the triggerer after the hand-off (see the DAG file)
+            live.wait_for_task_state(dag_id, run_id, "train", ("deferred",))
+        gate.touch()
+        run = live.wait_for_run_state(dag_id, run_id)
+        assert run["state"] == "success", run
+        final = task_state_store(live, dag_id, run_id, "primus_progress")
+        assert (final["app_id"], final["state"], final["outcome"]["status"]) == (app_id, "succeeded", "success"), final
+        assert final["data"]["done"] == final["data"]["discovered"] == 4 and final["data"]["progress"] == 1.0, final
+        assert final["roles"] == {"worker": "1/1 succeeded"}, final
+        log = live.task_log(dag_id, run_id, "train", 1)
+        assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")

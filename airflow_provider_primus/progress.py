@@ -1,0 +1,257 @@
+"""The job's progress in Airflow's task state store (Airflow >= 3.3), where the UI and REST API show it.
+
+The UI shows it in the task instance's "Task State Store" tab; the REST API at
+``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/state-store/primus_progress``.
+``job_progress`` builds the value, a small JSON document, from one status of the job; a
+``ProgressPublisher`` writes it, throttled: at most once per ``interval`` seconds, at once when
+the job's state changes, and a last time with the outcome.
+
+Only a task on a worker can write the store: Airflow 3.3's triggerer passes asset state store
+calls on to the API server, not task state store ones. A deferred task therefore publishes when
+it is on a worker (right after submitting, at each log hand-off, at the end), from the progress
+its trigger's event carries.
+
+The document holds counts, states and the runtime's own reasons, never the job's spec.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any, Protocol, TypedDict
+
+from primus_runtime.client import progress_line
+from primus_runtime.states import JOB_FINISHED, JobState
+
+#: The task state store key holding the progress document.
+PROGRESS_KEY = "primus_progress"
+#: Reasons are the runtime's sentences; a bound keeps the document small whatever they say.
+MAX_REASON_CHARS = 500
+
+
+class DataProgress(TypedDict):
+    state: str  # the data plane's: scanning, running, exhausted, succeeded, failed, ...
+    done: int  # tasks read
+    discovered: int  # tasks listed so far (every task once the scan is complete)
+    scan_complete: bool
+    progress: float | None  # 0..1 of the bytes; 1.0 only once every task was read; null: not known
+    watermark: str | None
+    eta_seconds: float | None
+
+
+class KafkaProgress(TypedDict):
+    lag: int | None  # records; null until every partition's end is known
+    records_per_s: float
+    watermark: str | None
+    eta_seconds: float | None
+    reachable: bool
+
+
+class Outcome(TypedDict):
+    status: str  # as the trigger's events say it: success, failed, timeout, error
+    reason: str
+
+
+class JobProgress(TypedDict):
+    app_id: str
+    state: str  # the job's
+    roles: dict[str, str]  # role -> "1/2 running, 1/2 succeeded"
+    roles_ready: str  # trainers past their role's readiness probe, of all replicas: "3/4"
+    data: DataProgress | None  # null: the job has no input
+    kafka: KafkaProgress | None
+    summary: str  # one line: the same words the task log uses
+    outcome: Outcome | None  # null while the task waits
+    updated_at: str  # ISO 8601, UTC
+
+
+def job_progress(app_id: str, status: Mapping[str, Any], now: datetime | None = None) -> JobProgress:
+    """The progress document of one status of ``app_id`` (the AM's status document)."""
+    job = status["job"]
+    roles = status.get("roles") or []
+    data = status.get("data")
+    share = truthful_share(data) if data else None
+    # The summary reads the same capped share as the document, so neither ever says 100% early.
+    summary_status: dict[str, Any] = {**status, "data": {**data, "progress": share}} if data else dict(status)
+    return JobProgress(
+        app_id=app_id,
+        state=str(job["state"]),
+        roles={role["name"]: _role_states(role) for role in roles},
+        roles_ready=f"{sum(int(r.get('ready', 0)) for r in roles)}/{sum(int(r.get('replicas', 0)) for r in roles)}",
+        data=_data(data, share) if data else None,
+        kafka=_kafka(data["kafka"]) if data and data.get("kafka") else None,
+        summary=f"{job['state']}: {progress_line(summary_status)}",
+        outcome=None,
+        updated_at=_iso(now),
+    )
+
+
+def truthful_share(data: Mapping[str, Any]) -> float | None:
+    """The input's share read, 0..1, truncated to a thousandth: exactly 1.0 only once every task was
+    read (the byte count may reach the total a little before the last task is marked done, and a
+    quarantined task was never read); None while it is not known (partitions still awaited, or a
+    Kafka input, counted in offsets: see ``kafka``)."""
+    share = data.get("progress")
+    if share is None:
+        return None
+    tasks = data.get("tasks") or {}
+    total = int(tasks.get("total", 0))
+    if data.get("scan_complete") and total > 0 and int(tasks.get("done", 0)) == total:
+        return 1.0
+    return min(math.floor(float(share) * 1000) / 1000, 0.999)
+
+
+def with_outcome(document: JobProgress, status: str, reason: str, now: datetime | None = None) -> JobProgress:
+    """``document`` as the last one of the task: its outcome added."""
+    return {**document, "outcome": Outcome(status=status, reason=reason[:MAX_REASON_CHARS]),
+            "updated_at": _iso(now)}
+
+
+def unknown_progress(app_id: str, state: str, reason: str, now: datetime | None = None) -> JobProgress:
+    """A document for when no status could be read (the job is gone, the AM does not answer)."""
+    return JobProgress(app_id=app_id, state=state, roles={}, roles_ready="0/0", data=None, kafka=None,
+                       summary=f"{state}: {reason[:MAX_REASON_CHARS]}", outcome=None, updated_at=_iso(now))
+
+
+def _role_states(role: Mapping[str, Any]) -> str:
+    replicas = role.get("replicas", 0)
+    counts = [f"{n}/{replicas} {state}" for state, n in (role.get("states") or {}).items() if n]
+    return ", ".join(counts) or f"0/{replicas} started"
+
+
+def _data(data: Mapping[str, Any], share: float | None) -> DataProgress:
+    tasks = data.get("tasks") or {}
+    kafka = data.get("kafka") or {}
+    eta = data.get("eta_seconds") if data.get("eta_seconds") is not None else kafka.get("eta_seconds")
+    return DataProgress(state=str(data.get("state")), done=int(tasks.get("done", 0)),
+                        discovered=int(tasks.get("total", 0)), scan_complete=bool(data.get("scan_complete")),
+                        progress=share, watermark=data.get("watermark") or kafka.get("watermark"), eta_seconds=eta)
+
+
+def _kafka(kafka: Mapping[str, Any]) -> KafkaProgress:
+    # Not its consumer_config (masked, but no business of a progress line) nor its brokers.
+    return KafkaProgress(lag=kafka.get("lag"), records_per_s=float(kafka.get("records_per_s") or 0.0),
+                         watermark=kafka.get("watermark"), eta_seconds=kafka.get("eta_seconds"),
+                         reachable=bool(kafka.get("reachable", True)))
+
+
+def _iso(now: datetime | None) -> str:
+    return (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+
+
+class StateStore(Protocol):
+    """The part of Airflow 3.3's ``TaskStateStoreAccessor`` (``context["task_state_store"]``) used here."""
+
+    def set(self, key: str, value: Any) -> None: ...
+
+
+class Log(Protocol):
+    """What is logged to: a ``logging.Logger`` or the task's structlog logger (``self.log``)."""
+
+    def info(self, msg: str, /, *args: Any) -> Any: ...
+
+    def warning(self, msg: str, /, *args: Any) -> Any: ...
+
+
+class ProgressPublisher:
+    """Writes a job's progress document to the task state store, throttled.
+
+    A status is written when it is the first, when the job's state changed since the last write, or
+    when ``interval`` seconds passed since it; ``publish`` and ``finish`` write at once. Without a
+    store (Airflow < 3.3) nothing is written. A failed write is logged once and never fails the task:
+    the progress is a courtesy, the job is what matters.
+
+    :param store: ``context["task_state_store"]``, or None.
+    :param interval: at most one throttled write per this many seconds.
+    :param clock: monotonic seconds (tests inject their own).
+    """
+
+    def __init__(self, store: StateStore | None, interval: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic, log: Log | None = None) -> None:
+        self.store = store
+        self.interval = interval
+        self.clock = clock
+        self.log: Log = log or logging.getLogger(__name__)
+        self.last: JobProgress | None = None
+        self._written_at: float | None = None
+        self._warned = False
+
+    @classmethod
+    def for_task(cls, context: Mapping[str, Any], interval: float, log: Log,
+                 announce: bool = False) -> ProgressPublisher:
+        """The task's publisher; with ``announce``, says once when Airflow has no store to publish to."""
+        store = context.get("task_state_store")  # Airflow >= 3.3
+        if store is None and announce:
+            log.info("This Airflow has no task state store (3.3+): the job's progress is in this log only, "
+                     "not published as %r", PROGRESS_KEY)
+        return cls(store, interval, log=log)
+
+    @property
+    def published(self) -> bool:
+        return self.last is not None
+
+    def update(self, app_id: str, status: Mapping[str, Any]) -> bool:
+        """Write the progress of ``status`` if it is due (see the class); whether it was written."""
+        if self.store is None:
+            return False
+        state_changed = self.last is None or self.last["state"] != str(status["job"]["state"])
+        if not state_changed and self._written_at is not None and self.clock() - self._written_at < self.interval:
+            return False
+        return self.publish(job_progress(app_id, status))
+
+    def observe(self, app_id: str, status: Mapping[str, Any]) -> bool:
+        """A status the task read while it waits: ``finish`` once the job ended, else ``update``."""
+        job = status["job"]
+        if job["state"] not in JOB_FINISHED:
+            return self.update(app_id, status)
+        outcome = "success" if job["state"] == JobState.SUCCEEDED else "failed"
+        return self.finish(app_id, status, outcome, job.get("reason") or "")
+
+    def update_from(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> bool:
+        """``update`` with a status read now, unless one was published already (a deferred task's first
+        stop on a worker publishes, its later ones have their trigger's progress)."""
+        if self.store is None or self.published:
+            return False
+        try:
+            status = read_status()
+        except Exception as exc:  # noqa: BLE001 - the progress is a courtesy; the wait reads the status again
+            self.log.info("No progress published for Primus job %s yet: %s", app_id, exc)
+            return False
+        return self.update(app_id, status)
+
+    def finish(self, app_id: str, status: Mapping[str, Any] | None, outcome: str, reason: str) -> bool:
+        """The last write: the progress of ``status`` (None: the last one published, or what
+        ``reason`` says) with the task's ``outcome`` (success, failed, timeout, error)."""
+        if status is not None:
+            document = job_progress(app_id, status)
+        else:
+            document = self.last or unknown_progress(app_id, "unknown", reason)
+        return self.publish(with_outcome(document, outcome, reason))
+
+    def from_event(self, event: Mapping[str, Any]) -> bool:
+        """Publish what a trigger's event carries (``progress``, the trigger's last status): as is for
+        a ``running`` hand-off, with the outcome otherwise."""
+        document: JobProgress | None = event.get("progress")
+        if event["status"] == "running":
+            return self.publish(document) if document is not None else False
+        if document is None:
+            document = unknown_progress(event["app_id"], str(event.get("state") or "unknown"),
+                                        event.get("reason") or "no reason")
+        return self.publish(with_outcome(document, event["status"], event.get("reason") or ""))
+
+    def publish(self, document: JobProgress) -> bool:
+        """Write ``document`` now; whether it was written."""
+        if self.store is None:
+            return False
+        try:
+            self.store.set(PROGRESS_KEY, dict(document))
+        except Exception as exc:  # noqa: BLE001 - see the class: never fail the task over its progress
+            if not self._warned:
+                self.log.warning("Cannot publish the progress of Primus job %s to the task state store: %s",
+                                 document["app_id"], exc)
+                self._warned = True
+            return False
+        self.last, self._written_at = document, self.clock()
+        return True
