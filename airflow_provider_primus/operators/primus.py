@@ -15,7 +15,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
-from airflow_provider_primus.links.primus import PrimusJobLink
+from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, task_job_page_url
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from primus_runtime.client import JobNotFound, progress_line
@@ -70,7 +70,7 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
     job succeeded (a cleared task), the next job starts the data afresh in a new directory.
 
     Returns (and pushes as XCom ``app_id`` as soon as it is known) the job's application id. The
-    "Primus job" link (the job's live status page) is pushed as soon as the AM serves it.
+    "Primus job" link (the job's page: live while it runs, its outcome after) is pushed as soon as the job is submitted.
     """
 
     template_fields: Sequence[str] = ("spec", "primus_conn_id")
@@ -133,9 +133,11 @@ class PrimusSubmitJobOperator(PartitionPlaceholdersMixin, BaseOperator):
         if self._stopping.is_set():  # killed while submitting: on_kill() had no app id to act on
             self.on_kill()
             self._raise_killed(app_id)
+        # The "Primus job" link: the page finds the job by the task instance's app id and connection.
+        ti.xcom_push(key=CONN_ID_KEY, value=self.primus_conn_id)
+        ti.xcom_push(key=PrimusJobLink.xcom_key, value=task_job_page_url(ti))
         url = self.hook.job_url(app_id)
         if url is not None:
-            ti.xcom_push(key=PrimusJobLink.xcom_key, value=url)
             self.log.info("Primus job %s page: %s (sign in with the job token, or open the one-time link "
                           "`primus ui %s` prints)", app_id, url, app_id)
 
