@@ -32,7 +32,8 @@ def job_page_url(dag_id: str, task_id: str, run_id: str, map_index: int, base_ur
 def task_job_page_url(ti: Any) -> str:
     """``job_page_url`` of a task instance (anything with its ``dag_id``, ``task_id``, ``run_id`` and
     ``map_index``), with this installation's ``[api] base_url``."""
-    return job_page_url(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, conf.get("api", "base_url", fallback=None))
+    map_index = -1 if ti.map_index is None else ti.map_index
+    return job_page_url(ti.dag_id, ti.task_id, ti.run_id, map_index, conf.get("api", "base_url", fallback=None))
 
 
 class PrimusJobLink(BaseOperatorLink):

@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 from collections.abc import Iterator
+from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -18,15 +19,18 @@ from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, job
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.plugins import LazyJobPageApp, PrimusPlugin
 from airflow_provider_primus.plugins.job_page import (
+    JobFacts,
     TaskJob,
     can_read_task_instance,
     create_app,
     job_response,
+    outcome_page,
     task_job,
 )
 from conftest import make_spec
 
-from .conftest import make_context
+from .conftest import REPO, make_context
+from .live_airflow import PRIMUS_PLUGIN
 
 SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 SHORT = [{"name": "worker", "replicas": 2, "ports": 0, "command": "true"}]
@@ -44,6 +48,26 @@ def test_the_link_names_the_task_instance_under_the_api_servers_base_url():
 def test_the_plugin_serves_the_page_under_primus_and_builds_it_on_first_use():
     (app,) = PrimusPlugin.fastapi_apps
     assert app["url_prefix"] == "/primus" and isinstance(app["app"], LazyJobPageApp)
+
+
+def test_the_plugin_is_the_distributions_airflow_plugins_entry_point():
+    # (tomllib is Python 3.11+: the section read as text)
+    pyproject = (REPO / "pyproject.toml").read_text()
+    section = pyproject.split('[project.entry-points."airflow.plugins"]\n', 1)[1].split("\n[", 1)[0]
+    # the same target the live tests' Airflow loads from its plugins folder when the venv predates it
+    assert f'primus = "{PRIMUS_PLUGIN}"' in section.splitlines()
+    module, _, name = PRIMUS_PLUGIN.partition(":")
+    assert getattr(import_module(module), name) is PrimusPlugin
+
+
+def test_before_its_am_serves_a_page_the_page_follows_the_job_and_links_yarns_application_page():
+    job = TaskJob("application_1700000000000_0007", "primus_yarn")
+    status = {"job": {"name": "train", "state": "pending", "reason": "AM starting"}, "roles": []}
+    text = outcome_page(job, JobFacts(status, None, "http://rm:8088/cluster/app/application_1700000000000_0007",
+                                      "primus ui application_1700000000000_0007"))
+    assert "The job is pending: its AM does not serve its page (yet)" in text
+    assert '<meta http-equiv="refresh" content="5">' in text and "Ended at" not in text
+    assert '<a href="http://rm:8088/cluster/app/application_1700000000000_0007">' in text
 
 
 def test_the_operator_pushes_the_page_link_and_its_connection_not_the_ams_address(primus_home, client):
