@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
-from airflow_provider_primus.links.primus import PrimusJobLink
+from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, task_job_page_url
 from airflow_provider_primus.progress import ProgressPublisher
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
@@ -90,7 +90,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
     job succeeded (a cleared task), the next job starts the data afresh in a new directory.
 
     Returns (and pushes as XCom ``app_id`` as soon as it is known) the job's application id. The
-    "Primus job" link (the job's live status page) is pushed as soon as the AM serves it.
+    "Primus job" link (the job's page: live while it runs, its outcome after) is pushed as soon as the job is submitted.
     """
 
     template_fields: Sequence[str] = ("spec", "primus_conn_id")
@@ -190,13 +190,12 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             self.log.info("Reattaching to Primus job %s of a previous try (no new job submitted)", app_id)
         self.app_id = app_id
         ti = context["ti"]
-        ti.xcom_push(key="app_id", value=app_id)
+        self._push_job(ti, app_id)
         if self._stopping.is_set():  # killed while submitting: on_kill() had no app id to act on
             self.on_kill()
             self._raise_killed(app_id)
         url = self.hook.job_url(app_id)
         if url is not None:
-            ti.xcom_push(key=PrimusJobLink.xcom_key, value=url)
             self.log.info("Primus job %s page: %s (sign in with the job token, or open the one-time link "
                           "`primus ui %s` prints)", app_id, url, app_id)
         if self.wait_for_completion and self.deferrable:
@@ -213,9 +212,16 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             self.app_id = app_id
             self.log.info("Primus job %s of a previous try already succeeded: returning it, nothing runs again",
                           app_id)
-            context["ti"].xcom_push(key="app_id", value=app_id)
+            self._push_job(context["ti"], app_id)
             self._mark_delivered(context, external_id)
         return app_id
+
+    def _push_job(self, ti: Any, app_id: str) -> None:
+        """XComs: the app id, and the "Primus job" link (its page finds the job by the task
+        instance's app id and connection)."""
+        ti.xcom_push(key="app_id", value=app_id)
+        ti.xcom_push(key=CONN_ID_KEY, value=self.primus_conn_id)
+        ti.xcom_push(key=PrimusJobLink.xcom_key, value=task_job_page_url(ti))
 
     def _mark_delivered(self, context: Context, external_id: Any) -> None:
         """Record that this job's success reached the task, so that a cleared task trains again."""

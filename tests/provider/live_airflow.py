@@ -34,6 +34,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ LIVE_DAGS = Path(__file__).resolve().parent / "live_dags"
 EXAMPLE_DAGS = REPO / "example_dags"
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 COMPONENTS = ("scheduler", "dag-processor", "triggerer", "api-server")
+#: The provider's Airflow plugin (the "Primus job" link's page), as its entry point names it.
+PRIMUS_PLUGIN = "airflow_provider_primus.plugins:PrimusPlugin"
 #: Seconds a component gets to stop after SIGTERM before its whole session is SIGKILLed.
 STOP_TIMEOUT = 20.0
 
@@ -177,6 +180,18 @@ class LiveAirflow:
         self.procs: dict[str, subprocess.Popen] = {}
         self._token: str | None = None
         self.env = self._environment(Path(dags_folder), with_examples, env or {})
+        self._provide_primus_plugin()
+
+    def _provide_primus_plugin(self) -> None:
+        """The provider's plugin comes with the installed distribution's ``airflow.plugins`` entry
+        point; a venv installed before that entry point existed gets it from the plugins folder
+        instead (both at once would register it twice)."""
+        if any(point.value == PRIMUS_PLUGIN for point in entry_points(group="airflow.plugins")):
+            return
+        folder = self.airflow_home / "plugins"
+        folder.mkdir(exist_ok=True)
+        module, _, name = PRIMUS_PLUGIN.partition(":")
+        (folder / "primus_plugin.py").write_text(f"from {module} import {name}  # noqa: F401\n")
 
     def _environment(self, dags_folder: Path, with_examples: bool, extra: dict[str, str]) -> dict[str, str]:
         # Nothing of the caller's Airflow settings (a test session sets its own AIRFLOW_HOME).

@@ -94,7 +94,9 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     (job,) = client.list({"dag_id": "primus_quickstart", "task_id": "train", "run_id": run_id, "map_index": "-1"})
     assert job["state"] == "succeeded" and job["tags"]["try_number"] == "1"
     assert json.loads(xcoms["app_id"]) == json.loads(xcoms["return_value"]) == job["app_id"]
-    assert json.loads(xcoms["primus_job_url"]).startswith("http://127.0.0.1:")  # the "Primus job" link
+    # the "Primus job" link: the task's job page in the api-server, and the connection it reads the job with
+    assert "/primus/jobs/primus_quickstart/train?run_id=" in json.loads(xcoms["primus_job_url"])
+    assert json.loads(xcoms["primus_conn_id"]) == "primus_default"
     # the job's identity, marked delivered once the task returned its success (a cleared task trains again)
     assert json.loads(stored[STATE_KEY]) == {"app_id": job["app_id"], "submit_id": job["tags"]["submit_id"],
                                              "delivered": True}

@@ -8,6 +8,8 @@ are started and stopped.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import os
 import signal
 import subprocess
@@ -23,7 +25,7 @@ from conftest import wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
-from .live_airflow import REPO, ApiError, LiveAirflow, ancestors, cmdline, pids_with_cmdline
+from .live_airflow import AIRFLOW, REPO, ApiError, LiveAirflow, ancestors, cmdline, free_port, pids_with_cmdline
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(600)
@@ -244,6 +246,90 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
 
+
+
+def fetch(url: str, bearer: str | None = None, cookie: str | None = None) -> tuple[int, str | None, str]:
+    """GET ``url`` without following a redirect: (status, Location, body). ``bearer``: a JWT in the
+    Authorization header (the REST API's way); ``cookie``: in the ``_token`` cookie (the UI's)."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    if cookie:
+        headers["Cookie"] = f"_token={cookie}"
+    connection = http.client.HTTPConnection(parts.netloc, timeout=60)
+    try:
+        connection.request("GET", f"{parts.path}?{parts.query}", headers=headers)
+        reply = connection.getresponse()
+        return reply.status, reply.headers.get("Location"), reply.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def api_server_with_sign_in(live: LiveAirflow) -> Iterator[str]:
+    """A second api-server on the same home and database that signs users in (the fixture's lets
+    every request in as admin, ``simple_auth_manager_all_admins``); its base URL. It checks the JWTs
+    of the first one (the same secret)."""
+    port = free_port()
+    env = {**live.env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "viewer:viewer",
+           "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}"}
+    with open(live.log_dir / "api-server-sign-in.log", "ab") as log:
+        proc = subprocess.Popen([AIRFLOW, "api-server"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, f"the second api-server exited with {proc.returncode}"
+            try:
+                return fetch(f"{base_url}/api/v2/monitor/health")[0] == 200
+            except OSError:
+                return False
+        wait_for(up, 120, "the second api-server to answer", poll=1.0)
+        yield base_url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_the_job_link_leads_to_the_am_while_the_job_runs_and_to_its_outcome_after(live: LiveAirflow):
+    """The "Primus job" link as the UI gets it (the task instance's extra links), opened through an
+    api-server that signs users in: the provider's plugin serves it, behind Airflow's authentication."""
+    dag_id = "primus_live_job_link"
+    with live.explain_failure(dag_id), api_server_with_sign_in(live) as signing_in:
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+        assert live.wait_for_run_state(dag_id, run_id)["state"] == "success"
+        app_id = live.xcom(dag_id, run_id, "train", "app_id")
+        links = live.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+                                "/taskInstances/train/links")
+        url = links["extra_links"]["Primus job"]
+        assert url.startswith(f"{live.base_url}/primus/jobs/{dag_id}/train?run_id="), url
+        url = signing_in + url.removeprefix(live.base_url)
+
+        for credentials in ({}, {"bearer": "not-a-jwt"}, {"cookie": "not-a-jwt"}):
+            status, _, body = fetch(url, **credentials)  # Airflow's answer, nothing of the job
+            assert status in (401, 403) and app_id not in body, (credentials, status, body)
+
+        assert client.status(app_id)["job"]["state"] == "running"
+        status, location, body = fetch(url, bearer=live.token())  # running: to the AM's own page
+        assert status == 307, (status, body)
+        assert location == client.cluster_for(app_id).am_web_url(app_id) + "ui/"
+        _, token = client.local.am_endpoint(app_id)
+        assert token not in location
+
+        client.kill(app_id, reason="the live test is done with it")
+        status, _, body = fetch(url, cookie=live.token())  # ended: its outcome, as the UI's session opens it
+        assert status == 200, (status, body)
+        assert f"Primus job {app_id}: killed" in body and "the live test is done with it" in body
+        assert f"ui {app_id}" in body and token not in body
 
 
 RETRAIN_DAG = "primus_retrain_on_new_partition"

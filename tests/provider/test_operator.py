@@ -51,15 +51,15 @@ def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
     assert submit_id.endswith("@" + RUN_STARTED.isoformat())  # random id @ the DAG run's start
     # the identity a retry checks; marked delivered: the task returned this job's success
     assert store[STATE_KEY] == {"app_id": app_id, "submit_id": submit_id, "delivered": True}
-    # the "Primus job" link: the AM's status page, pushed while the job ran
-    assert context["ti"].xcoms[PrimusJobLink.xcom_key].startswith("http://127.0.0.1:")
+    # the "Primus job" link: the job's page in Airflow's api-server (test_job_page.py), pushed at submit
+    assert context["ti"].xcoms[PrimusJobLink.xcom_key].startswith("/primus/jobs/dag/train?")
 
 
-def test_the_pushed_link_opens_the_jobs_page_which_asks_for_the_token(primus_home, client):
+def test_the_jobs_am_page_the_link_leads_to_asks_for_the_token(primus_home, client):
     context = make_context()
     op = operator(make_spec(SLEEPY), wait_for_completion=False)
     app_id = op.execute(context)
-    url = context["ti"].xcoms[PrimusJobLink.xcom_key]
+    url = op.hook.job_url(app_id)  # where the link's page redirects while the job runs
     _, token = client.local.am_endpoint(app_id)
     assert token not in url
     with urllib.request.urlopen(url, timeout=10) as page:

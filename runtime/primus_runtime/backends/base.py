@@ -254,6 +254,11 @@ class ClusterClient(abc.ABC):
         endpoint = self.am_endpoint(app_id)
         return f"{am_base_url(endpoint[0], self.am_ca_file(app_id))}/" if endpoint is not None else None
 
+    def app_page_url(self, app_id: str) -> str | None:
+        """The cluster's own web page of the job (YARN: the ResourceManager's application page), which
+        outlives the AM; None where the cluster has none. Built from configuration, no request."""
+        return None
+
     @abc.abstractmethod
     def final_status(self, app_id: str) -> dict[str, Any] | None:
         """The status the AM left when it finished, if it has."""

@@ -88,3 +88,18 @@ with DAG(dag_id="primus_live_quickstart_deferred", schedule=None, start_date=dat
         spec="../../../examples/ps_worker/job.yaml",  # relative to this file's folder
         poll_interval=1.0,
     )
+
+# Returns once the job is submitted; the job runs on: the test opens the task's "Primus job" link
+# while the job runs (a redirect to its AM) and after it ended (its outcome).
+with DAG(dag_id="primus_live_job_link", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         tags=["primus", "live-test"]):
+    PrimusSubmitJobOperator(
+        task_id="train",
+        wait_for_completion=False,
+        spec={
+            "name": "live-job-link",
+            "roles": [{"name": "worker", "replicas": 1, "command": "sleep 600"}],
+            "am": FAST_AM,
+            "backend": {"type": "local"},
+        },
+    )

@@ -221,6 +221,9 @@ class YarnClusterClient(ClusterClient):
         os.replace(tmp, cached)
         return str(cached)
 
+    def app_page_url(self, app_id: str) -> str | None:
+        return f"{self.rm.web}/cluster/app/{app_id}"
+
     def last_status(self, app_id: str) -> dict[str, Any] | None:
         return self.store.read_json(app_id, "status.json")
 
