@@ -102,7 +102,9 @@ can_read_task_instance = requires_access_dag("GET", DagAccessEntity.TASK_INSTANC
 def look_up(job: TaskJob) -> JobFacts:
     """The job's status and pages (blocking: the AM, the cluster, the metadata DB for the connection)."""
     hook = PrimusHook(primus_conn_id=job.conn_id, timeout=CLUSTER_TIMEOUT)
-    status = hook.status(job.app_id)
+    # The client's read, not the hook's: a person waits for this page, so no retries with backoff; an
+    # unreachable cluster is said at once.
+    status = hook.client.status(job.app_id)
     running = status["job"]["state"] not in FINISHED
     return JobFacts(status=status, am_page=hook.job_url(job.app_id, wait=0) if running else None,
                     cluster_page=hook.client.cluster_for(job.app_id).app_page_url(job.app_id),
