@@ -56,7 +56,10 @@ install() {
   # pip's output only when something fails.
   if ! { "$VENV/bin/python" -m pip install --quiet "pip==$PIP_VERSION" &&
          "$VENV/bin/python" -m pip install --quiet --uploaded-prior-to "$DEPS_AS_OF" \
-           "apache-airflow==$AIRFLOW_OLDEST" -e . "pytest>=8,<10" "pytest-timeout>=2.3,<3"; } >"$log" 2>&1; then
+           "apache-airflow==$AIRFLOW_OLDEST" "pytest>=8,<10" "pytest-timeout>=2.3,<3" &&
+         # then this package, unbounded: only what it requires beyond that (say, a newer
+         # common-compat provider) is upgraded, as for a user who adds it to such an installation
+         "$VENV/bin/python" -m pip install --quiet -e .; } >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     exit 1
