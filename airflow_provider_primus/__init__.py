@@ -14,7 +14,7 @@ def _field(label: str, description: str, schema: dict) -> dict:
 
 
 _TEXT = {"type": ["string", "null"]}
-# Declarative form fields (Airflow >= 3.2), stored as keys of the connection's extra; read by
+# Declarative form fields (Airflow >= 3.2, the floor in pyproject.toml), stored as keys of the connection's extra; read by
 # PrimusHook.settings (hooks/primus.py CONNECTION_FIELDS). The connection holds no secret: the
 # job token lives with each job (local: its job directory, mode 0600) and never in Airflow.
 _CONNECTION_FIELDS = {

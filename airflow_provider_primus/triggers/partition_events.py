@@ -26,6 +26,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_provider_primus.conditions import normalize_partition
 from airflow_provider_primus.partitions import PartitionPath, expand_partition, partition_ready
 from airflow_provider_primus.templating import PARTITION_PLACEHOLDER
+from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
 from primus_runtime.data.source import partitions
 from primus_runtime.spec import TimeRange
 
@@ -104,7 +105,9 @@ class PrimusPartitionEventTrigger(BaseEventTrigger):
 
     def _store(self) -> Any:
         """The accessor of the watched asset's state (None before Airflow 3.3 or outside a watcher)."""
-        stores = getattr(self, "asset_state_store", None)
+        if not AIRFLOW_V_3_3_PLUS:  # the attribute does not exist before 3.3
+            return None
+        stores = self.asset_state_store  # filled in by the triggerer for a run as an asset watcher
         if stores is None or self.state_asset is None:
             return stores
         from airflow.sdk import Asset

@@ -13,7 +13,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import airflow
 import pytest
+
+from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DAGS = REPO / "example_dags"
@@ -26,6 +29,12 @@ os.environ.update({
     "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLE_DAGS),
 })
 os.environ.pop("AIRFLOW_CONN_PRIMUS_DEFAULT", None)
+
+
+def requires_airflow_3_3(feature: str) -> pytest.MarkDecorator:
+    """Skip a test of ``feature`` below Airflow 3.3, which brings it (the oldest-Airflow run shows why)."""
+    return pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS,
+                              reason=f"{feature} needs Airflow 3.3+, installed {airflow.__version__}")
 
 
 def pytest_sessionfinish(session, exitstatus):

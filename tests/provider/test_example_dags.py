@@ -10,12 +10,14 @@ import sys
 import warnings
 from pathlib import Path
 
+import airflow
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.serialization.serialized_objects import BaseSerialization
 
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import STATE_KEY
+from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
 from primus_runtime.client import PrimusClient
 
 from .conftest import EXAMPLE_DAGS, airflow_env, run_airflow
@@ -83,9 +85,6 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     assert state == "success"
     xcoms = dict(db.execute("SELECT key, value FROM xcom WHERE dag_id = 'primus_quickstart' AND run_id = ?",
                             (run_id,)).fetchall())
-    # Airflow 3.3's task state store holds the job's identity for a retry to reattach to.
-    stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart' "
-                             "AND run_id = ?", (run_id,)).fetchall())
     assert ("Pausing task as DEFERRED" in output) == deferrable
     if deferrable:  # the trigger logged the progress while the task was deferred
         assert "[airflow_provider_primus.triggers.primus.PrimusJobTrigger]" in output
@@ -97,6 +96,11 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     # the "Primus job" link: the task's job page in the api-server, and the connection it reads the job with
     assert "/primus/jobs/primus_quickstart/train?run_id=" in json.loads(xcoms["primus_job_url"])
     assert json.loads(xcoms["primus_conn_id"]) == "primus_default"
+    # Airflow 3.3's task state store holds the job's identity for a retry to reattach to (the table is new in 3.3).
+    if not AIRFLOW_V_3_3_PLUS:
+        pytest.skip(f"the rest passed; the task state store needs Airflow 3.3+, installed {airflow.__version__}")
+    stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart' "
+                             "AND run_id = ?", (run_id,)).fetchall())
     # the job's identity, marked delivered once the task returned its success (a cleared task trains again)
     assert json.loads(stored[STATE_KEY]) == {"app_id": job["app_id"], "submit_id": job["tags"]["submit_id"],
                                              "delivered": True}

@@ -25,10 +25,12 @@ from conftest import wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
+from .conftest import requires_airflow_3_3
 from .live_airflow import AIRFLOW, REPO, ApiError, LiveAirflow, ancestors, cmdline, free_port, pids_with_cmdline
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
-pytestmark = pytest.mark.timeout(600)
+# LocalExecutor on SQLite, the task and asset state stores: Airflow 3.3.
+pytestmark = [pytest.mark.timeout(600), requires_airflow_3_3("the live Airflow harness")]
 
 
 @pytest.fixture(scope="module")

@@ -18,17 +18,25 @@ import pytest
 from airflow.sdk import Asset, AssetWatcher
 from airflow.sdk.exceptions import ErrorType
 from airflow.sdk.execution_time import task_runner
-from airflow.sdk.execution_time.comms import (
-    AssetStateStoreResult,
-    ErrorResponse,
-    GetAssetStateStoreByName,
-    OKResponse,
-    SetAssetStateStoreByName,
-)
-from airflow.sdk.execution_time.context import AssetStateStoreAccessors
 from airflow.triggers.base import TriggerEvent
 
 from airflow_provider_primus.triggers.partition_events import STATE_KEY, PrimusPartitionEventTrigger
+from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
+
+from .conftest import requires_airflow_3_3
+
+if AIRFLOW_V_3_3_PLUS:  # the asset state store and its messages
+    from airflow.sdk.execution_time.comms import (
+        AssetStateStoreResult,
+        ErrorResponse,
+        GetAssetStateStoreByName,
+        OKResponse,
+        SetAssetStateStoreByName,
+    )
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+#: The tests that resume from the store (a fixture of theirs needs it).
+needs_asset_state_store = requires_airflow_3_3("the asset state store")
 
 ASSET = Asset(name="clicks", uri="file:///data/clicks")
 
@@ -136,6 +144,7 @@ def test_bad_arguments_are_refused_naming_the_field(tmp_path: Path, kwargs: dict
         watcher(tmp_path, **kwargs)
 
 
+@needs_asset_state_store
 def test_one_event_per_ready_partition_in_order_never_skipping_one(tmp_path: Path, supervisor: StoreSupervisor,
                                                                    loop: asyncio.AbstractEventLoop):
     complete(tmp_path, "20261201", "20261202", "20261203", "20261205")  # 04 is late
@@ -152,6 +161,7 @@ def test_one_event_per_ready_partition_in_order_never_skipping_one(tmp_path: Pat
     assert supervisor.values == {("clicks", STATE_KEY): "2026-12-05"}
 
 
+@needs_asset_state_store
 def test_a_restarted_trigger_resumes_after_the_stored_partition(tmp_path: Path, supervisor: StoreSupervisor,
                                                                 loop: asyncio.AbstractEventLoop):
     complete(tmp_path, "20261201", "20261202")
@@ -166,6 +176,7 @@ def test_a_restarted_trigger_resumes_after_the_stored_partition(tmp_path: Path, 
     assert again.next() == {"partition": "2026-12-03", "path": f"{tmp_path}/20261203"}
 
 
+@needs_asset_state_store
 def test_a_start_after_the_stored_partition_wins(tmp_path: Path, supervisor: StoreSupervisor,
                                                   loop: asyncio.AbstractEventLoop):
     supervisor.values["clicks", STATE_KEY] = "2026-11-20"
@@ -173,6 +184,7 @@ def test_a_start_after_the_stored_partition_wins(tmp_path: Path, supervisor: Sto
     assert Running(watcher(tmp_path, ASSET), loop).next()["partition"] == "2026-12-01"
 
 
+@needs_asset_state_store
 def test_hourly_partitions_and_a_named_state_asset(tmp_path: Path, supervisor: StoreSupervisor,
                                                    loop: asyncio.AbstractEventLoop):
     other = Asset(name="other", uri="file:///other")
@@ -190,6 +202,7 @@ def test_hourly_partitions_and_a_named_state_asset(tmp_path: Path, supervisor: S
     assert supervisor.values == {("clicks", STATE_KEY): "2026-12-02T00"}
 
 
+@needs_asset_state_store
 @pytest.mark.parametrize(("state_asset", "message"), [
     (None, "state_asset: Task has 2 concrete inlets"), ("nope", "state_asset: no asset of that name"),
 ])

@@ -225,6 +225,9 @@ def test_deferred_operator_defers_again_from_a_log_hand_off(primus_home, client)
     client.kill(app_id)
 
 
+# A line every 0.4 s: the trigger copies at most 20 lines per check (the newest), so a hand-off
+# (event, resume, defer again) must take under 8 s for no line to be skipped; Airflow 3.2's
+# `dags test` resumes slower than 3.3's (with 0.2 s it skipped lines there, never repeated one).
 HAND_OFF_DAG = """
 from datetime import datetime
 from airflow.sdk import DAG
@@ -234,7 +237,7 @@ with DAG(dag_id="primus_log_hand_off", schedule=None, start_date=datetime(2026, 
     PrimusSubmitJobOperator(
         task_id="train", deferrable=True, poll_interval=0.5, log_interval=2,
         spec={"name": "chatty", "am": {"heartbeat_interval": "500ms"},
-              "roles": [{"name": "worker", "command": "for i in $(seq 1 40); do echo tick-$i; sleep 0.2; done"}]},
+              "roles": [{"name": "worker", "command": "for i in $(seq 1 40); do echo tick-$i; sleep 0.4; done"}]},
     )
 """
 
