@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypedDict
 
+from airflow_provider_primus.version_compat import task_state_store
 from primus_runtime.client import progress_line
 from primus_runtime.states import JOB_FINISHED, JobState
 
@@ -182,7 +183,7 @@ class ProgressPublisher:
     def for_task(cls, context: Mapping[str, Any], interval: float, log: Log,
                  announce: bool = False) -> ProgressPublisher:
         """The task's publisher; with ``announce``, says once when Airflow has no store to publish to."""
-        store = context.get("task_state_store")  # Airflow >= 3.3
+        store = task_state_store(context)
         if store is None and announce:
             log.info("This Airflow has no task state store (3.3+): the job's progress is in this log only, "
                      "not published as %r", PROGRESS_KEY)

@@ -17,6 +17,9 @@ What each version brings that the provider uses (the floor is in pyproject.toml,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 def get_base_airflow_version_tuple() -> tuple[int, int, int]:
     """The installed Airflow's release, pre-release and local parts dropped (3.3.0rc1 -> (3, 3, 0))."""
@@ -32,7 +35,15 @@ AIRFLOW_V_3_2_PLUS = get_base_airflow_version_tuple() >= (3, 2, 0)
 AIRFLOW_V_3_3_PLUS = get_base_airflow_version_tuple() >= (3, 3, 0)
 AIRFLOW_V_3_4_PLUS = get_base_airflow_version_tuple() >= (3, 4, 0)
 
+
+
+def task_state_store(context: Mapping[str, Any]) -> Any | None:
+    """The task instance's task state store (``TaskStateStoreAccessor``); None before Airflow 3.3."""
+    return context.get("task_state_store") if AIRFLOW_V_3_3_PLUS else None
+
+
 __all__ = [
+    "task_state_store",
     "AIRFLOW_V_3_1_PLUS",
     "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",

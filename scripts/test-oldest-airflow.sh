@@ -32,6 +32,10 @@ TESTS=(
   tests/provider/test_operator.py
   tests/provider/test_sensor_and_control.py
   tests/provider/test_trigger.py
+  tests/provider/test_progress.py
+  tests/provider/test_retries.py
+  tests/provider/test_failed_tails.py
+  tests/provider/test_job_page.py
   tests/provider/test_example_dags.py::test_every_example_dag_imports_without_errors_or_warnings
   tests/provider/test_example_dags.py::test_params_form_can_be_submitted_with_its_defaults
   "tests/provider/test_example_dags.py::test_quickstart_dag_runs_end_to_end[deferred]"

@@ -21,6 +21,7 @@ from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, tas
 from airflow_provider_primus.progress import ProgressPublisher
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
+from airflow_provider_primus.version_compat import task_state_store
 from primus_runtime.client import JobNotFound, progress_line
 from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JobState
@@ -225,7 +226,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
 
     def _mark_delivered(self, context: Context, external_id: Any) -> None:
         """Record that this job's success reached the task, so that a cleared task trains again."""
-        store = context.get("task_state_store")
+        store = task_state_store(context)
         if store is not None and self.durable:
             store.set(STATE_KEY, JobIdentity.from_stored(external_id).model_copy(update={"delivered": True}).stored())
 
@@ -257,7 +258,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
             self.log.info("Primus job %s succeeded: %s", app_id, reason)
-            store = context.get("task_state_store")
+            store = task_state_store(context)
             stored = store.get(STATE_KEY) if store is not None else None
             if stored and JobIdentity.from_stored(stored).app_id == app_id:
                 self._mark_delivered(context, stored)

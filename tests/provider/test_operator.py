@@ -19,10 +19,11 @@ from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.identity import SUBMIT_TAG, TaskInstanceRef
 from airflow_provider_primus.links.primus import PrimusJobLink
 from airflow_provider_primus.operators.primus import STATE_KEY, PrimusSubmitJobOperator
+from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import RUN_STARTED, FakeStateStore, execute_in_thread, make_context
+from .conftest import RUN_STARTED, FakeStateStore, execute_in_thread, make_context, requires_airflow_3_3
 
 SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 SHORT = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 1.5"}]
@@ -49,8 +50,9 @@ def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
     submit_id = job["tags"].pop(SUBMIT_TAG)
     assert job["tags"] == {**TI_TAGS, "try_number": "1"}
     assert submit_id.endswith("@" + RUN_STARTED.isoformat())  # random id @ the DAG run's start
-    # the identity a retry checks; marked delivered: the task returned this job's success
-    assert store[STATE_KEY] == {"app_id": app_id, "submit_id": submit_id, "delivered": True}
+    # the identity a retry checks; marked delivered: the task returned this job's success (no store before 3.3)
+    identity = {"app_id": app_id, "submit_id": submit_id, "delivered": True}
+    assert store.get(STATE_KEY) == (identity if AIRFLOW_V_3_3_PLUS else None)
     # the "Primus job" link: the job's page in Airflow's api-server (test_job_page.py), pushed at submit
     assert context["ti"].xcoms[PrimusJobLink.xcom_key].startswith("/primus/jobs/dag/train?")
 
@@ -108,6 +110,7 @@ def test_retry_reattaches_by_tags_to_the_running_job_without_a_second_submit(pri
     assert client.status(first)["job"]["state"] == "succeeded"  # it waited for the reattached job
 
 
+@requires_airflow_3_3("the task state store")
 def test_retry_reattaches_through_the_task_state_store(primus_home, client, capsys):
     hook = PrimusHook()
     tags = tags_of_try(1)
@@ -120,15 +123,21 @@ def test_retry_reattaches_through_the_task_state_store(primus_home, client, caps
     client.kill(first)
 
 
-def test_a_stale_running_job_with_the_same_tags_is_never_reattached(primus_home, client, capsys):
-    """A job of an earlier DAG run with this run id (the run was deleted and triggered again) runs on,
-    carrying exactly this task instance's tags: neither the store's nor the tag search's reattach
-    takes it; the try submits its own job and says why it left the other one alone."""
-    hook = PrimusHook()
+def submit_stale_job(hook: PrimusHook) -> tuple[str, datetime]:
+    """A running job of an earlier DAG run with this run id (the run was failed, deleted and triggered
+    again), carrying exactly this task instance's tags; and when that earlier run started."""
     earlier_run = RUN_STARTED - timedelta(hours=1)
     stale = hook.submit(make_spec(SLEEPY), tags=tags_of_try(1, run_started=earlier_run))
     wait_for(lambda: running(hook, stale), what="stale job running")
-    # try 1 of this run failed (its job ended): the store names that job
+    return stale, earlier_run
+
+
+@requires_airflow_3_3("the task state store")
+def test_a_stale_running_job_with_the_same_tags_is_never_reattached(primus_home, client, capsys):
+    """Try 1 of this run failed (the store names its job); the stale job runs on: try 2 submits its
+    own job and says why it left the other one alone."""
+    hook = PrimusHook()
+    stale, earlier_run = submit_stale_job(hook)
     failed = hook.submit(make_spec(FAILING), tags=tags_of_try(1))
     wait_for(lambda: hook.status(failed)["job"]["state"] == "failed", what="try 1's job failed")
     store = FakeStateStore({STATE_KEY: {"app_id": failed, "submit_id": client.spec(failed).tags[SUBMIT_TAG]}})
@@ -139,13 +148,27 @@ def test_a_stale_running_job_with_the_same_tags_is_never_reattached(primus_home,
     out = capsys.readouterr().out
     assert f"Not reattaching to running Primus job {stale}" in out
     assert f"submitted in an earlier run with this run id (DAG run started {earlier_run.isoformat()}" in out
-    # and below Airflow 3.3 (no store), the tag search refuses it just the same
-    newer = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(3))
-    assert newer == new  # this run's own running job, not the stale one
+    # the next try reattaches to this run's own running job, not to the stale one
+    assert operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(3, store=store)) == new
     for app_id in (stale, new):
         client.kill(app_id)
 
 
+def test_the_tag_search_never_reattaches_to_a_stale_job_either(primus_home, client, capsys):
+    """Without a task state store (Airflow < 3.3), only the tags tell: the stale job is left alone,
+    this run's own running job is found."""
+    hook = PrimusHook()
+    stale, _ = submit_stale_job(hook)
+    new = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(1))
+    assert new != stale
+    assert f"Not reattaching to running Primus job {stale}" in capsys.readouterr().out
+    assert operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2)) == new
+    assert len(client.list()) == 2
+    for app_id in (stale, new):
+        client.kill(app_id)
+
+
+@requires_airflow_3_3("the task state store")
 def test_an_app_id_that_names_another_job_now_is_refused(primus_home, client, capsys):
     """The store's app id now names another task's job (ids reused after a cluster was reset): refused,
     naming what differs, and a new job submitted."""
@@ -174,6 +197,7 @@ def test_the_identity_check_names_what_differs():
     assert "earlier run" in unknown.mismatch(ours)
 
 
+@requires_airflow_3_3("the task state store")
 def test_a_finished_previous_job_or_another_map_index_is_not_reused(primus_home, client):
     hook = PrimusHook()
     done = hook.submit(make_spec(SHORT), tags=tags_of_try(1))
@@ -192,6 +216,7 @@ def test_a_finished_previous_job_or_another_map_index_is_not_reused(primus_home,
         client.kill(app_id)
 
 
+@requires_airflow_3_3("the task state store")
 def test_a_job_that_succeeded_while_no_try_watched_is_returned_not_run_again(primus_home, client, capsys):
     """The worker died after the job was stored; the job then succeeded: the retry returns it."""
     hook = PrimusHook()

@@ -16,7 +16,7 @@ from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.progress import PROGRESS_KEY, ProgressPublisher, job_progress, truthful_share
 from conftest import make_spec
 
-from .conftest import FakeStateStore, make_context
+from .conftest import FakeStateStore, make_context, requires_airflow_3_3
 
 
 def a_status(state: str = "running", data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -199,6 +199,7 @@ def input_job(data: Path, files: int = 3) -> dict[str, Any]:
                             "task_size": "1Ki", "prefetch": 0, "poll_interval": 0.2})
 
 
+@requires_airflow_3_3("the task state store")
 def test_waiting_in_a_worker_slot_publishes_truthful_progress_and_the_outcome(primus_home, client, tmp_path):
     store = WritesStore()
     op = PrimusSubmitJobOperator(task_id="train", spec=input_job(tmp_path / "data"), poll_interval=0.2,
@@ -217,6 +218,7 @@ def test_waiting_in_a_worker_slot_publishes_truthful_progress_and_the_outcome(pr
     assert all(w["outcome"] is None for w in store.writes[:-1])
 
 
+@requires_airflow_3_3("the task state store")
 def test_deferred_it_publishes_after_submit_and_from_the_triggers_events(primus_home, client, tmp_path):
     store = WritesStore()
     op = PrimusSubmitJobOperator(task_id="train", spec=input_job(tmp_path / "data"), deferrable=True,
