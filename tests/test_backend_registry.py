@@ -76,3 +76,18 @@ def test_no_code_outside_the_backends_branches_on_a_backend():
                 if _NAMES_A_BACKEND.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_each_backend_says_how_to_reach_its_jobs_from_a_shell(tmp_path):
+    """What a message tells a person to type (e.g. the job page's `primus ui APP`) finds the job."""
+    from primus_runtime.backends.kubernetes.client import KubernetesClusterClient
+    from primus_runtime.backends.local.client import LocalClusterClient
+    from primus_runtime.backends.yarn.client import YarnClusterClient
+
+    assert LocalClusterClient(tmp_path / "my home").cli_command("ui", "primus-1") == \
+        f"primus --home '{tmp_path / 'my home'}' ui primus-1"
+    assert YarnClusterClient("/etc/hadoop/conf").cli_command("ui", "application_1_0001") == \
+        "HADOOP_CONF_DIR=/etc/hadoop/conf primus ui application_1_0001"
+    assert YarnClusterClient(None).cli_command("ui", "application_1_0001") == "primus ui application_1_0001"
+    assert KubernetesClusterClient(api=None, namespace="ml").cli_command("ui", "primus-k-1") == \
+        "primus --namespace ml ui primus-k-1"

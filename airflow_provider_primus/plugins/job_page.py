@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -36,7 +35,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from airflow_provider_primus.hooks.primus import FINISHED, PrimusHook
 from airflow_provider_primus.links.primus import APP_ID_KEY, CONN_ID_KEY
-from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import JobNotFound, progress_line
 
 #: Seconds for each request to the job's AM or its cluster.
@@ -113,15 +111,7 @@ def look_up(job: TaskJob) -> JobFacts:
 
 def ui_command(hook: PrimusHook, app_id: str) -> str:
     """``primus ui APP_ID`` with the options that find the job where the connection says it is."""
-    settings = hook.settings
-    prefix, options = "", []
-    if settings["backend"] == "local":
-        options = ["--home", str(default_home(settings["home"]))]
-    elif settings["backend"] == "yarn" and settings["hadoop_conf_dir"]:
-        prefix = f"HADOOP_CONF_DIR={shlex.quote(settings['hadoop_conf_dir'])} "
-    elif settings["backend"] == "kubernetes" and settings["namespace"]:
-        options = ["--namespace", settings["namespace"]]
-    return prefix + shlex.join(["primus", *options, "ui", app_id])
+    return hook.client.cluster_for(app_id).cli_command("ui", app_id)
 
 
 async def job_response(job: TaskJob, timeout: float = PAGE_TIMEOUT) -> Response:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,12 @@ class ClusterClient(abc.ABC):
         """Where a browser sees the AM's status page (``/``), or None when the AM is not running."""
         endpoint = self.am_endpoint(app_id)
         return f"{am_base_url(endpoint[0], self.am_ca_file(app_id))}/" if endpoint is not None else None
+
+    def cli_command(self, *args: str) -> str:
+        """A shell command running ``primus ARGS`` against this cluster: with the options and the
+        environment the CLI needs to find its jobs (the local home, the Hadoop configuration, the
+        namespace), for messages that tell a person what to type."""
+        return shlex.join(["primus", *args])
 
     def app_page_url(self, app_id: str) -> str | None:
         """The cluster's own web page of the job (YARN: the ResourceManager's application page), which

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,9 @@ class KubernetesClusterClient(ClusterClient):
 
     def location(self) -> str:
         return f"Kubernetes at {self.api.configuration.host}, namespace {self.namespace}"
+
+    def cli_command(self, *args: str) -> str:
+        return shlex.join(["primus", "--namespace", self.namespace, *args])
 
     def default_work_preserve_root(self) -> str:
         """There is none: the AM pod's disk goes with the pod (a restarted AM or the next try would

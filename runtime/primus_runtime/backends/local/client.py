@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,6 +28,9 @@ class LocalClusterClient(ClusterClient):
     def __init__(self, home: str | Path | None = None):
         self.home = default_home(str(home) if home else None)
         self.jobs = self.home / "jobs"
+
+    def cli_command(self, *args: str) -> str:
+        return shlex.join(["primus", "--home", str(self.home), *args])
 
     def location(self) -> str:
         return str(self.jobs)

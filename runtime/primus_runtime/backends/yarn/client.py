@@ -8,6 +8,7 @@ import math
 import os
 import re
 import secrets
+import shlex
 import sys
 import tempfile
 import time
@@ -220,6 +221,10 @@ class YarnClusterClient(ClusterClient):
         tmp.write_bytes(ca)
         os.replace(tmp, cached)
         return str(cached)
+
+    def cli_command(self, *args: str) -> str:
+        command = super().cli_command(*args)
+        return f"HADOOP_CONF_DIR={shlex.quote(self.conf_dir)} {command}" if self.conf_dir else command
 
     def app_page_url(self, app_id: str) -> str | None:
         return f"{self.rm.web}/cluster/app/{app_id}"
