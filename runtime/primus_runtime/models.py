@@ -29,6 +29,8 @@ GpuId = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
 
 
 class _Message(BaseModel):
+    # Mutable defaults are default_factory: pydantic deep-copies a literal [] or {} default on every
+    # validation, which was a third of a heartbeat's parse time.
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
@@ -48,10 +50,10 @@ class RegisterRequest(_Message):
     id: str | None = Field(None, max_length=_MAX_ID, description="`<role>-<index>`")
     role: str | None = Field(None, max_length=_MAX_ID)
     index: int | None = Field(None, ge=0, le=_MAX_COUNT)
-    ports: list[Port] = Field([], max_length=1024, description="Ports reserved for the trainer; the first is "
+    ports: list[Port] = Field(default_factory=list, max_length=1024, description="Ports reserved for the trainer; the first is "
                                                                    "its address in the cluster")
     pid: int | None = Field(None, ge=0, le=2**31, description="The executor's process id")
-    gpus: list[GpuId] = Field([], max_length=1024, description="GPU ids the backend assigned, as it saw them")
+    gpus: list[GpuId] = Field(default_factory=list, max_length=1024, description="GPU ids the backend assigned, as it saw them")
 
 
 class TaskPosition(_Message):
@@ -88,10 +90,10 @@ class DataReport(_Message):
     need_tasks: int = Field(0, ge=0, le=_MAX_COUNT, description="Tasks it can take now")
     held: list[str] | None = Field(None, description="Tasks it has and is not done with; absent: not "
                                                      "reported (assignments are then not resent)")
-    progress: dict[str, TaskPosition] = Field({}, description="task id -> position delivered so far")
-    done: list[str] = Field([], description="Tasks read to the end")
-    failed: dict[str, str] = Field({}, description="task id -> why its reader failed")
-    released: list[str] = Field([], description="Tasks handed back on the AM's revoke (Kafka partitions moved "
+    progress: dict[str, TaskPosition] = Field(default_factory=dict, description="task id -> position delivered so far")
+    done: list[str] = Field(default_factory=list, description="Tasks read to the end")
+    failed: dict[str, str] = Field(default_factory=dict, description="task id -> why its reader failed")
+    released: list[str] = Field(default_factory=list, description="Tasks handed back on the AM's revoke (Kafka partitions moved "
                                                 "to another executor), at the position in progress")
     commit: Commit | None = Field(None, description="Exactly-once: the trainer's latest commit; positions "
                                                     "and done tasks then count only what it committed")
@@ -154,10 +156,18 @@ class Feed(_Reply):
     restore_checkpoint: str | None = Field(description="Exactly-once: the checkpoint a replacement restores")
 
 
+class TensorflowTask(_Reply):
+    roles: list[str] = Field(description="The roles of TF_CONFIG's cluster")
+    task: dict[str, str | int] = Field(description="TF_CONFIG's task: {type, index}")
+
+
 class StartPayload(_Reply):
     command: list[str] = Field(description="The trainer's argv")
-    env: dict[str, str] = Field(description="The trainer's environment (besides the executor's own)")
+    env: dict[str, str] = Field(description="The trainer's environment (besides the executor's own and the "
+                                            "membership's: PRIMUS_CLUSTER, TF_CONFIG)")
     cluster: Cluster
+    tensorflow: TensorflowTask | None = Field(None, description="A TensorFlow role: the executor composes "
+                                                                "TF_CONFIG from this and `cluster`")
     feed: Feed | None = Field(None, description="Roles with consumes_input: stdin is fed input tasks")
 
 
@@ -167,7 +177,7 @@ class KafkaAssignment(_Reply):
     partition: int
     group: str = Field(description="The consumer group (librdkafka needs one even for assigned partitions)")
     end_time: int | None = Field(None, description="Stop before the first record at or after this time (ms)")
-    config: dict[str, str | int | float | bool] = Field({}, description="The source's consumer_config")
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict, description="The source's consumer_config")
 
 
 class TaskAssignment(_Reply):

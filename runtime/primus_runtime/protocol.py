@@ -59,7 +59,10 @@ Executor -> AM (all POST, JSON bodies):
 
 ``START`` is ``{"command": argv list, "env": {name: value}, "cluster": CLUSTER,
 "readiness": "spawned" | "ports" | "file"}``: when the trainer counts as ready (the role's
-``readiness.probe`` with ``auto`` resolved; see ``executor/readiness.py``).
+``readiness.probe`` with ``auto`` resolved; see ``executor/readiness.py``). ``env`` has no
+variable that depends on the membership: the executor adds them from ``cluster``
+(``membership_env``); a TensorFlow role's START also has ``"tensorflow": {"roles": [role],
+"task": {"type", "index"}}``, from which it composes TF_CONFIG.
 ``START`` of a consuming role also has ``"feed": {"max_tasks": n, "readers": r,
 "exit_grace": s or null, "delivery", "restore_checkpoint"}``: the trainer's stdin is then a pipe the executor feeds, it
 reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n``; a
@@ -71,7 +74,8 @@ with ``data.formats.read_records``, after skipping ``skip`` of them. A Kafka tas
 ``start`` (to ``end`` exclusive when ``end >= 0``, and before the first record at or after
 ``end_time`` ms when given), counting records from ``skip`` (``data/kafka_reader.py``).
 ``CLUSTER`` is ``{"version": int, "roles": {role: [address or null, ...]}}``,
-address being ``host:first_port`` of the executor at that index.
+address being ``host:first_port`` of the executor at that index, for the roles the executor's
+role sees (``Role.peers``; every role by default); ``version`` moves on when one of them changes.
 
 An executor is named ``<role>-<index>``; each (re)start of the same index gets
 a new ``incarnation`` string. Reports carrying an older incarnation are
@@ -79,6 +83,8 @@ rejected with a kill command: that is how zombies are fenced off.
 """
 
 from __future__ import annotations
+
+import json
 
 API_PREFIX = "/api/v1"
 REGISTER_PATH = API_PREFIX + "/executors/register"
@@ -172,7 +178,9 @@ def executor_id(role: str, index: int) -> str:
 #   PRIMUS_PORTS         comma-separated ports reserved for this executor, PRIMUS_PORT the first
 #   PRIMUS_ROLE_REPLICAS executors of this role
 #   PRIMUS_ROLE_COUNTS   JSON {role: replicas}; also PRIMUS_NUM_<ROLE> (upper case, - as _)
-#   PRIMUS_CLUSTER       JSON {role: ["host:port" or null, ...]} at start
+#   PRIMUS_CLUSTER       JSON {role: ["host:port" or null, ...]} at start (the roles of Role.peers);
+#                        left out when longer than MAX_CLUSTER_ENV (a variable of more than 128 KiB
+#                        cannot be passed to a program): read PRIMUS_CLUSTER_FILE then
 #   PRIMUS_CLUSTER_FILE  JSON file {"version": n, "roles": {...}} rewritten (atomically) when
 #                        the membership changes, e.g. after a scale; trainers may poll it
 #   CUDA_VISIBLE_DEVICES the GPUs assigned to the executor ("" when none)
@@ -181,6 +189,7 @@ def executor_id(role: str, index: int) -> str:
 #   PRIMUS_INPUT_FRAMING roles with consumes_input: "lines" (each record ends with a newline)
 #                        or "length_prefixed" (4-byte big-endian length, then the record) on stdin
 TRAINER_ENV_CLUSTER = "PRIMUS_CLUSTER"
+MAX_CLUSTER_ENV = 100_000
 TRAINER_ENV_INPUT_FRAMING = "PRIMUS_INPUT_FRAMING"
 #   PRIMUS_DATA_COMMIT_FILE    delivery exactly_once: the trainer appends {"checkpoint", "records"}
 #                              lines here right after saving a model checkpoint
@@ -196,3 +205,21 @@ TRAINER_ENV_CLUSTER_FILE = "PRIMUS_CLUSTER_FILE"
 #   PRIMUS_READY_FILE    readiness probe file: the trainer creates this file once it is ready
 #                        (primus_runtime.trainer_api.ready())
 TRAINER_ENV_READY_FILE = "PRIMUS_READY_FILE"
+
+
+def membership_env(cluster: dict, tensorflow: dict | None) -> dict[str, str]:
+    """The trainer variables that depend on the membership, from a START's ``cluster`` and
+    ``tensorflow``: PRIMUS_CLUSTER (unless too long for a variable), and TF_CONFIG for a TensorFlow
+    role (its cluster: the addresses known of each of its roles)."""
+    roles = cluster.get("roles", {})
+    env = {}
+    encoded = json.dumps(roles, sort_keys=True)
+    if len(encoded) <= MAX_CLUSTER_ENV:
+        env[TRAINER_ENV_CLUSTER] = encoded
+    if tensorflow is not None:
+        env["TF_CONFIG"] = json.dumps({
+            "cluster": {name: [a for a in roles.get(name, []) if a] for name in tensorflow["roles"]},
+            "task": tensorflow["task"],
+            "environment": "cloud",
+        }, sort_keys=True)
+    return env

@@ -314,6 +314,11 @@ class Role(StrictModel):
         description="tensorflow: TF_CONFIG is set; pytorch: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/"
         "LOCAL_RANK are set from this role's executors; plain: PRIMUS_* only.",
     )
+    peers: list[Name] | None = Field(
+        None, description="The roles whose addresses this role's trainers get (PRIMUS_CLUSTER, PRIMUS_CLUSTER_FILE, "
+        "TF_CONFIG's cluster). Default: every role. Each executor receives its view at start and again "
+        "after every change of it: at thousands of executors, give a role only what it talks to (the "
+        "workers of a parameter-server job: [ps]).")
     autoscale: Autoscale | None = Field(
         None, description="Size this role on the input's backlog (it must consume the input); replicas is the "
         "size it starts with, within the bounds. See Autoscale.")
@@ -986,6 +991,7 @@ class JobSpec(StrictModel):
                         f"roles[{names.index(role.name)}].placement.anti_affinity: unknown role {other!r} "
                         f"(roles: {names})"
                     )
+        self._check_peers(names)
         order = self.scheduling.order
         if order is not None:
             if sorted(order) != sorted(names):
@@ -1008,6 +1014,19 @@ class JobSpec(StrictModel):
             raise ValueError(f"am.tls: the {self.backend.type} backend cannot serve the AM API over TLS yet "
                              f"(only {', '.join(able)}), got true")
         return self
+
+    def _check_peers(self, names: list[str]) -> None:
+        tensorflow = [r.name for r in self.roles if r.framework == "tensorflow" and r.name != "evaluator"]
+        for i, role in enumerate(self.roles):
+            if role.peers is None:
+                continue
+            unknown = [name for name in role.peers if name not in names]
+            if unknown:
+                raise ValueError(f"roles[{i}].peers: unknown role(s) {unknown} (roles: {names})")
+            missing = [name for name in tensorflow if name not in role.peers]
+            if role.framework == "tensorflow" and missing:
+                raise ValueError(f"roles[{i}].peers: a tensorflow role must see every role of TF_CONFIG's cluster "
+                                 f"({tensorflow}), missing {missing}")
 
     @model_validator(mode="after")
     def _autoscaled_roles_fit_the_input(self) -> JobSpec:
@@ -1037,6 +1056,11 @@ class JobSpec(StrictModel):
             if role.name == name:
                 return role
         raise KeyError(name)
+
+    def peer_views(self) -> dict[str, tuple[str, ...]]:
+        """role -> the roles whose addresses its executors get (``Role.peers``), in the spec's order."""
+        names = [r.name for r in self.roles]
+        return {r.name: tuple(n for n in names if r.peers is None or n in r.peers) for r in self.roles}
 
     def start_order(self) -> list[str]:
         return list(self.scheduling.order or [r.name for r in self.roles])

@@ -32,15 +32,17 @@ from ..spec import JobSpec
 from .autoscaler import Autoscaler, Backlog
 from .failover import Action, FailoverEngine
 from .journal import JOURNAL, AMJournal, Recovered, restore
+from .membership import Membership
 from .metrics import AMMetrics
 from .scheduler import RoleScheduler, Verdict
 from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
 from .timeline import EVENT_LOG, EventLog, Timeline
-from .trainer_env import cluster_payload, trainer_env
+from .trainer_env import tensorflow_task, trainer_env
 
 log = logging.getLogger("primus.am")
 
 NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
+NONE_BYTES = json.dumps(NONE_REPLY).encode()
 # How often, at most, the status file is rewritten while the job runs: what a
 # post-mortem (`primus status` after the AM died) and AM recovery start from.
 STATUS_SNAPSHOT_SECONDS = 2.0
@@ -63,11 +65,13 @@ class ApplicationMaster(BackendEvents):
         for name, scaler in self.autoscalers.items():
             self.record.roles[name].autoscale = {**scaler.policy.model_dump(mode="json"), "last_decision": None}
         self.scheduler = RoleScheduler(spec, self.record)
+        self.membership = Membership(self.record, spec.peer_views())
         self.failover = FailoverEngine(spec)
         self.address = ""  # host:port of the API, set once it listens
         self.done = asyncio.Event()
         self._interval = spec.am.heartbeat_interval
         self._timeout = spec.am.heartbeat_timeout
+        self._registered = {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
         self._grace = spec.am.shutdown_grace
         self._live: dict[str, Executor] = {}  # incarnation -> executor not yet ended
         self._to_launch: dict[str, None] = {}  # NEW incarnations not yet asked of the backend, in order
@@ -144,6 +148,7 @@ class ApplicationMaster(BackendEvents):
         the ones never launched are launched now."""
         record = self.record
         self._finish_reason = restore(record, recovered)
+        self.membership.rebuild()
         if self.journal is not None:
             self.journal.adopt_written()
             self.journal.finish_reason = self._finish_reason
@@ -337,7 +342,7 @@ class ApplicationMaster(BackendEvents):
             self._stop(ex, f"scaled down to {replicas}")
         for index in range(old, replicas):
             self._new_incarnation(role_name, index, attempt=0)
-        self._membership_changed()
+        self.membership.resized(role_name)
         self._reconcile()
         return {"role": role_name, "replicas": replicas}
 
@@ -393,7 +398,7 @@ class ApplicationMaster(BackendEvents):
             # It registered with the last attempt, which died before answering: the answer is the same.
             self._heard_from(ex)
             ex.last_seen, ex.heartbeat_at = time.monotonic(), time.time()
-            return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
+            return self._registered
         if ex is None or ex.stop_reason is not None or ex.state not in (ExecutorState.STARTING, ExecutorState.NEW):
             reason = ex.stop_reason if ex is not None and ex.stop_reason else "unknown or stale incarnation"
             return {"ok": False, "command": protocol.CMD_KILL, "reason": reason}
@@ -407,11 +412,13 @@ class ApplicationMaster(BackendEvents):
         self._heard_from(ex)
         self._set(ex, ExecutorState.REGISTERED, f"registered from {ex.host} ports {ex.ports}")
         self._awaiting_start.add(ex.incarnation)
-        self._membership_changed()
+        self.membership.changed(ex)
         self._reconcile()
-        return {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
+        return self._registered
 
     async def heartbeat(self, report: HeartbeatRequest) -> dict[str, Any]:
+        """The reply to a heartbeat: NONE_REPLY, or a command; a membership in it is pre-encoded bytes
+        (``Membership``), which ``encode_reply`` splices in."""
         started = time.perf_counter()
         ex = self._current(report.incarnation)
         if ex is None:
@@ -444,15 +451,17 @@ class ApplicationMaster(BackendEvents):
                 reply = await self._wait_for_command(ex)
                 started += time.perf_counter() - waiting  # the long poll waits: that is no handling time
         if reply is None and ex.state is ExecutorState.RUNNING \
-                and report.cluster_version < self.record.cluster_version:
-            reply = {"command": protocol.CMD_CLUSTER, "cluster": cluster_payload(self.record)}
-        if self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
-                and ex.stop_reason is None \
-                and (reply is None or reply["command"] not in (protocol.CMD_KILL, protocol.CMD_DRAIN)):
+                and report.cluster_version < self.membership.version(ex.role):
+            reply = {"command": protocol.CMD_CLUSTER, "cluster": self.membership.encoded(ex.role)[1]}
+        fed = self.data is not None and ex.state is ExecutorState.RUNNING and ex.role in self._fed_roles \
+            and (reply is None or reply["command"] not in (protocol.CMD_KILL, protocol.CMD_DRAIN))
+        if fed:
+            assert self.data is not None
             data = self.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
-        self._journal()
+        if changed or fed or reply is not None or self.record.dirty:
+            self._journal()  # a heartbeat that changed nothing has nothing to write
         self.metrics.observe_heartbeat(time.perf_counter() - started)
         return NONE_REPLY if reply is None else reply
 
@@ -538,7 +547,7 @@ class ApplicationMaster(BackendEvents):
         if self.data is not None and ex.role in self._fed_roles:
             self.data.release(ex.incarnation, self._data_ending(ex), f"{ex.id} {ex.state.value}: {reason}",
                               slot=ex.id)
-        self._membership_changed()
+        self.membership.changed(ex)
         if self.record.finishing is None and self.record.executors.get(ex.id) is ex and ex.replace_when_stopped:
             log.info("%s: restarting on request", ex.id)
             self.record.history.append(ex)
@@ -640,12 +649,15 @@ class ApplicationMaster(BackendEvents):
             self.finish(verdict.state, verdict.reason)
 
     def _start_command(self, ex: Executor) -> dict[str, Any]:
-        start = {
+        start: dict[str, Any] = {
             "command": self.spec.role(ex.role).argv(),
             "env": trainer_env(self.spec, self.record, ex, self.address),
-            "cluster": cluster_payload(self.record),
+            "cluster": self.membership.encoded(ex.role)[1],  # shared by every start of this version
             "readiness": self.spec.readiness_probe(ex.role),
         }
+        tensorflow = tensorflow_task(self.spec, ex)
+        if tensorflow is not None:
+            start["tensorflow"] = tensorflow
         if self.data is not None and ex.role in self._fed_roles:
             start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor,
                              "exit_grace": self.data.spec.exit_grace, "delivery": self.data.spec.delivery,
@@ -693,9 +705,6 @@ class ApplicationMaster(BackendEvents):
         self._start_sent.discard(ex.incarnation)
         self._to_launch.pop(ex.incarnation, None)
         self._awaiting_start.discard(ex.incarnation)
-
-    def _membership_changed(self) -> None:
-        self.record.cluster_version += 1
 
     # --- periodic checks ------------------------------------------------------------------
 

@@ -12,14 +12,15 @@ from prometheus-client's ``ProcessCollector`` (``process_resident_memory_bytes``
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
@@ -94,22 +95,44 @@ def watermark_lag(watermark: str, now: float) -> float:
     return now - _label_end(watermark).replace(tzinfo=dt.timezone.utc).timestamp()
 
 
+class LoopHistogram(Collector):
+    """A histogram observed from the AM's event loop only, so without the lock prometheus-client's
+    ``Histogram`` takes on every observation (a heartbeat's largest cost after parsing): plain counters,
+    read as a ``HistogramMetricFamily`` at each scrape (which runs on the same loop)."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]):
+        self.name, self.documentation, self.buckets = name, documentation, buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last one: above every bound (+Inf)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1  # le: a value on a bound counts in it
+        self.sum += value
+
+    def collect(self) -> Iterable[Metric]:
+        cumulative: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip((*map(str, self.buckets), "+Inf"), self.counts, strict=True):
+            running += count
+            cumulative.append((bound, running))
+        yield HistogramMetricFamily(self.name, self.documentation, buckets=cumulative, sum_value=self.sum)
+
+
 class AMMetrics:
     """The metrics of one AM: its registry, and the one value the AM records as it goes (heartbeat
     handling times)."""
 
     def __init__(self, am: ApplicationMaster):
         self.registry = CollectorRegistry()
-        self.heartbeat_seconds = Histogram(
+        self.heartbeat_seconds = LoopHistogram(
             "primus_heartbeat_handling_seconds", "Time the AM took to handle one heartbeat of a live executor "
             "(the long poll's wait for its start command excluded; heartbeats of stale incarnations and of "
-            "executors being stopped are not counted)", buckets=HEARTBEAT_BUCKETS,
-            registry=self.registry)
+            "executors being stopped are not counted)", HEARTBEAT_BUCKETS)
+        self.registry.register(self.heartbeat_seconds)
         ProcessCollector(registry=self.registry)
         self.registry.register(_StateCollector(am))
-
-    def observe_heartbeat(self, seconds: float) -> None:
-        self.heartbeat_seconds.observe(seconds)
+        # Bound once: the heartbeat calls it for every report.
+        self.observe_heartbeat = self.heartbeat_seconds.observe
 
     def render(self, accept: str = "") -> tuple[bytes, str]:
         """The body of a ``/metrics`` reply and its content type: in the format the request's ``accept``

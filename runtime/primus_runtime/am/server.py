@@ -37,18 +37,33 @@ from ..models import (
 from ..ui.auth import WebAuth
 from ..ui.views import LiveView, task_view
 from ..ui.web import Guard, GuardedHandler, add_page_routes, add_read_routes, error_reply, json_errors
-from .master import NONE_REPLY, ApplicationMaster
+from .master import NONE_BYTES, NONE_REPLY, ApplicationMaster
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_NONE_BYTES = json.dumps(NONE_REPLY).encode()
 _JSON = "application/json"
 M = TypeVar("M", bound=BaseModel)
 
 
+def encode_reply(data: dict[str, Any]) -> bytes:
+    """``data`` as JSON; a value that is bytes is JSON already (the membership, encoded once for every
+    executor: ``am/membership.py``) and goes in as it is, at any depth of dicts."""
+    if data is NONE_REPLY:
+        return NONE_BYTES
+    if not any(isinstance(value, (bytes, dict)) for value in data.values()):
+        return json.dumps(data).encode()
+    return b"{%s}" % b",".join(
+        b"%s:%s" % (json.dumps(key).encode(), value if isinstance(value, bytes)
+                    else encode_reply(value) if isinstance(value, dict) else json.dumps(value).encode())
+        for key, value in data.items())
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
-    body = _NONE_BYTES if data is NONE_REPLY else json.dumps(data).encode()
-    return web.Response(body=body, status=status, content_type=_JSON)
+    return web.Response(body=json.dumps(data).encode(), status=status, content_type=_JSON)
+
+
+def _executor_reply(data: dict[str, Any]) -> web.Response:
+    return web.Response(body=encode_reply(data), content_type=_JSON)
 
 
 def parse(model: type[M], raw: bytes, what: str) -> M:
@@ -88,13 +103,13 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     # --- executor protocol ---
 
     async def register(request: web.Request) -> web.Response:
-        return _json(am.register(parse(RegisterRequest, await request.read(), "register")))
+        return _executor_reply(am.register(parse(RegisterRequest, await request.read(), "register")))
 
     async def heartbeat(request: web.Request) -> web.Response:
-        return _json(await am.heartbeat(parse(HeartbeatRequest, await request.read(), "heartbeat")))
+        return _executor_reply(await am.heartbeat(parse(HeartbeatRequest, await request.read(), "heartbeat")))
 
     async def unregister(request: web.Request) -> web.Response:
-        return _json(am.unregister(parse(UnregisterRequest, await request.read(), "unregister")))
+        return _executor_reply(am.unregister(parse(UnregisterRequest, await request.read(), "unregister")))
 
     # --- control (each recorded with who asked) ---
 

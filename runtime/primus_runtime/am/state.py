@@ -8,7 +8,6 @@ table and records an ``Event``. ``to_dict()`` gives a JSON-ready snapshot
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -148,7 +147,6 @@ class JobRecord:
     # O(roles), not O(executors): role -> state -> current executors in it.
     counts: dict[str, Counter] = field(default_factory=dict, repr=False)
     ready_counts: Counter = field(default_factory=Counter, repr=False)  # role -> current executors ready
-    _cluster_cache: tuple[int, dict, str] | None = field(default=None, repr=False)
     # The data plane's status (``data`` in every snapshot); None when the job has no input.
     data_view: Callable[[], dict[str, Any]] | None = field(default=None, repr=False)
     # One entry per AM attempt after the first: when it took over and how the adoption went.
@@ -249,22 +247,6 @@ class JobRecord:
 
     def role_executors(self, role: str) -> list[Executor]:
         return [ex for ex in self.executors.values() if ex.role == role]
-
-    def cluster(self) -> dict[str, list[str | None]]:
-        """role -> address by index; rebuilt only when ``cluster_version`` moves on."""
-        return self._cluster()[1]
-
-    def cluster_json(self) -> str:
-        return self._cluster()[2]
-
-    def _cluster(self) -> tuple[int, dict, str]:
-        if self._cluster_cache is None or self._cluster_cache[0] != self.cluster_version:
-            view: dict[str, list[str | None]] = {name: [None] * role.replicas for name, role in self.roles.items()}
-            for ex in self.executors.values():
-                if ex.index < len(view[ex.role]):
-                    view[ex.role][ex.index] = ex.address
-            self._cluster_cache = (self.cluster_version, view, json.dumps(view, sort_keys=True))
-        return self._cluster_cache
 
     def role_counts(self, role: str) -> dict[str, int]:
         counts = self.counts.get(role, Counter())

@@ -1,5 +1,9 @@
 """The environment a trainer gets: PRIMUS_* for every role, plus TF_CONFIG for
-TensorFlow roles and the torch.distributed variables for PyTorch roles."""
+TensorFlow roles and the torch.distributed variables for PyTorch roles.
+
+What depends on the membership (PRIMUS_CLUSTER, TF_CONFIG's cluster) is not here: the executor
+composes it from the membership its start command carries (``protocol.membership_env``), so that
+one encoded membership serves every executor of a version (``am/membership.py``)."""
 
 from __future__ import annotations
 
@@ -10,13 +14,8 @@ from ..spec import JobSpec
 from .state import Executor, JobRecord
 
 
-def cluster_payload(record: JobRecord) -> dict:
-    return {"version": record.cluster_version, "roles": record.cluster()}
-
-
 def trainer_env(spec: JobSpec, record: JobRecord, ex: Executor, am_address: str) -> dict[str, str]:
     role = spec.role(ex.role)
-    cluster = record.cluster()
     counts = {name: state.replicas for name, state in record.roles.items()}
     env = {
         "PRIMUS_APP_ID": record.app_id,
@@ -31,15 +30,12 @@ def trainer_env(spec: JobSpec, record: JobRecord, ex: Executor, am_address: str)
         "PRIMUS_PORT": str(ex.ports[0]) if ex.ports else "",
         "PRIMUS_ROLE_REPLICAS": str(counts[ex.role]),
         "PRIMUS_ROLE_COUNTS": json.dumps(counts, sort_keys=True),
-        protocol.TRAINER_ENV_CLUSTER: record.cluster_json(),
         # Only the GPUs the backend gave this executor; "" hides every GPU.
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in ex.gpus),
     }
     for name, replicas in counts.items():
         env["PRIMUS_NUM_" + name.upper().replace("-", "_")] = str(replicas)
-    if role.framework == "tensorflow":
-        env["TF_CONFIG"] = json.dumps(_tf_config(spec, cluster, ex), sort_keys=True)
-    elif role.framework == "pytorch":
+    if role.framework == "pytorch":
         env.update(_torch_env(record, ex))
     if role.consumes_input and spec.input is not None:
         # The records arrive on stdin; how they are framed (data.reader decodes both).
@@ -48,14 +44,17 @@ def trainer_env(spec: JobSpec, record: JobRecord, ex: Executor, am_address: str)
     return env
 
 
-def _tf_config(spec: JobSpec, cluster: dict[str, list[str | None]], ex: Executor) -> dict:
+def tensorflow_task(spec: JobSpec, ex: Executor) -> dict | None:
+    """For a TensorFlow role, what the executor needs to compose TF_CONFIG from the membership: the
+    roles of its cluster and this executor's task; None for other frameworks."""
+    if spec.role(ex.role).framework != "tensorflow":
+        return None
+    return {"roles": tensorflow_cluster_roles(spec), "task": {"type": ex.role, "index": ex.index}}
+
+
+def tensorflow_cluster_roles(spec: JobSpec) -> list[str]:
     # TensorFlow's convention: the evaluator is not part of the cluster it evaluates.
-    tf_roles = [r.name for r in spec.roles if r.framework == "tensorflow" and r.name != "evaluator"]
-    return {
-        "cluster": {name: [a for a in cluster[name] if a] for name in tf_roles},
-        "task": {"type": ex.role, "index": ex.index},
-        "environment": "cloud",
-    }
+    return [r.name for r in spec.roles if r.framework == "tensorflow" and r.name != "evaluator"]
 
 
 def _torch_env(record: JobRecord, ex: Executor) -> dict[str, str]:

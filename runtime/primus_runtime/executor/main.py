@@ -195,6 +195,10 @@ class Executor:
             if name.startswith("PRIMUS_"):
                 del env[name]  # the executor's own settings (token file...) are not the trainer's
         env.update(start["env"])
+        env.update(protocol.membership_env(start["cluster"], start.get("tensorflow")))
+        if protocol.TRAINER_ENV_CLUSTER not in env:
+            log.info("PRIMUS_CLUSTER left out (over %d bytes): the trainer reads %s", protocol.MAX_CLUSTER_ENV,
+                     protocol.TRAINER_ENV_CLUSTER_FILE)
         if sys.path[0].endswith(".zip"):
             # Run from the job bundle: trainers import primus_runtime.data.reader from the same
             # bundle, so the records they decode are framed as this executor feeds them.
