@@ -223,3 +223,16 @@ def membership_env(cluster: dict, tensorflow: dict | None) -> dict[str, str]:
             "environment": "cloud",
         }, sort_keys=True)
     return env
+
+
+def request_timeout(interval: float, heartbeat_timeout: float) -> float:
+    """How long an executor waits for one answer: longer than a long poll, short enough that a
+    request the network ate is retried well before the heartbeat timeout declares it lost."""
+    return min(interval + 5.0, max(interval + 0.5, (heartbeat_timeout - interval) / 2))
+
+
+def long_poll_seconds(interval: float, heartbeat_timeout: float) -> float:
+    """How long the AM holds a heartbeat that waits for its start command: a second less than the
+    executor waits for the answer (at least an interval). Thousands of executors waiting for a gang
+    start then cost the AM a request every few seconds each, not every interval."""
+    return max(interval, request_timeout(interval, heartbeat_timeout) - 1.0)

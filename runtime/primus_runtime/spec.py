@@ -411,7 +411,10 @@ class Scheduling(StrictModel):
 class AMSettings(StrictModel):
     """The Application Master's own settings."""
 
-    heartbeat_interval: Seconds = Field(1.0, description="Executor heartbeat period.")
+    heartbeat_interval: Seconds = Field(1.0, description="Executor heartbeat period. A job of more than "
+                                        "3,000 executors heartbeats less often: one per executor every "
+                                        "executors/3,000 seconds (at most 3s, and a third of heartbeat_timeout), "
+                                        "so that one AM answers every heartbeat in time.")
     heartbeat_timeout: Seconds = Field(
         10.0, description="An executor silent this long is lost and replaced; an executor that cannot "
         "reach the AM this long kills its trainer and exits."

@@ -43,9 +43,11 @@ log = logging.getLogger("primus.am")
 
 NONE_REPLY: dict[str, Any] = {"command": protocol.CMD_NONE}
 NONE_BYTES = json.dumps(NONE_REPLY).encode()
-# How often, at most, the status file is rewritten while the job runs: what a
-# post-mortem (`primus status` after the AM died) and AM recovery start from.
+# How often, at most, the status file is rewritten while the job runs: what a post-mortem
+# (`primus status` after the AM died) reads. A big job's snapshot is written less often: at
+# least STATUS_SNAPSHOT_COST times the time the last one took.
 STATUS_SNAPSHOT_SECONDS = 2.0
+STATUS_SNAPSHOT_COST = 20
 # Executors that may still run a trainer (or are about to).
 _NOT_ENDED = tuple(state for state in ExecutorState if not state.terminal)
 AUTOSCALER = "autoscaler"  # the actor of the scaling events Role.autoscale makes
@@ -69,8 +71,9 @@ class ApplicationMaster(BackendEvents):
         self.failover = FailoverEngine(spec)
         self.address = ""  # host:port of the API, set once it listens
         self.done = asyncio.Event()
-        self._interval = spec.am.heartbeat_interval
         self._timeout = spec.am.heartbeat_timeout
+        self._interval = heartbeat_interval(spec)
+        self._long_poll = protocol.long_poll_seconds(self._interval, self._timeout)
         self._registered = {"ok": True, "heartbeat_interval": self._interval, "heartbeat_timeout": self._timeout}
         self._grace = spec.am.shutdown_grace
         self._live: dict[str, Executor] = {}  # incarnation -> executor not yet ended
@@ -82,6 +85,9 @@ class ApplicationMaster(BackendEvents):
         self._finish_reason = ""
         self._tasks: set[asyncio.Task] = set()
         self._snapshot = (0.0, 0)  # (monotonic time, events) of the last status file written
+        self._snapshot_every = STATUS_SNAPSHOT_SECONDS
+        self._snapshotting: asyncio.Task | None = None  # a periodic status snapshot being written
+        self._status_writes = 0  # every write of the status file: a snapshot never replaces a later one
         self._launching: set[asyncio.Task] = set()
         self.data: DataPlane | None = None
         self._fed_roles = {r.name for r in spec.roles if r.consumes_input}
@@ -117,6 +123,12 @@ class ApplicationMaster(BackendEvents):
                       f"(its journal is not here; on YARN its containers ended with it); every executor starts "
                       f"again" + (", the input resumes from input.work_preserve_dir"
                                          if self.spec.input is not None and self.spec.input.work_preserve_dir else ""))
+        if self._interval > self.spec.am.heartbeat_interval:
+            executors = sum(role.replicas for role in self.spec.roles)
+            self.record.add_event("job", JobState.STARTING.value, JobState.STARTING.value,
+                                  f"heartbeat interval {self._interval:g}s for {executors:,} executors (asked: "
+                                  f"am.heartbeat_interval {self.spec.am.heartbeat_interval:g}s): one AM answers "
+                                  f"~{HEARTBEATS_PER_SECOND:,} heartbeats a second")
         for role in self.spec.roles:
             why = self.backend.check_fits(role.name, role.resources)
             if why:
@@ -497,11 +509,12 @@ class ApplicationMaster(BackendEvents):
     async def _wait_for_command(self, ex: Executor) -> dict[str, Any] | None:
         wake = self._wakeups.setdefault(ex.incarnation, asyncio.Event())
         try:
-            await asyncio.wait_for(wake.wait(), self._interval)
+            await asyncio.wait_for(wake.wait(), self._long_poll)
         except asyncio.TimeoutError:
             pass
         finally:
             self._wakeups.pop(ex.incarnation, None)
+            ex.last_seen = time.monotonic()  # it was there all along (a long poll is shorter than the timeout)
         return self._commands.pop(ex.incarnation, None)
 
     def _send(self, ex: Executor, reply: dict[str, Any]) -> None:
@@ -737,8 +750,9 @@ class ApplicationMaster(BackendEvents):
         self._autoscale(now)
         self._journal()
         written_at, events = self._snapshot
-        if len(self.record.events) != events and now - written_at >= STATUS_SNAPSHOT_SECONDS:
-            self._write_status()
+        if len(self.record.events) != events and now - written_at >= self._snapshot_every \
+                and self.status_path is not None and self._snapshotting is None:
+            self._snapshotting = self._spawn(self._write_snapshot())
         self._log_history()
 
     def _autoscale(self, now: float) -> None:
@@ -795,21 +809,59 @@ class ApplicationMaster(BackendEvents):
         self._write_status()
 
     def _write_status(self) -> None:
+        """The status file, now (a change of the job's state, the outcome)."""
         if self.status_path is None:
             return
         # The journal first: a status file never shows what a restarted AM would not know (an AM
         # killed right after writing the outcome must find it in the journal too).
         self._journal()
+        self._status_writes += 1
         tmp = self.status_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
+        tmp.write_text("".join(self.record.json_parts()))
         os.replace(tmp, self.status_path)  # atomic: a reader never sees half a file
         self._snapshot = (time.monotonic(), len(self.record.events))
+
+    async def _write_snapshot(self) -> None:
+        """The periodic status file, written a part at a time between requests: at 10,000 executors it
+        is megabytes, which written at once held heartbeats for a second."""
+        assert self.status_path is not None
+        try:
+            self._journal()
+            writes, events, started = self._status_writes, len(self.record.events), time.monotonic()
+            tmp = self.status_path.with_suffix(".snapshot")
+            with tmp.open("w") as f:
+                for part in self.record.json_parts():
+                    f.write(part)
+                    await asyncio.sleep(0)
+            if writes == self._status_writes:  # no write of the state since: this one is newer
+                os.replace(tmp, self.status_path)
+                self._snapshot = (time.monotonic(), events)
+            took = time.monotonic() - started
+            self._snapshot_every = max(STATUS_SNAPSHOT_SECONDS, STATUS_SNAPSHOT_COST * took)
+        except OSError:
+            log.exception("writing the status snapshot failed")
+        finally:
+            self._snapshotting = None
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+# Heartbeats one AM is asked to answer per second at most: a bigger job's executors heartbeat less often.
+HEARTBEATS_PER_SECOND = 3000
+MAX_SCALED_INTERVAL = 3.0
+
+
+def heartbeat_interval(spec: JobSpec) -> float:
+    """The interval the AM asks its executors for: ``am.heartbeat_interval``, longer for a job of more
+    than HEARTBEATS_PER_SECOND executors (at most 3 s, and a third of the heartbeat timeout)."""
+    asked = spec.am.heartbeat_interval
+    executors = sum(role.replicas for role in spec.roles)
+    scaled = min(executors / HEARTBEATS_PER_SECOND, MAX_SCALED_INTERVAL, spec.am.heartbeat_timeout / 3)
+    return max(asked, scaled)
 
 
 def _float_env(name: str) -> float | None:

@@ -8,9 +8,10 @@ table and records an ``Event``. ``to_dict()`` gives a JSON-ready snapshot
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -284,13 +285,7 @@ class JobRecord:
         ]
 
     def executors_view(self, role: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for ex in self.executors.values():
-            if role is None or ex.role == role:
-                data = ex.to_dict()
-                data["restarts"] = ex.attempt
-                out.append(data)
-        return out
+        return [executor_row(ex) for ex in self.executors.values() if role is None or ex.role == role]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -301,3 +296,27 @@ class JobRecord:
             "events": [dict(e.__dict__) for e in self.events],  # flat: no deep copy (asdict) needed
             "data": self.data_view() if self.data_view is not None else None,
         }
+
+    def json_parts(self, rows: int = 500) -> Iterator[str]:
+        """``to_dict()`` as JSON, in parts of at most ``rows`` executors or events: at 10,000 executors the
+        document is megabytes, and the AM writes it between the parts (``rows`` lets it serve requests
+        meanwhile). ``"".join`` of the parts is the document."""
+        data = self.data_view() if self.data_view is not None else None
+        yield f'{{"job":{json.dumps(self.summary())},"roles":{json.dumps(self.roles_view())},"data":{json.dumps(data)}'
+        listed: tuple[tuple[str, list[Any], Callable[[Any], dict[str, Any]]], ...] = (
+            ("executors", list(self.executors.values()), executor_row),
+            ("history", list(self.history), Executor.to_dict),
+            ("events", list(self.events), lambda e: dict(e.__dict__)))
+        for key, items, row in listed:
+            yield f',"{key}":['
+            for start in range(0, len(items), rows):
+                yield ("," if start else "") + json.dumps([row(item) for item in items[start:start + rows]])[1:-1]
+            yield "]"
+        yield "}"
+
+
+def executor_row(ex: Executor) -> dict[str, Any]:
+    """A current executor as the status shows it."""
+    data = ex.to_dict()
+    data["restarts"] = ex.attempt
+    return data

@@ -453,11 +453,7 @@ class Executor:
                 self._look_for_am()
 
     def _request_timeout(self) -> float:
-        """How long one request waits for its answer: longer than a long poll (the AM holds it up to an
-        interval), short enough that a request the network ate is retried well before the AM's
-        heartbeat timeout declares this executor lost."""
-        timeout = self.config.heartbeat_timeout
-        return min(self.interval + 5.0, max(self.interval + 0.5, (timeout - self.interval) / 2))
+        return protocol.request_timeout(self.interval, self.config.heartbeat_timeout)
 
     def _look_for_am(self) -> None:
         """While the AM does not answer, check at most twice a second whether it moved (a restarted AM)."""
