@@ -801,7 +801,8 @@ class ApplicationMaster(BackendEvents):
         # killed right after writing the outcome must find it in the journal too).
         self._journal()
         tmp = self.status_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
+        # Compact: indent= takes json's pure-Python encoder, ~4x slower (~0.7 s of a stalled loop at 10,000 executors).
+        tmp.write_text(json.dumps(self.record.to_dict(), separators=(",", ":")))
         os.replace(tmp, self.status_path)  # atomic: a reader never sees half a file
         self._snapshot = (time.monotonic(), len(self.record.events))
 
