@@ -52,6 +52,10 @@ class JobView(abc.ABC):
         their role in the spec, then their index."""
 
     @abc.abstractmethod
+    def executor(self, executor_id: str) -> dict[str, Any] | None:
+        """The current incarnation of ``executor_id`` (``<role>-<index>``), None when it has none."""
+
+    @abc.abstractmethod
     def event_count(self) -> int: ...
 
     @abc.abstractmethod
@@ -89,9 +93,9 @@ class JobView(abc.ABC):
 
     def executor_logs(self, executor_id: str, stream: str) -> str:
         """Where ``stream`` of the executor's current (or last) incarnation is."""
-        _, current = self.executor_page(ExecutorsQuery(ids=executor_id))
+        current = self.executor(executor_id)
         # The earlier incarnations only when it has no current one (it was scaled away): they may be many.
-        for ex in current or self.history()[::-1]:
+        for ex in [current] if current is not None else self.history()[::-1]:
             if ex["id"] == executor_id:
                 path = (ex.get("logs") or {}).get(stream)
                 if not path:
@@ -144,6 +148,10 @@ class LiveView(JobView):
         matching = [ex for ex in self.am.record.executors.values() if matches(ex.role, ex.state.value, ex.id)]
         matching.sort(key=lambda ex: (rank.get(ex.role, len(rank)), ex.index))
         return len(matching), [executor_row(ex) for ex in query.window(matching)]
+
+    def executor(self, executor_id: str) -> dict[str, Any] | None:
+        ex = self.am.record.executors.get(executor_id)
+        return executor_row(ex) if ex is not None else None
 
     def event_count(self) -> int:
         return len(self.am.record.events)
@@ -229,6 +237,9 @@ class ArchiveView(JobView):
         matching = [ex for ex in self._status["executors"] if matches(ex["role"], ex["state"], ex["id"])]
         matching.sort(key=lambda ex: (rank.get(ex["role"], len(rank)), ex["index"]))
         return len(matching), query.window(matching)
+
+    def executor(self, executor_id: str) -> dict[str, Any] | None:
+        return next((ex for ex in self._status["executors"] if ex["id"] == executor_id), None)
 
     def event_count(self) -> int:
         return len(self._events)
