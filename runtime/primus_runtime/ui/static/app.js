@@ -54,7 +54,7 @@ const page = {
 class SignedOut extends Error {}
 
 // A GET sends the ETag of the answer it got last time: a 304 (no body) means that answer still holds,
-// and the very same object is returned, so callers may skip redrawing what they drew from it.
+// and it is returned again (drawing from it rewrites nothing: every draw writes only what differs).
 async function call(path, body, base = API) {
   const url = base + path;
   const init = {credentials: "same-origin", cache: "no-store"};
