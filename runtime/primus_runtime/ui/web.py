@@ -5,6 +5,10 @@ or the session cookie a browser gets by signing in (``auth.py``). A state-changi
 in by cookie must also carry ``X-Primus-Action`` (no cross-site form can). The page itself is
 static (``static/``): it reads everything through the routes here, with relative URLs, so it works
 behind the ResourceManager's and the API server's proxies.
+
+Every read answers with an ETag (a hash of its bytes) and with a bodiless 304 to a request whose
+If-None-Match names it; the status, the one document whose cost grows with the job, is encoded once
+and shared by every poller for a second or until the next event (``EncodedCache``).
 """
 
 from __future__ import annotations
