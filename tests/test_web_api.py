@@ -375,3 +375,24 @@ def test_executors_are_paged_filtered_by_role_state_and_id_with_a_total():
         await am.close()
 
     asyncio.run(scenario())
+
+
+def test_the_status_is_encoded_once_for_every_poller_until_an_event():
+    from primus_runtime.ui.web import EncodedCache
+
+    builds: list[int] = []
+
+    def build() -> dict:
+        builds.append(1)
+        return {"builds": len(builds)}
+
+    cache = EncodedCache(seconds=3600)
+    first = cache.get(("summary", 0), 7, build)
+    assert cache.get(("summary", 0), 7, build) is first and len(builds) == 1  # pollers share one encoding
+    moved = cache.get(("summary", 0), 8, build)  # an event happened
+    assert len(builds) == 2 and moved.etag != first.etag
+    assert cache.get(("full", 0), 8, build) is not moved  # each view (and events=N) is kept apart
+    expired = EncodedCache(seconds=0)  # kept no time: built again at each call
+    expired.get("k", 1, build)
+    expired.get("k", 1, build)
+    assert len(builds) == 5
