@@ -5,10 +5,14 @@ sparse text file split into TASKS tasks), EXECUTORS executors played by this pro
 protocol (a thread: each heartbeats once a second, reports its task done and takes the next), and
 Debian's chromium, driven by Playwright, opening the job's page through a signed one-time link.
 
-Figures: the page's first (contentful) paint and the time until a page of the task table is shown,
-both from the navigation's start by the browser's own clock; then the AM's CPU with the page open
-(it polls as it always does) against the AM's CPU without it, measured before and after (their
-mean), SECONDS each. The last line is that ratio.
+Figures: the page's first (contentful) paint, the time until its role table shows its first page of
+executors and until a page of the task table is shown, all from the navigation's start by the
+browser's own clock (the role table is checked: its first page of rows, and the total of EXECUTORS
+in its pager); the sizes of what the page polls (the status summary, a role table's page) beside the
+full status document; then the AM's CPU with the page open (it polls as it always does) against the
+AM's CPU without it, measured before and after (their mean), SECONDS each. The last line is that ratio.
+
+``EXECUTORS=10000 TASKS=100000 SECONDS=5 python ui_load.py`` from bench/ is the 10,000-executor run.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ TASKS = int(os.environ.get("TASKS", 1_000_000))
 SECONDS = float(os.environ.get("SECONDS", 10))
 BEAT_EVERY = 1.0  # the AM's heartbeat interval in dispatch.py's spec
 CONNS = 20
+ROWS_PER_PAGE = 50  # a role table's page (app.js: EXECUTORS_PER_PAGE)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -118,18 +123,32 @@ def open_page(browser, base: str, token: str) -> tuple:
     tab = browser.new_page(viewport={"width": 1400, "height": 900})
     tab.goto(f"{base}/ui/login?ticket={make_ticket(token, 'bench')}")
     tab.wait_for_selector("#tasks tr[data-task]", timeout=120_000)
-    # The page's own marks: this process (busy playing 1,000 executors) may notice the table late.
+    tab.wait_for_function("['primus:tasks-shown', 'primus:executors-shown']"
+                          ".every(n => performance.getEntriesByName(n).length)", timeout=120_000)
+    # The page's own marks: this process (busy playing the executors) may notice the table late.
     table_ms, executors_ms = tab.evaluate("['primus:tasks-shown', 'primus:executors-shown'].map("
                                           "n => performance.getEntriesByName(n)[0].startTime)")
-    rows = tab.evaluate("document.querySelectorAll('#role-tables tbody tr').length")
-    if rows != EXECUTORS:
-        raise SystemExit(f"the role tables show {rows} executors, not {EXECUTORS}")
+    check_role_table(tab)
     paints = dict(tab.evaluate("performance.getEntriesByType('paint').map(e => [e.name, e.startTime])"))
     return tab, paints, table_ms, executors_ms
 
 
-def status_size(tab) -> int:
-    return tab.evaluate("fetch('../api/v1/status?events=0').then(r => r.text()).then(t => t.length)")
+def check_role_table(tab) -> None:
+    """The role table shows its first page of executors, and its pager the total."""
+    rows = tab.evaluate("document.querySelectorAll('#role-tables tbody tr').length")
+    if rows != min(EXECUTORS, ROWS_PER_PAGE):
+        raise SystemExit(f"the role table shows {rows} executors, not its first page of {min(EXECUTORS, ROWS_PER_PAGE)}")
+    shown = tab.evaluate("document.querySelector('#role-tables .executor-range').textContent").strip()
+    if shown != f"1-{min(EXECUTORS, ROWS_PER_PAGE):,} of {EXECUTORS:,}":
+        raise SystemExit(f"the role table's pager says {shown!r}, not of {EXECUTORS:,} executors")
+
+
+def sizes(tab) -> dict[str, int]:
+    """Bytes of what the page polls, and of the full status document it no longer reads."""
+    paths = {"summary": "status?view=summary&events=0", "role page": f"executors?role=worker&limit={ROWS_PER_PAGE}",
+             "full": "status?events=0"}
+    return {name: tab.evaluate(f"fetch('../api/v1/{path}').then(r => r.text()).then(t => t.length)")
+            for name, path in paths.items()}
 
 
 def main() -> None:
@@ -153,7 +172,7 @@ def main() -> None:
             load_cpu = cpu(proc.pid)
             tab, paints, table_ms, executors_ms = open_page(browser, f"http://{address}", token)
             load_cpu = cpu(proc.pid) - load_cpu
-            size = status_size(tab)
+            size = sizes(tab)
             with_page = am_cpu_over(proc.pid, SECONDS, executors)
             browser.close()
         without = (without + am_cpu_over(proc.pid, SECONDS, executors)) / 2
@@ -166,7 +185,9 @@ def main() -> None:
           f"{paints.get('first-contentful-paint', 0):.0f} ms, the executors' tables shown at {executors_ms:.0f} ms, "
           f"a page of the task table at {table_ms:.0f} ms "
           f"(from the navigation's start, sign-in redirect included); AM CPU for the whole load "
-          f"{load_cpu:.2f} s; status document {size / 1024:.0f} KiB", flush=True)
+          f"{load_cpu:.2f} s; the page polls the status summary ({size['summary'] / 1024:.1f} KiB) and a role "
+          f"table's page ({size['role page'] / 1024:.1f} KiB), not the full status ({size['full'] / 1024:.0f} KiB)",
+          flush=True)
     print(f"executors' heartbeats over the run: {beats:,}")
     print(f"ui page: AM CPU {with_page:.1%} of a core with one page open vs {without:.1%} without "
           f"({EXECUTORS:,} executors, {TASKS:,} tasks): {with_page / without:.2f}x")

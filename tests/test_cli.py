@@ -144,3 +144,28 @@ def test_a_backend_setting_required_at_submit_is_named_before_any_cluster_is_con
     code, out, err = primus(home, "submit", str(spec), "--backend", "kubernetes")
     assert code == 2 and out == ""
     assert "backend.image: is required: the image of the AM and executor pods" in err
+
+
+def test_status_of_many_executors_lists_those_not_running_and_says_how_to_list_all(tmp_path, home, client):
+    tiny = {"cpu": 0.01, "memory": "16Mi"}
+    spec = write_spec(tmp_path, [{"name": "worker", "replicas": 2, "command": "sleep 300", "resources": tiny},
+                                 {"name": "helper", "replicas": 53, "command": "true", "success_percent": 0,
+                                  "resources": tiny}])
+    _, out, _ = primus(home, "submit", str(spec))
+    app = out.strip()
+    try:
+        wait_for(lambda: (s := client.status(app, summary=True))["roles"] and
+                 s["roles"][1]["states"]["succeeded"] == 53 and s["roles"][0]["states"]["running"] == 2,
+                 120, "the helpers done and the workers running")
+        code, out, _ = primus(home, "status", app)
+        assert code == 0
+        listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and "ports" in line]
+        assert listed == [f"helper-{i}" for i in range(50)]  # the first 50 not running, none of the workers
+        assert "55 executors: the first 50 of 53 not running listed, 2 running not listed; every one: primus " \
+               f"--home {home} status {app} --executors" in out
+        _, out, _ = primus(home, "status", app, "--executors")
+        every = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and "ports" in line]
+        assert every == ["worker-0", "worker-1"] + [f"helper-{i}" for i in range(53)]
+        assert "not listed" not in out
+    finally:
+        client.kill(app)

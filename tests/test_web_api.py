@@ -222,8 +222,13 @@ def test_a_finished_jobs_history_page_shows_it_as_it_ended(client):
 
     url, session = history_server(client, app)
     final = json.loads((job_dir / "status.json").read_text())
-    shown = session.get(url + "/api/v1/status", params={"events": 100000}).json()
-    assert shown == {key: value for key, value in final.items() if key != "history"}
+    shown = session.get(url + "/api/v1/status", params={"events": 100000})
+    assert shown.json() == {key: value for key, value in final.items() if key != "history"}
+    unchanged = session.get(url + "/api/v1/status", params={"events": 100000},
+                            headers={"If-None-Match": shown.headers["ETag"]})
+    assert unchanged.status_code == 304  # a finished job's page never changes
+    page = session.get(url + "/api/v1/executors", params={"role": "worker", "offset": 1, "limit": 5}).json()
+    assert page["total"] == 2 and page["executors"] == final["executors"][1:]
     assert session.get(url + "/api/v1/whoami").json() == {"user": "erin", "live": False, "app_id": app}
     assert session.get(url + "/api/v1/executors/worker-0/logs/stdout").json()["text"] == "done\n"
     samples = session.get(url + "/api/v1/timeline").json()["samples"]
@@ -263,3 +268,131 @@ def test_spec_secrets_are_masked(client):
         assert spec["roles"][0]["env"] == {"DB_PASSWORD": "***", "API_TOKEN": "***", "MODE": "fast"}
     finally:
         client.kill(app)
+
+
+def test_an_unchanged_answer_is_a_304_and_a_change_a_new_etag(client, sleeper):
+    from primus_runtime.ui.web import etag_matches
+
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    session = signed_in(url, token)
+    summary = {"view": "summary", "events": 0}
+    first = session.get(url + "/api/v1/status", params=summary)
+    etag = first.headers["ETag"]
+    again = session.get(url + "/api/v1/status", params=summary, headers={"If-None-Match": etag})
+    assert (again.status_code, again.content, again.headers["ETag"]) == (304, b"", etag)
+    listed = session.get(url + "/api/v1/status", params=summary, headers={"If-None-Match": f'"other", W/{etag}'})
+    assert listed.status_code == 304
+    count = len(session.get(url + "/api/v1/events").json()["events"])
+    events = session.get(url + "/api/v1/events", params={"since": count})
+    assert session.get(url + "/api/v1/events", params={"since": count},
+                       headers={"If-None-Match": events.headers["ETag"]}).status_code == 304
+
+    assert session.post(url + "/api/v1/roles/worker/scale", json={"replicas": 3},
+                        headers={ACTION_HEADER: "1"}).status_code == 200
+    changed = session.get(url + "/api/v1/status", params=summary, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["ETag"] != etag
+    assert changed.json()["roles"][0]["replicas"] == 3
+    assert etag_matches("*", etag) and not etag_matches(None, etag) and not etag_matches('"x"', etag)
+
+
+def test_the_summary_counts_the_executors_without_listing_them(client, sleeper):
+    from primus_runtime import models
+
+    url = base(client, sleeper)
+    _, token = client.local.am_endpoint(sleeper)
+    session = signed_in(url, token)
+    summary = session.get(url + "/api/v1/status", params={"view": "summary", "events": 3}).json()
+    models.StatusSummary.model_validate(summary)
+    assert set(summary) == {"job", "roles", "events", "data"} and len(summary["events"]) == 3
+    full = session.get(url + "/api/v1/status").json()
+    [role] = summary["roles"]
+    assert role["states"]["running"] == len([e for e in full["executors"] if e["state"] == "running"]) == 2
+    assert role["ready"] == 2 and role["restarts"] == 0 and role["failures"] == 0
+    assert summary["job"] == full["job"]
+    assert "executors" not in client.status(sleeper, summary=True)
+
+
+def _register(am, executor_id: str) -> dict:
+    ex = am.record.executors[executor_id]
+    return {"id": ex.id, "role": ex.role, "index": ex.index, "incarnation": ex.incarnation, "host": "127.0.0.1",
+            "ports": [], "pid": 0}
+
+
+def test_executors_are_paged_filtered_by_role_state_and_id_with_a_total():
+    """In the AM itself (a simulated backend, 3 ps and 120 workers, 5 of them registered)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from primus_runtime import protocol
+    from primus_runtime.am.master import ApplicationMaster
+    from primus_runtime.am.server import build_app
+    from primus_runtime.backends.simulated import SimulatedBackend
+    from primus_runtime.spec import JobSpec
+
+    async def scenario() -> None:
+        spec = JobSpec.from_dict(make_spec([{"name": "ps", "replicas": 3, "command": "x"},
+                                            {"name": "worker", "replicas": 120, "command": "x"}],
+                                           am={"heartbeat_timeout": "600s"}))
+        am = ApplicationMaster(spec, "app", SimulatedBackend())
+        await am.start("127.0.0.1:1")
+        while any(ex.state.value != "starting" for ex in am.record.executors.values()):
+            await asyncio.sleep(0.01)
+        auth = {"Authorization": "Bearer t"}
+        async with TestClient(TestServer(build_app(am, "t"))) as http:
+            async def executors(**params) -> dict:
+                reply = await http.get(protocol.API_PREFIX + "/executors", params=params, headers=auth)
+                assert reply.status == 200, await reply.text()
+                return await reply.json()
+
+            for i in range(10, 15):
+                await http.post(protocol.REGISTER_PATH, json=_register(am, f"worker-{i}"), headers=auth)
+            everyone = await executors()
+            assert everyone["total"] == 123 and everyone["limit"] is None
+            assert [e["id"] for e in everyone["executors"]] == [f"ps-{i}" for i in range(3)] + \
+                [f"worker-{i}" for i in range(120)]
+            page = await executors(role="worker", offset=50, limit=50)
+            assert (page["total"], page["offset"], page["limit"]) == (120, 50, 50)
+            assert [e["index"] for e in page["executors"]] == list(range(50, 100))
+            assert [e["index"] for e in (await executors(role="worker", offset=100, limit=50))["executors"]] == \
+                list(range(100, 120))
+            assert (await executors(role="worker", offset=500, limit=50))["executors"] == []
+            registered = await executors(state="registered")
+            assert registered["total"] == 5 and [e["id"] for e in registered["executors"]] == \
+                [f"worker-{i}" for i in range(10, 15)]
+            either = await executors(role="ps", state="registered,starting", limit=2)
+            assert either["total"] == 3 and [e["id"] for e in either["executors"]] == ["ps-0", "ps-1"]
+            named = await executors(ids="worker-3,ps-1,worker-999")
+            assert named["total"] == 2 and [e["id"] for e in named["executors"]] == ["ps-1", "worker-3"]
+            assert page["executors"][0] == everyone["executors"][53]  # the same rows as the whole list
+
+            status = await http.get(protocol.API_PREFIX + "/status", params={"view": "summary"}, headers=auth)
+            summary = await status.json()
+            assert "executors" not in summary
+            assert {r["name"]: (r["states"]["registered"], r["states"]["starting"]) for r in summary["roles"]} == \
+                {"ps": (0, 3), "worker": (5, 115)}
+            bad = await http.get(protocol.API_PREFIX + "/executors", params={"state": "running,asleep"}, headers=auth)
+            assert bad.status == 400 and "state" in (await bad.json())["error"]
+        await am.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_status_is_encoded_once_for_every_poller_until_an_event():
+    from primus_runtime.ui.web import EncodedCache
+
+    builds: list[int] = []
+
+    def build() -> dict:
+        builds.append(1)
+        return {"builds": len(builds)}
+
+    cache = EncodedCache(seconds=3600)
+    first = cache.get(("summary", 0), 7, build)
+    assert cache.get(("summary", 0), 7, build) is first and len(builds) == 1  # pollers share one encoding
+    moved = cache.get(("summary", 0), 8, build)  # an event happened
+    assert len(builds) == 2 and moved.etag != first.etag
+    assert cache.get(("full", 0), 8, build) is not moved  # each view (and events=N) is kept apart
+    expired = EncodedCache(seconds=0)  # kept no time: built again at each call
+    expired.get("k", 1, build)
+    expired.get("k", 1, build)
+    assert len(builds) == 5

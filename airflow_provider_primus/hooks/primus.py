@@ -29,7 +29,7 @@ from primus_runtime.api_client import (
 )
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.backends.local.jobs import default_home
-from primus_runtime.client import JobNotFound, PrimusClient
+from primus_runtime.client import JobNotFound, PrimusClient, as_summary
 from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED, ExecutorState
 
@@ -187,10 +187,14 @@ class PrimusHook(BaseHook):
         section = defaults | section
         return job.model_copy(update={"backend": backends.get(section["type"]).settings.model_validate(section)})
 
-    def status(self, app_id: str) -> dict[str, Any]:
+    def status(self, app_id: str, summary: bool = False) -> dict[str, Any]:
         """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``. Transient
-        errors (``retries.is_transient``) are retried with backoff before one is raised."""
-        return retrying(f"Reading the status of Primus job {app_id}", self.log)(self.client.status, app_id)
+        errors (``retries.is_transient``) are retried with backoff before one is raised.
+
+        ``summary``: without ``executors`` (their rows grow with the job; the roles count them by
+        state), for callers that judge the job, its roles or its data only."""
+        return retrying(f"Reading the status of Primus job {app_id}", self.log)(
+            self.client.status, app_id, summary=summary)
 
     def find_jobs(self, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first (transient errors retried)."""
@@ -259,7 +263,7 @@ class PrimusHook(BaseHook):
 
     def _incarnations(self, app_id: str, status: dict[str, Any]) -> list[dict[str, Any]]:
         try:
-            return self.client.incarnations(app_id)
+            return self.client.incarnations(app_id, state=_FAILED_STATES)  # not every row of a big job
         except _LOG_READ_ERRORS as exc:  # never hide the job's failure behind this one
             self.log.warning("Cannot list the earlier incarnations of Primus job %s (%s): the current ones only",
                              app_id, exc)
@@ -287,7 +291,7 @@ class PrimusHook(BaseHook):
             url = self.client.cluster_for(app_id).am_web_url(app_id)
             if url is not None:
                 return url + "ui/"
-            if time.monotonic() > deadline or self.client.status(app_id)["job"]["state"] in FINISHED:
+            if time.monotonic() > deadline or self.client.status(app_id, summary=True)["job"]["state"] in FINISHED:
                 return None
             time.sleep(0.1)
 
@@ -366,9 +370,12 @@ class LogFollower:
         self.offsets: dict[str, int] = dict(offsets or {})
 
     def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any]) -> list[str]:
+        """The new lines of the followed executors' logs; ``status`` is a full status, or a summary
+        (``status(summary=True)``: then the followed executors' rows are asked for, only theirs)."""
         if not self.executors:
             return []
-        by_id = {ex["id"]: ex for ex in status.get("executors", [])}
+        rows = status["executors"] if "executors" in status else self._followed_rows(hook, app_id)
+        by_id = {ex["id"]: ex for ex in rows}
         out: list[str] = []
         for executor_id in self.executors:
             logs = by_id.get(executor_id, {}).get("logs") or {}
@@ -376,6 +383,14 @@ class LogFollower:
                 if stream in logs:
                     out.extend(self._read(hook, app_id, executor_id, stream, logs[stream]))
         return out
+
+    def _followed_rows(self, hook: PrimusHook, app_id: str) -> list[dict[str, Any]]:
+        try:
+            return list(hook.client.executors(app_id, ids=self.executors)["executors"])
+        except _LOG_READ_ERRORS as exc:  # a courtesy, as reading the logs: the next call tries again
+            hook.log.warning("Cannot read the executors %s of Primus job %s to follow their logs: %s",
+                             ", ".join(self.executors), app_id, exc)
+            return []
 
     def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
         start = self.offsets.get(path, 0)
@@ -446,16 +461,17 @@ class PrimusAsyncHook(PrimusHook):
             return None  # as ClusterClient.am_request: an AM that cannot serve is an AM that does not answer
         return cast(dict[str, Any], json.loads(data))
 
-    async def astatus(self, app_id: str) -> dict[str, Any]:
+    async def astatus(self, app_id: str, summary: bool = False) -> dict[str, Any]:
         """Same as ``status`` (transient errors retried), without blocking the event loop."""
-        return await async_retrying(f"Reading the status of Primus job {app_id}", self.log)(self._astatus, app_id)
+        return await async_retrying(f"Reading the status of Primus job {app_id}", self.log)(
+            self._astatus, app_id, summary)
 
-    async def _astatus(self, app_id: str) -> dict[str, Any]:
-        reply = await self._api(app_id, "GET", "/status")
-        if reply is not None:
-            return reply
-        client = await self._client()
-        return await asyncio.to_thread(client.status_without_am, app_id)
+    async def _astatus(self, app_id: str, summary: bool) -> dict[str, Any]:
+        reply = await self._api(app_id, "GET", "/status?view=summary" if summary else "/status")
+        if reply is None:
+            client = await self._client()
+            reply = await asyncio.to_thread(client.status_without_am, app_id)
+        return as_summary(reply) if summary else reply  # as PrimusClient.status: a status file has every row
 
     async def akill(self, app_id: str, reason: str = "") -> None:
         """Ask the job's AM to stop the job (force-kill it when no AM answers), then remove what it keeps

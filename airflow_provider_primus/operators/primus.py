@@ -153,7 +153,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         if identity.delivered:
             return "delivered"  # a previous try returned its success: the task was cleared to run again
         try:
-            job = self.hook.status(identity.app_id)["job"]
+            job = self.hook.status(identity.app_id, summary=True)["job"]
         except JobNotFound:
             return "gone"
         problem = TaskInstanceRef.from_context(context).mismatch(job.get("tags") or {}, identity.submit_id)
@@ -232,7 +232,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
 
     def _defer_wait(self, app_id: str, deadline: float | None, follow_logs: list[str],
                     log_offsets: dict[str, int]) -> None:
-        self._progress.update_from(app_id, lambda: self.hook.status(app_id))  # the first stop only: see the docstring
+        # The first stop only: see the docstring.
+        self._progress.update_from(app_id, lambda: self.hook.status(app_id, summary=True))
         self.defer(
             trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
                                      follow_logs=follow_logs, on_kill_action=self.on_kill_action,
@@ -349,7 +350,9 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             if self._stopping.is_set():
                 self._raise_killed(app_id)
             try:
-                status = self.hook.status(app_id)  # transient errors are retried there, others fail the try
+                # Transient errors are retried there, others fail the try. A summary: the follower asks
+                # for its executors' rows itself, a failure reads the full status below.
+                status = self.hook.status(app_id, summary=True)
             except JobNotFound:
                 self._progress.finish(app_id, None, "error", f"Primus job {app_id} disappeared")
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
@@ -364,7 +367,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             if job["state"] == JobState.SUCCEEDED:
                 return
             if job["state"] in FINISHED:
-                self._raise_failed(app_id, status,
+                self._raise_failed(app_id, self.hook.status(app_id),  # in full: the failed executors' tails
                                    f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
             if self._stopping.wait(self.poll_interval):
                 self._raise_killed(app_id)

@@ -102,7 +102,7 @@ def look_up(job: TaskJob) -> JobFacts:
     hook = PrimusHook(primus_conn_id=job.conn_id, timeout=CLUSTER_TIMEOUT)
     # The client's read, not the hook's: a person waits for this page, so no retries with backoff; an
     # unreachable cluster is said at once.
-    status = hook.client.status(job.app_id)
+    status = hook.client.status(job.app_id, summary=True)  # the page shows the job and its roles' counts
     running = status["job"]["state"] not in FINISHED
     return JobFacts(status=status, am_page=hook.job_url(job.app_id, wait=0) if running else None,
                     cluster_page=hook.client.cluster_for(job.app_id).app_page_url(job.app_id),

@@ -114,7 +114,9 @@ class PrimusStatusTrigger(BaseTrigger):
             if self.deadline is not None and time.time() > self.deadline:
                 return self._event("timeout", "unknown", "the deadline (the task's timeout) passed")
             try:
-                status = await hook.astatus(self.app_id)  # transient errors are retried there
+                # Transient errors are retried there. A summary: conditions and progress read no executor
+                # rows, the log follower asks for its executors' rows itself.
+                status = await hook.astatus(self.app_id, summary=True)
             except JobNotFound:
                 return self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
             except READ_ERRORS as exc:  # the AM refused, or the retries ran out

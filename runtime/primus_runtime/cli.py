@@ -30,9 +30,13 @@ from .client import (
 )
 from .hadoop import HadoopConfigError, is_hdfs
 from .spec import AUTOSCALE_TARGETS, JobSpec, SpecError, format_validation_error, load_spec
-from .states import JOB_FINISHED, JOB_OUTCOMES, JobState
+from .states import JOB_FINISHED, JOB_OUTCOMES, ExecutorState, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
+# `primus status` lists every executor up to this many; beyond, the first this many not running (the
+# ones to look at) and how to list them all: a job of 10,000 executors is not 10,000 lines.
+EXECUTORS_LISTED = 50
+NOT_RUNNING = tuple(state.value for state in ExecutorState if state is not ExecutorState.RUNNING)
 _OUTCOME_EXIT = {JobState.SUCCEEDED: EXIT_OK, JobState.FAILED: EXIT_FAILED, JobState.LOST: EXIT_FAILED,
                  JobState.KILLED: EXIT_KILLED}
 
@@ -89,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="show a job's state, roles and executors")
     p.add_argument("app_id")
     p.add_argument("--json", action="store_true", help="the full status as JSON")
+    p.add_argument("--executors", action="store_true",
+                   help=f"list every executor (without it: every one up to {EXECUTORS_LISTED}, else the first "
+                        f"{EXECUTORS_LISTED} not running)")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("logs", help="print a log (the AM's, or an executor's with --role)")
@@ -223,10 +230,10 @@ def autoscale_line(policy: dict[str, Any]) -> str:
 
 
 def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
-    status = client.status(args.app_id)
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps(client.status(args.app_id), indent=2))
         return EXIT_OK
+    status = client.status(args.app_id, summary=True)
     job = status["job"]
     print(f"{job['app_id']}  {job.get('name', '')}  {job['state']}  {job.get('reason', '')}")
     for role in status.get("roles", []):
@@ -239,17 +246,36 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
             print("  " + kafka_progress(status["data"]["kafka"]))
     for attempt in job.get("am_attempts") or ():
         print("  " + am_attempt_line(attempt))
-    for ex in status.get("executors", []):
-        ports = ",".join(map(str, ex.get("ports") or []))
-        code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
-        print(f"    {ex['id']:<14} {ex['state']:<10} {ex.get('host') or '-':<15} ports {ports or '-':<12} "
-              f"restarts {ex.get('restarts', 0)}  exit {code}  {ex.get('reason', '')}")
+    for line in executor_lines(client, args.app_id, status, every=args.executors):
+        print(line)
     link = client.page_link(args.app_id) if job["state"] not in JOB_FINISHED else None
     if link is not None:
         print(f"  page: {link}  (one-time sign-in link)")
     else:
         print(f"  page: primus ui {args.app_id}  ({'its history' if job['state'] in JOB_FINISHED else 'once its AM runs'})")
     return EXIT_OK
+
+
+def executor_lines(client: PrimusClient, app_id: str, summary: dict[str, Any], every: bool) -> list[str]:
+    """A line per executor when ``every`` is asked for or the job has few; else one per executor not
+    running, the first ``EXECUTORS_LISTED`` of them, and a line counting the rest and saying how to list all."""
+    total = sum(sum(role.get("states", {}).values()) for role in summary.get("roles", []))
+    if every or total <= EXECUTORS_LISTED:
+        return [executor_line(ex) for ex in client.executors(app_id)["executors"]]
+    page = client.executors(app_id, state=NOT_RUNNING, limit=EXECUTORS_LISTED)
+    lines = [executor_line(ex) for ex in page["executors"]]
+    listed = f"the first {len(lines):,} of {page['total']:,}" if page["total"] > len(lines) else f"{page['total']:,}"
+    every_one = client.cluster_for(app_id).cli_command("status", app_id, "--executors")
+    lines.append(f"    {total:,} executors: {listed} not running listed, {total - page['total']:,} running not listed; "
+                 f"every one: {every_one}")
+    return lines
+
+
+def executor_line(ex: dict[str, Any]) -> str:
+    ports = ",".join(map(str, ex.get("ports") or []))
+    code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
+    return (f"    {ex['id']:<14} {ex['state']:<10} {ex.get('host') or '-':<15} ports {ports or '-':<12} "
+            f"restarts {ex.get('restarts', 0)}  exit {code}  {ex.get('reason', '')}")
 
 
 def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import getpass
 import time
-from collections.abc import Callable, Iterator
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ from .api_client import AMRejected
 from .backends.base import ClientOptions, ClusterClient
 from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
+from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, JobState
 from .ui.auth import make_ticket
@@ -72,6 +74,26 @@ def progress_line(status: dict[str, Any]) -> str:
     if status.get("data"):
         line += " | " + data_progress(status["data"])
     return line
+
+
+IDS_PER_REQUEST = EXECUTOR_IDS_MAX_LENGTH  # characters of ids one GET /executors carries
+
+
+def _id_batches(ids: list[str]) -> Iterator[list[str]]:
+    """``ids`` in parts whose comma-separated text fits one query."""
+    part: list[str] = []
+    for executor_id in ids:
+        if part and len(",".join([*part, executor_id])) > IDS_PER_REQUEST:
+            yield part
+            part = []
+        part.append(executor_id)
+    if part:
+        yield part
+
+
+def as_summary(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` as ``GET /status?view=summary`` has it: without the executors' rows and history."""
+    return {key: value for key, value in status.items() if key not in ("executors", "history")}
 
 
 def local_paths_on_a_cluster(job: JobSpec) -> list[str]:
@@ -149,12 +171,42 @@ class PrimusClient:
 
     # --- status ---
 
-    def status(self, app_id: str) -> dict[str, Any]:
-        """Job, roles, executors and recent events, live from the AM or as it left them."""
-        reply = self._api(app_id, "GET", "/status")
-        if reply is not None:
+    def status(self, app_id: str, summary: bool = False) -> dict[str, Any]:
+        """Job, roles, executors and recent events, live from the AM or as it left them.
+
+        ``summary``: without ``executors`` (and ``history``), whose rows grow with the job: the role
+        counts say how many are in each state, ``executors()`` pages the rows."""
+        reply = self._api(app_id, "GET", "/status?view=summary" if summary else "/status")
+        if reply is None:
+            reply = self.status_without_am(app_id)
+        # The AM's summary has no rows; a status file, or an AM of an older runtime, has them.
+        return as_summary(reply) if summary else reply
+
+    def executors(self, app_id: str, role: str | None = None, state: str | Iterable[str] | None = None,
+                  ids: Iterable[str] | None = None, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """One page of the job's current executors: those of ``role``, in ``state`` (one, or any of
+        several) and among ``ids`` (``<role>-<index>``), ``limit`` of them from ``offset`` (every one
+        without a limit), in the order of their role in the spec, then their index. ``{"total"`` (how
+        many match)``, "offset", "limit", "executors"}``, live from the AM or from its status file."""
+        states = state if isinstance(state, str) or state is None else ",".join(state)
+        wanted = None if ids is None else list(ids)
+        if wanted is not None and len(",".join(wanted)) > IDS_PER_REQUEST:
+            # More ids than one query may carry: asked for in parts, paged here.
+            parts = [self.executors(app_id, role, states, part)["executors"] for part in _id_batches(wanted)]
+            rows = [row for part in parts for row in part]
+            return {"total": len(rows), "offset": offset, "limit": limit,
+                    "executors": rows[offset:None if limit is None else offset + limit]}
+        asked = ExecutorsQuery(role=role, state=states, ids=None if wanted is None else ",".join(wanted),
+                               offset=offset, limit=limit)
+        reply = self._api(app_id, "GET", "/executors?" + urllib.parse.urlencode(
+            asked.model_dump(exclude_defaults=True)))
+        if reply is not None and "total" in reply:
             return reply
-        return self.status_without_am(app_id)
+        # The AM is gone (its status file has every row), or it runs a runtime without paging: filter here.
+        rows = reply["executors"] if reply is not None else self.status_without_am(app_id).get("executors", [])
+        matches = asked.matcher()
+        matching = [ex for ex in rows if matches(ex["role"], ex["state"], ex["id"])]
+        return {"total": len(matching), "offset": offset, "limit": limit, "executors": asked.window(matching)}
 
     def status_without_am(self, app_id: str) -> dict[str, Any]:
         """The status when the AM does not answer: its final status, ``pending`` while a just-submitted
@@ -172,23 +224,33 @@ class PrimusClient:
         last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
         return last
 
-    def incarnations(self, app_id: str) -> list[dict[str, Any]]:
-        """Every executor incarnation of the job: the earlier ones (replaced by a restart) in the
-        order they were replaced, then the current ones; live from the AM, else from its status file."""
-        reply = self._api(app_id, "GET", "/executors?history=1")
+    def incarnations(self, app_id: str, state: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every executor incarnation of the job (those in ``state``, one or any of several): the earlier
+        ones (replaced by a restart) in the order they were replaced, then the current ones; live from
+        the AM, else from its status file."""
+        states = state if isinstance(state, str) or state is None else ",".join(state)
+        reply = self._api(app_id, "GET", "/executors?" + urllib.parse.urlencode(
+            {"history": 1, **({"state": states} if states else {})}))
         if reply is None:
             reply = self.status_without_am(app_id)
-        return [*(reply.get("history") or []), *reply.get("executors", [])]
+        everyone = [*(reply.get("history") or []), *reply.get("executors", [])]
+        # Filtered here too: a status file (and an AM of an older runtime) has every incarnation.
+        wanted = None if states is None else set(states.split(","))
+        return [ex for ex in everyone if wanted is None or ex.get("state") in wanted]
 
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
              on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """Poll until the job ends (or ``timeout`` passes); the last status."""
+        """Poll until the job ends (or ``timeout`` passes); the last status, in full. ``on_status`` gets
+        each one polled: summaries (``status(summary=True)``), then that last one."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            status = self.status(app_id)
+            status = self.status(app_id, summary=True)  # a few KiB a poll, however many executors
+            finished = status["job"]["state"] in JOB_FINISHED
+            if finished:
+                status = self.status(app_id)  # callers read the final executors (exit codes, logs)
             if on_status is not None:
                 on_status(status)
-            if status["job"]["state"] in JOB_FINISHED:
+            if finished:
                 return status
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"job {app_id} still {status['job']['state']} after {timeout:g}s")
@@ -268,7 +330,7 @@ class PrimusClient:
 
     def data(self, app_id: str) -> dict[str, Any] | None:
         """The input's progress (the ``data`` part of the status); None for a job without input."""
-        return self.status(app_id).get("data")
+        return self.status(app_id, summary=True).get("data")
 
     def data_suspend(self, app_id: str) -> dict[str, Any]:
         """Stop handing out input tasks (executors finish those they hold); the data status."""
@@ -295,14 +357,14 @@ class PrimusClient:
             return cluster.am_log(app_id)
         deadline = time.monotonic() + wait
         while True:
-            status = self.status(app_id)
-            for ex in status.get("executors", []):
-                if ex["role"] == role and (index is None or ex["index"] == index) and ex.get("logs"):
+            ids = None if index is None else [protocol.executor_id(role, index)]
+            for ex in self.executors(app_id, role=role, ids=ids)["executors"]:
+                if ex.get("logs"):
                     return ex["logs"][stream]
             latest = cluster.executor_log(app_id, role, index or 0, stream)
             if latest is not None:
                 return latest
-            if time.monotonic() > deadline or status["job"]["state"] in JOB_FINISHED:
+            if time.monotonic() > deadline or self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
                 raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
             time.sleep(0.2)
 
@@ -313,7 +375,7 @@ class PrimusClient:
             if chunk:
                 offset += len(chunk)
                 yield chunk
-            elif not follow or self.status(app_id)["job"]["state"] in JOB_FINISHED:
+            elif not follow or self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
                 return
             else:
                 time.sleep(poll)
@@ -328,7 +390,7 @@ class PrimusClient:
         ``user`` (default: this process's user); None when the AM is not running. Give it to one
         person: it signs them in as ``user``, whose name goes with their actions."""
         cluster = self._known(app_id)
-        if self.status(app_id)["job"]["state"] in JOB_FINISHED:
+        if self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
             return None  # its AM may linger a moment, but the page is its history now
         page = cluster.am_web_url(app_id)
         endpoint = cluster.am_endpoint(app_id) if page is not None else None
@@ -349,6 +411,6 @@ class PrimusClient:
     def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         reply = self._api(app_id, method, path, body)
         if reply is None:
-            state = self.status(app_id)["job"]["state"]
+            state = self.status(app_id, summary=True)["job"]["state"]
             raise JobUnreachable(f"job {app_id} is {state}: its AM is not running")
         return reply

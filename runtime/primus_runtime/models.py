@@ -12,7 +12,8 @@ unknown fields, so an executor one version ahead can still talk to this AM.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -23,6 +24,8 @@ from .states import ExecutorState, JobState
 _MAX_ID = 256
 _MAX_TEXT = 10_000
 _MAX_COUNT = 2**53  # integers a JSON reader in any language still reads exactly
+
+T = TypeVar("T")
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 GpuId = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
@@ -260,6 +263,10 @@ class DrainRequest(_Message):
 class StatusQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
     events: int = Field(50, ge=0, le=_MAX_COUNT, description="How many recent events")
+    view: Literal["full", "summary"] = Field(
+        "full", description="`summary`: job, roles (counts by state, ready, restarts, failures), data and events, "
+                            "without a row per executor (those are paged by GET /executors): a few KiB however "
+                            "many executors the job has")
 
 
 class EventsQuery(BaseModel):
@@ -293,10 +300,45 @@ class LogQuery(BaseModel):
     limit: int = Field(65536, ge=1, le=1 << 20, description="At most this many bytes")
 
 
+# Bounds the ids one GET /executors may name, so that a request line stays below what aiohttp reads
+# (8190 bytes) however they percent-encode; clients ask for more in parts.
+EXECUTOR_IDS_MAX_LENGTH = 512
+_EXECUTOR_STATE = "|".join(state.value for state in ExecutorState)
+EXECUTOR_STATES_PATTERN = f"^({_EXECUTOR_STATE})(,({_EXECUTOR_STATE}))*$"
+
+
 class ExecutorsQuery(BaseModel):
+    """Which current executors, in the order of their role in the spec, then their index. The same
+    filter serves the AM, the history server and a client reading a status file (``matcher``, ``window``)."""
+
     model_config = ConfigDict(extra="ignore")
     role: str | None = Field(None, max_length=_MAX_ID, description="Only this role")
-    history: bool = Field(False, description="Include earlier incarnations (1/true)")
+    state: str | None = Field(None, max_length=100, pattern=EXECUTOR_STATES_PATTERN,
+                              description="Only executors in this state, or in any of several, comma-separated "
+                                          "(`failed,lost`)")
+    ids: str | None = Field(None, max_length=EXECUTOR_IDS_MAX_LENGTH, description="Only these executors, comma-separated "
+                                                             "`<role>-<index>`")
+    offset: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip this many matching executors")
+    limit: int | None = Field(None, ge=1, le=100_000, description="At most this many executors (default: every "
+                                                                  "one from `offset`)")
+    history: bool = Field(False, description="Include earlier incarnations (1/true; filtered by role, state and "
+                                             "ids, not paged)")
+
+    def matcher(self) -> Callable[[str, str, str], bool]:
+        """``matches(role, state, executor_id)``: whether an executor passes the filters."""
+        role = self.role
+        states = frozenset(self.state.split(",")) if self.state else None
+        ids = frozenset(self.ids.split(",")) if self.ids else None
+
+        def matches(executor_role: str, state: str, executor_id: str) -> bool:
+            return ((role is None or executor_role == role) and (states is None or state in states)
+                    and (ids is None or executor_id in ids))
+        return matches
+
+    def window(self, rows: Sequence[T]) -> list[T]:
+        """The page of ``rows`` (the matching executors, in order) that ``offset`` and ``limit`` ask for."""
+        end = None if self.limit is None else self.offset + self.limit
+        return list(rows[self.offset:end])
 
 
 # --- AM -> users: the status document ---------------------------------------------------------------
@@ -458,15 +500,20 @@ class DataStatus(BaseModel):
     kafka: KafkaStatus | None = Field(None, description="The Kafka source's lag, watermark and partitions")
 
 
-class StatusDocument(_Reply):
-    """GET /status, and the status file an AM leaves behind (which also has ``history``)."""
+class StatusSummary(_Reply):
+    """GET /status?view=summary: the job, its roles' counts and its data, without a row per executor."""
 
     job: JobSummary
     roles: list[RoleView]
-    executors: list[ExecutorView]
-    history: list[ExecutorView] | None = Field(None, description="Earlier incarnations (status file only)")
     events: list[EventView]
     data: DataStatus | None
+
+
+class StatusDocument(StatusSummary):
+    """GET /status, and the status file an AM leaves behind (which also has ``history``)."""
+
+    executors: list[ExecutorView]
+    history: list[ExecutorView] | None = Field(None, description="Earlier incarnations (status file only)")
 
 
 class TaskView(_Reply):
@@ -575,6 +622,11 @@ class RolesReply(_Reply):
 
 
 class ExecutorsReply(_Reply):
+    """GET /executors: one page of the current executors matching the query."""
+
+    total: int = Field(description="Current executors matching the query (every page)")
+    offset: int
+    limit: int | None
     executors: list[ExecutorView]
     history: list[ExecutorView] | None = None
 

@@ -26,7 +26,8 @@ class Operation:
     method: str
     path: str
     summary: str
-    reply: type[BaseModel] | None  # None: any JSON object, or text when media_type says so
+    # None: any JSON object, or text when media_type says so; several: one of them, as the query asks.
+    reply: type[BaseModel] | tuple[type[BaseModel], ...] | None
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     ok: int = 200
@@ -45,12 +46,14 @@ _ACTION = (403, 404, 409)
 
 _V1 = protocol.API_PREFIX
 OPERATIONS = (
-    Operation("get", f"{_V1}/status", "Job summary, roles, executors and the latest events", models.StatusDocument,
+    Operation("get", f"{_V1}/status", "Job summary, roles, executors and the latest events; with view=summary "
+              "no executor rows (page them with GET /executors)", (models.StatusDocument, models.StatusSummary),
               query=models.StatusQuery),
     Operation("get", f"{_V1}/job", "Job summary: state, reason, times, attempt, tags", models.JobSummary),
     Operation("get", f"{_V1}/roles", "Each role's replicas, executor counts by state, failures, restarts",
               models.RolesReply),
-    Operation("get", f"{_V1}/executors", "Executors with state, host, ports, restarts, exit code and log paths",
+    Operation("get", f"{_V1}/executors", "Executors with state, host, ports, restarts, exit code and log paths: "
+              "filtered by role, state and id, paged with offset and limit, with the total matching",
               models.ExecutorsReply, query=models.ExecutorsQuery),
     Operation("get", f"{_V1}/events", "State transitions in order", models.EventsReply, query=models.EventsQuery),
     Operation("get", f"{_V1}/openapi.json", "This document", None),
@@ -105,6 +108,11 @@ OPERATIONS = (
 )
 
 
+def _conditional(op: Operation) -> bool:
+    """Every GET of the API is a read route (ui/web.py): answered with an ETag, or 304 to If-None-Match."""
+    return op.method == "get" and op.path.startswith(_V1)
+
+
 def _parameters(op: Operation) -> list[dict[str, Any]]:
     params = []
     for name in ("role", "executor", "stream"):
@@ -115,7 +123,17 @@ def _parameters(op: Operation) -> list[dict[str, Any]]:
         for name, schema in op.query.model_json_schema()["properties"].items():
             params.append({"name": name, "in": "query", "required": False,
                            "description": schema.get("description", ""), "schema": schema})
+    if _conditional(op):
+        params.append({"name": "If-None-Match", "in": "header", "required": False,
+                       "description": "The ETag of the answer the caller holds: 304 without a body while it "
+                                      "is still the answer", "schema": {"type": "string", "maxLength": _MAX_NAME}})
     return params
+
+
+def _replies(op: Operation) -> tuple[type[BaseModel], ...]:
+    if op.reply is None:
+        return ()
+    return op.reply if isinstance(op.reply, tuple) else (op.reply,)
 
 
 def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
@@ -123,14 +141,23 @@ def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]
         return {media_type: {"schema": ref}}
 
     error = content({"$ref": _REF.format(model="ErrorReply")})
-    if op.reply is not None:
-        reply = content(refs[(op.reply, "serialization")])
+    replies = [refs[(model, "serialization")] for model in _replies(op)]
+    if replies:
+        reply = content(replies[0] if len(replies) == 1 else {"oneOf": replies})
     else:
         reply = content({"type": "object" if op.media_type == "application/json" else "string"}, op.media_type)
+    ok: dict[str, Any] = {"description": "OK", "content": reply}
+    not_modified: dict[str, Any] = {}
+    if _conditional(op):
+        ok["headers"] = {"ETag": {"description": "Names this answer: send it back in If-None-Match",
+                                  "schema": {"type": "string"}}}
+        not_modified = {"304": {"description": "Not modified: the answer is still the one If-None-Match names "
+                                               "(no body)"}}
     out: dict[str, Any] = {
         "summary": op.summary,
         "responses": {
-            str(op.ok): {"description": "OK", "content": reply},
+            str(op.ok): ok,
+            **not_modified,
             "400": {"description": "Invalid body or query parameter: the error names the field and the value",
                     "content": error},
             "401": {"description": "Missing or wrong job token", "content": error},
@@ -149,7 +176,7 @@ def _operation(op: Operation, refs: dict[Any, dict[str, Any]]) -> dict[str, Any]
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     wanted: set[tuple[type[BaseModel], JsonSchemaMode]] = {
-        (op.reply, "serialization") for op in OPERATIONS if op.reply is not None} | {
+        (model, "serialization") for op in OPERATIONS for model in _replies(op)} | {
         (op.body, "validation") for op in OPERATIONS if op.body is not None} | {(models.ErrorReply, "serialization")}
     refs, defs = models_json_schema(sorted(wanted, key=lambda pair: (pair[0].__name__, pair[1])), ref_template=_REF)
     paths: dict[str, dict[str, Any]] = {}

@@ -17,11 +17,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..data.dispatcher import Dispatcher, Task, TaskState
-from ..models import EventsQuery, TasksQuery
+from ..models import EventsQuery, ExecutorsQuery, TasksQuery
 from ..spec_types import mask_secrets
 
 if TYPE_CHECKING:
     from ..am.master import ApplicationMaster
+    from ..am.state import Executor
 
 # What a finished job leaves beside its status file for the history page.
 TASK_TABLE = "tasks.jsonl.gz"  # every task as the task table shows it
@@ -39,6 +40,20 @@ class JobView(abc.ABC):
     @abc.abstractmethod
     def status(self) -> dict[str, Any]:
         """The status document without ``events`` and ``history`` (``JobRecord.to_dict()`` keys)."""
+
+    @abc.abstractmethod
+    def summary(self) -> dict[str, Any]:
+        """``job``, ``roles`` and ``data`` of the status: no executor rows, so its cost does not grow
+        with the executors."""
+
+    @abc.abstractmethod
+    def executor_page(self, query: ExecutorsQuery) -> tuple[int, list[dict[str, Any]]]:
+        """How many current executors match ``query``, and the page of them it asks for, in the order of
+        their role in the spec, then their index."""
+
+    @abc.abstractmethod
+    def executor(self, executor_id: str) -> dict[str, Any] | None:
+        """The current incarnation of ``executor_id`` (``<role>-<index>``), None when it has none."""
 
     @abc.abstractmethod
     def event_count(self) -> int: ...
@@ -78,7 +93,9 @@ class JobView(abc.ABC):
 
     def executor_logs(self, executor_id: str, stream: str) -> str:
         """Where ``stream`` of the executor's current (or last) incarnation is."""
-        for ex in self.status()["executors"] + self.history()[::-1]:
+        current = self.executor(executor_id)
+        # The earlier incarnations only when it has no current one (it was scaled away): they may be many.
+        for ex in [current] if current is not None else self.history()[::-1]:
             if ex["id"] == executor_id:
                 path = (ex.get("logs") or {}).get(stream)
                 if not path:
@@ -90,6 +107,13 @@ class JobView(abc.ABC):
 def log_chunk(executor_id: str, stream: str, offset: int, data: bytes, size: int | None) -> dict[str, Any]:
     return {"executor": executor_id, "stream": stream, "offset": offset, "next_offset": offset + len(data),
             "size": size, "text": data.decode("utf-8", errors="replace")}
+
+
+def executor_row(ex: Executor) -> dict[str, Any]:
+    """One executor as the status document lists it (``JobRecord.executors_view``'s rows)."""
+    row = ex.to_dict()
+    row["restarts"] = ex.attempt
+    return row
 
 
 def task_view(task: Task, holder: str | None) -> dict[str, Any]:
@@ -110,9 +134,24 @@ class LiveView(JobView):
         self.app_id = am.record.app_id
 
     def status(self) -> dict[str, Any]:
+        return {**self.summary(), "executors": self.am.record.executors_view(), "events": []}
+
+    def summary(self) -> dict[str, Any]:
         record = self.am.record
-        return {"job": record.summary(), "roles": record.roles_view(), "executors": record.executors_view(),
-                "events": [], "data": record.data_view() if record.data_view is not None else None}
+        return {"job": record.summary(), "roles": record.roles_view(),
+                "data": record.data_view() if record.data_view is not None else None}
+
+    def executor_page(self, query: ExecutorsQuery) -> tuple[int, list[dict[str, Any]]]:
+        # Filtered and ordered on the executors themselves: only the page shown is turned into rows.
+        matches = query.matcher()
+        rank = {name: i for i, name in enumerate(self.am.record.roles)}
+        matching = [ex for ex in self.am.record.executors.values() if matches(ex.role, ex.state.value, ex.id)]
+        matching.sort(key=lambda ex: (rank.get(ex.role, len(rank)), ex.index))
+        return len(matching), [executor_row(ex) for ex in query.window(matching)]
+
+    def executor(self, executor_id: str) -> dict[str, Any] | None:
+        ex = self.am.record.executors.get(executor_id)
+        return executor_row(ex) if ex is not None else None
 
     def event_count(self) -> int:
         return len(self.am.record.events)
@@ -188,6 +227,19 @@ class ArchiveView(JobView):
 
     def status(self) -> dict[str, Any]:
         return self._status
+
+    def summary(self) -> dict[str, Any]:
+        return {key: self._status[key] for key in ("job", "roles", "data")}
+
+    def executor_page(self, query: ExecutorsQuery) -> tuple[int, list[dict[str, Any]]]:
+        matches = query.matcher()
+        rank = {role["name"]: i for i, role in enumerate(self._status["roles"])}
+        matching = [ex for ex in self._status["executors"] if matches(ex["role"], ex["state"], ex["id"])]
+        matching.sort(key=lambda ex: (rank.get(ex["role"], len(rank)), ex["index"]))
+        return len(matching), query.window(matching)
+
+    def executor(self, executor_id: str) -> dict[str, Any] | None:
+        return next((ex for ex in self._status["executors"] if ex["id"] == executor_id), None)
 
     def event_count(self) -> int:
         return len(self._events)

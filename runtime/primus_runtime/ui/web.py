@@ -5,15 +5,22 @@ or the session cookie a browser gets by signing in (``auth.py``). A state-changi
 in by cookie must also carry ``X-Primus-Action`` (no cross-site form can). The page itself is
 static (``static/``): it reads everything through the routes here, with relative URLs, so it works
 behind the ResourceManager's and the API server's proxies.
+
+Every read answers with an ETag (a hash of its bytes) and with a bodiless 304 to a request whose
+If-None-Match names it; the status, the one document whose cost grows with the job, is encoded once
+and shared by every poller for a second or until the next event (``EncodedCache``).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import hmac
 import json
 import mimetypes
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -37,10 +44,16 @@ from .views import JobView, NotFound
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A guarded handler gets who is asking: the signed-in name, the API caller's X-Primus-User, or "token".
 GuardedHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
+# A read route: what to answer (data, or an ``Encoded`` it keeps itself), given the request and who asks.
+Read = Callable[[web.Request, str], Any]
 M = TypeVar("M", bound=BaseModel)
 
 _ERROR_MARK = "<!--ERROR-->"
 _V1 = protocol.API_PREFIX
+# How long an encoded status is answered again (unless an event happened first): every page and
+# client polling within it shares one encoding and one hash, and what changes without an event
+# (heartbeat times, data progress) shows at most this late.
+STATUS_REUSE_SECONDS = 1.0
 
 
 def json_reply(data: Any, status: int = 200) -> web.Response:
@@ -49,6 +62,64 @@ def json_reply(data: Any, status: int = 200) -> web.Response:
 
 def error_reply(status: int, message: str) -> web.Response:
     return json_reply({"error": message}, status)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A reply's JSON body and its ETag (a hash of the bytes: equal bodies, equal tags)."""
+
+    body: bytes
+    etag: str
+
+    @classmethod
+    def of(cls, data: Any) -> Encoded:
+        body = json.dumps(data, separators=(",", ":")).encode()
+        return cls(body, '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"')
+
+
+def conditional_reply(request: web.Request, encoded: Encoded) -> web.Response:
+    """``encoded`` with its ETag, or a 304 without a body when the caller's If-None-Match holds it."""
+    headers = {"ETag": encoded.etag, "Cache-Control": "no-cache"}
+    if etag_matches(request.headers.get("If-None-Match"), encoded.etag):
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=encoded.body, content_type="application/json", headers=headers)
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110's weak comparison: ``*``, or any tag of the list equal to ``etag`` once ``W/`` is dropped."""
+    if not if_none_match:
+        return False
+    tags = [tag.strip() for tag in if_none_match.split(",")]
+    return "*" in tags or etag in (tag.removeprefix("W/") for tag in tags)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    encoded: Encoded
+    version: int
+    until: float
+
+
+class EncodedCache:
+    """Encoded replies kept for ``seconds`` or until ``version`` moves (the job's event count: every
+    state change and user action is an event), so that many pollers cost one build, one encoding
+    and one hash."""
+
+    def __init__(self, seconds: float = STATUS_REUSE_SECONDS, max_entries: int = 16):
+        self.seconds = seconds
+        self.max_entries = max_entries
+        self._kept: dict[Hashable, _Kept] = {}
+
+    def get(self, key: Hashable, version: int, build: Callable[[], Any]) -> Encoded:
+        now = time.monotonic()
+        kept = self._kept.get(key)
+        if kept is not None and kept.version == version and now < kept.until:
+            return kept.encoded
+        encoded = Encoded.of(build())
+        if len(self._kept) >= self.max_entries:  # callers choose keys (events=N): keep only what is fresh
+            self._kept = {k: v for k, v in self._kept.items() if now < v.until}
+        self._kept[key] = _Kept(encoded, version, now + self.seconds)
+        return encoded
 
 
 def query(model: type[M], request: web.Request) -> M:
@@ -99,68 +170,86 @@ class Guard:
 
 
 def add_read_routes(app: web.Application, view: JobView, guard: Guard) -> None:
-    """GET routes that only read the job; the same for a live AM and a finished job's history."""
+    """GET routes that only read the job; the same for a live AM and a finished job's history. Every
+    answer carries an ETag; a caller that sends it back in If-None-Match gets a 304 while it holds."""
+    statuses = EncodedCache()
 
-    async def status(request: web.Request, actor: str) -> web.Response:
-        wanted = query(StatusQuery, request).events
-        return json_reply({**view.status(), "events": view.events_from(max(0, view.event_count() - wanted))})
+    def status(request: web.Request, actor: str) -> Encoded:
+        asked = query(StatusQuery, request)
 
-    async def job(request: web.Request, actor: str) -> web.Response:
-        return json_reply(view.status()["job"])
+        def build() -> dict[str, Any]:
+            document = view.summary() if asked.view == "summary" else view.status()
+            return {**document, "events": view.events_from(max(0, view.event_count() - asked.events))}
+        return statuses.get((asked.view, asked.events), view.event_count(), build)
 
-    async def roles(request: web.Request, actor: str) -> web.Response:
-        return json_reply({"roles": view.status()["roles"]})
+    def job(request: web.Request, actor: str) -> Any:
+        return view.summary()["job"]
 
-    async def executors(request: web.Request, actor: str) -> web.Response:
+    def roles(request: web.Request, actor: str) -> Any:
+        return {"roles": view.summary()["roles"]}
+
+    def executors(request: web.Request, actor: str) -> Any:
         asked = query(ExecutorsQuery, request)
-        data: dict[str, Any] = {"executors": [ex for ex in view.status()["executors"]
-                                              if asked.role is None or ex["role"] == asked.role]}
+        total, rows = view.executor_page(asked)
+        data: dict[str, Any] = {"total": total, "offset": asked.offset, "limit": asked.limit, "executors": rows}
         if asked.history:
-            data["history"] = [ex for ex in view.history() if asked.role is None or ex["role"] == asked.role]
-        return json_reply(data)
+            matches = asked.matcher()
+            data["history"] = [ex for ex in view.history() if matches(ex["role"], ex["state"], ex["id"])]
+        return data
 
-    async def events(request: web.Request, actor: str) -> web.Response:
-        return json_reply({"events": view.events(query(EventsQuery, request))})
+    def events(request: web.Request, actor: str) -> Any:
+        return {"events": view.events(query(EventsQuery, request))}
 
-    async def data(request: web.Request, actor: str) -> web.Response:
-        data = view.status()["data"]
+    def data(request: web.Request, actor: str) -> Any:
+        data = view.summary()["data"]
         if data is None:
             raise NotFound("this job has no input")
-        return json_reply(data)
+        return data
 
-    async def tasks(request: web.Request, actor: str) -> web.Response:
-        return json_reply(view.task_page(query(TasksQuery, request)))
+    def tasks(request: web.Request, actor: str) -> Any:
+        return view.task_page(query(TasksQuery, request))
 
-    async def partitions(request: web.Request, actor: str) -> web.Response:
-        return json_reply(view.partitions())
+    def partitions(request: web.Request, actor: str) -> Any:
+        return view.partitions()
 
-    async def timeline(request: web.Request, actor: str) -> web.Response:
-        return json_reply(view.timeline(query(TimelineQuery, request).since))
+    def timeline(request: web.Request, actor: str) -> Any:
+        return view.timeline(query(TimelineQuery, request).since)
 
-    async def spec(request: web.Request, actor: str) -> web.Response:
-        return json_reply(view.spec())
+    def spec(request: web.Request, actor: str) -> Any:
+        return view.spec()
+
+    def whoami(request: web.Request, actor: str) -> Any:
+        return {"user": actor, "live": view.live, "app_id": view.app_id}
+
+    def openapi(request: web.Request, actor: str) -> Any:
+        from ..am.openapi import openapi_document
+
+        return openapi_document()
 
     async def log(request: web.Request, actor: str) -> web.Response:
         asked = query(LogQuery, request)
-        return json_reply(await view.log(request.match_info["executor"], request.match_info["stream"],
-                                         asked.offset, asked.limit))
+        chunk = await view.log(request.match_info["executor"], request.match_info["stream"], asked.offset,
+                               asked.limit)
+        return conditional_reply(request, Encoded.of(chunk))
 
-    async def whoami(request: web.Request, actor: str) -> web.Response:
-        return json_reply({"user": actor, "live": view.live, "app_id": view.app_id})
-
-    async def openapi(request: web.Request, actor: str) -> web.Response:
-        from ..am.openapi import openapi_document
-
-        return json_reply(openapi_document())
-
-    routes: tuple[tuple[str, GuardedHandler], ...] = (
+    routes: tuple[tuple[str, Read], ...] = (
         ("/status", status), ("/job", job), ("/roles", roles), ("/executors", executors), ("/events", events),
         ("/data", data), ("/data/tasks", tasks), ("/data/partitions", partitions), ("/timeline", timeline),
-        ("/spec", spec), ("/executors/{executor}/logs/{stream}", log), ("/whoami", whoami),
-        ("/openapi.json", openapi),
+        ("/spec", spec), ("/whoami", whoami), ("/openapi.json", openapi),
     )
-    for path, handler in routes:
-        app.router.add_route("GET", _V1 + path, guard(handler))
+    for path, read in routes:
+        app.router.add_route("GET", _V1 + path, guard(conditional(read)))
+    app.router.add_route("GET", _V1 + "/executors/{executor}/logs/{stream}", guard(log))
+
+
+def conditional(read: Read) -> GuardedHandler:
+    """A guarded handler answering what ``read`` returns (data, or an ``Encoded`` it keeps itself) with
+    an ETag, or a 304."""
+    async def handler(request: web.Request, actor: str) -> web.Response:
+        answer = read(request, actor)
+        return conditional_reply(request, answer if isinstance(answer, Encoded) else Encoded.of(answer))
+
+    return handler
 
 
 def add_page_routes(app: web.Application, auth: WebAuth) -> None:

@@ -1,5 +1,7 @@
 // The job's page: polls the AM's API (relative URLs: the page is also served under proxies' path
-// prefixes) and redraws only what changed, so a job with 1,000 executors and 1,000,000 tasks stays usable.
+// prefixes) and redraws only what changed, so a job with 10,000 executors and 1,000,000 tasks stays usable:
+// the status it polls is the summary (counts, no executor rows), each role table is one page of
+// `executors?role=`, and an answer that did not change comes back as a 304 without a body (ETag).
 "use strict";
 
 const API = "../api/v1/";
@@ -11,6 +13,8 @@ const EVENTS_KEPT = 20000;
 const EVENTS_SHOWN = 300;
 const EVENTS_PER_CALL = 5000;
 const TASKS_PER_PAGE = 50;
+const EXECUTORS_PER_PAGE = 50;  // rows of a role table
+const ANSWERS_KEPT = 64;        // answers kept with their ETag, to ask "changed since?"
 const PARTITIONS_SHOWN = 500;
 const QUARANTINE_SHOWN = 100;
 const SAMPLES_KEPT = 4000;
@@ -28,8 +32,10 @@ const page = {
   live: false,
   stopped: false,
   job: null,
-  roles: new Map(),        // role name -> {block, tbody, rows: Map(executor id -> tr)}
-  executors: new Map(),    // executor id -> ExecutorView (latest)
+  roles: new Map(),        // role name -> {block, tbody, rows: Map(executor id -> tr), offset, state, total}
+  executors: new Map(),    // executor id -> ExecutorView (latest, of the rows shown)
+  holders: new Map(),      // executor incarnation -> id, of every row seen (the Kafka panel names holders)
+  answers: new Map(),      // URL -> {etag, data}: the last answer to each GET, the newest last
   changeSeen: new Map(),   // executor id -> {key, at}: when the page saw its state change
   eventsSeen: 0,
   events: [],
@@ -47,18 +53,25 @@ const page = {
 
 class SignedOut extends Error {}
 
+// A GET sends the ETag of the answer it got last time: a 304 (no body) means that answer still holds,
+// and it is returned again (drawing from it rewrites nothing: every draw writes only what differs).
 async function call(path, body, base = API) {
+  const url = base + path;
   const init = {credentials: "same-origin", cache: "no-store"};
+  const known = body === undefined ? page.answers.get(url) : undefined;
   if (body !== undefined) {
     init.method = "POST";
     init.headers = {"Content-Type": "application/json", "X-Primus-Action": "1"};
     init.body = JSON.stringify(body);
+  } else if (known) {
+    init.headers = {"If-None-Match": known.etag};
   }
-  const reply = await fetch(base + path, init);
+  const reply = await fetch(url, init);
   if (reply.status === 401) {
     signedOut();
     throw new SignedOut("signed out");
   }
+  if (reply.status === 304 && known) return keepAnswer(url, known.etag, known.data);
   const text = await reply.text();
   let data = null;
   try { data = JSON.parse(text); } catch { /* not JSON: the error below quotes the text */ }
@@ -67,6 +80,15 @@ async function call(path, body, base = API) {
     error.status = reply.status;
     throw error;
   }
+  const etag = reply.headers.get("ETag");
+  return body === undefined && etag ? keepAnswer(url, etag, data) : data;
+}
+
+// The newest answers only: URLs carry offsets and filters, so there would be no end to them.
+function keepAnswer(url, etag, data) {
+  page.answers.delete(url);
+  page.answers.set(url, {etag, data});
+  if (page.answers.size > ANSWERS_KEPT) page.answers.delete(page.answers.keys().next().value);
   return data;
 }
 
@@ -163,10 +185,10 @@ async function refreshStatus(first = false) {
   // The first time, the task page is asked for with the status (a 404 then says there is no input):
   // a first load waits for one round trip, not two.
   const tasks = page.hasData || first ? refreshTasks().catch((error) => { if (!first) throw error; }) : null;
-  const status = await call(`status?events=${first ? FIRST_EVENTS : 0}`);
+  const status = await call(`status?view=summary&events=${first ? FIRST_EVENTS : 0}`);
   if (first) takeEvents(status.events);
   renderJob(status.job);
-  renderRoles(status.roles, status.executors);
+  await renderRoles(status.roles);
   if (status.data) renderData(status.data);
   if (tasks !== null && (page.hasData || !first)) await tasks;
   if (page.hasData && page.tasks.rows.size) markOnce("primus:tasks-shown");  // its section is visible now
@@ -199,18 +221,33 @@ function renderJob(job) {
 const ROLE_COLUMNS = ["index", "incarnation", "host", "ports", "state", "ready", "restarts", "exit", "heartbeat / change",
   "logs", ""];
 
+// A role's block: its counts, a state filter and a pager over its executors (one page of rows at a time:
+// a role of 10,000 executors is 50 rows in the page), and the table.
 function roleBlock(role) {
   let entry = page.roles.get(role);
   if (entry) return entry;
   const block = document.createElement("div");
   block.className = "role";
   block.dataset.role = role;
+  const states = EXECUTOR_STATES.map((s) => `<option>${s}</option>`).join("");
   block.innerHTML = `<h3>${esc(role)} <span class="role-summary"></span>
     <button type="button" class="action" data-act="scale" data-role="${esc(role)}">Scale</button></h3>
+    <div class="filters pager"><select class="executor-state" aria-label="${esc(role)} executor state">
+    <option value="">all states</option><option value="not-running">not running</option>${states}</select>
+    <button type="button" data-act="executors-page" data-role="${esc(role)}" data-step="-1">&larr; previous</button>
+    <span class="executor-range"></span>
+    <button type="button" data-act="executors-page" data-role="${esc(role)}" data-step="1">next &rarr;</button></div>
     <div class="scroll"><table class="grid executors"><thead><tr>${ROLE_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join("")}</tr></thead>
     <tbody></tbody></table></div>`;
   $("role-tables").appendChild(block);
-  entry = {block, summary: block.querySelector(".role-summary"), tbody: block.querySelector("tbody"), rows: new Map()};
+  entry = {block, summary: block.querySelector(".role-summary"), tbody: block.querySelector("tbody"), rows: new Map(),
+    name: role, offset: 0, total: 0, stateSelect: block.querySelector(".executor-state"),
+    range: block.querySelector(".executor-range"), prev: block.querySelector("[data-step='-1']"),
+    next: block.querySelector("[data-step='1']")};
+  entry.stateSelect.addEventListener("change", () => {
+    entry.offset = 0;
+    refreshRoleTable(entry).catch(showFetchError);
+  });
   page.roles.set(role, entry);
   return entry;
 }
@@ -222,25 +259,47 @@ function autoscaleText(policy) {
   return ` · autoscale ${policy.min_replicas}..${policy.max_replicas}` + (last ? ` (last: ${last.reason})` : "");
 }
 
-function renderRoles(roles, executors) {
-  const now = Date.now() / 1000;
-  const byRole = new Map(roles.map((r) => [r.name, []]));
-  page.executors.clear();
-  for (const ex of executors) {
-    page.executors.set(ex.id, ex);
-    if (!byRole.has(ex.role)) byRole.set(ex.role, []);
-    byRole.get(ex.role).push(ex);
-  }
+// The roles' counts come with the status; each table's page of executors is asked for at once, all roles
+// together.
+async function renderRoles(roles) {
   for (const role of roles) {
     const entry = roleBlock(role.name);
-    const states = Object.entries(role.states).filter(([, n]) => n).map(([s, n]) => `${n} ${s}`).join(", ");
+    const states = Object.entries(role.states).filter(([, n]) => n).map(([s, n]) => `${fmtNum(n)} ${s}`).join(", ");
     const flags = [role.released ? "" : "not released", role.ignored ? "ignored" : ""].filter(Boolean).join(", ");
-    setText(entry.summary, `${role.replicas} wanted · ${states || "none yet"} · ${role.ready} ready · ` +
+    setText(entry.summary, `${fmtNum(role.replicas)} wanted · ${states || "none yet"} · ${fmtNum(role.ready)} ready · ` +
       `${role.restarts} restarts · ${role.failures} failures${flags ? " · " + flags : ""}${autoscaleText(role.autoscale)}`);
     entry.block.querySelector("[data-act=scale]").dataset.replicas = role.replicas;
   }
-  for (const [role, list] of byRole) renderExecutorRows(roleBlock(role), list, now);
+  await Promise.all(roles.map((role) => refreshRoleTable(page.roles.get(role.name))));
   markOnce("primus:executors-shown");
+}
+
+function roleQuery(entry) {
+  const params = new URLSearchParams({role: entry.name, offset: entry.offset, limit: EXECUTORS_PER_PAGE});
+  const state = entry.stateSelect.value;
+  if (state) params.set("state", state === "not-running" ? EXECUTOR_STATES.filter((s) => s !== "running").join(",") : state);
+  return params.toString();
+}
+
+// One page of a role's executors, as its filter and pager say.
+async function refreshRoleTable(entry) {
+  const query = roleQuery(entry);
+  const reply = await call(`executors?${query}`);
+  if (query !== roleQuery(entry)) return;  // the filter or the page changed while this one was on its way
+  entry.total = reply.total;
+  if (reply.total && entry.offset >= reply.total) {  // executors went away (a scale-down): the last page
+    entry.offset = Math.floor((reply.total - 1) / EXECUTORS_PER_PAGE) * EXECUTORS_PER_PAGE;
+    return refreshRoleTable(entry);
+  }
+  for (const ex of reply.executors) {
+    page.executors.set(ex.id, ex);
+    page.holders.set(ex.incarnation, ex.id);
+  }
+  renderExecutorRows(entry, reply.executors, Date.now() / 1000);
+  const first = reply.total ? reply.offset + 1 : 0;
+  setText(entry.range, ` ${fmtNum(first)}-${fmtNum(reply.offset + reply.executors.length)} of ${fmtNum(reply.total)} `);
+  entry.prev.disabled = reply.offset === 0;
+  entry.next.disabled = reply.offset + reply.executors.length >= reply.total;
 }
 
 // Performance marks of the first load (bench/ui_load.py reads them): when the page first showed its
@@ -389,7 +448,7 @@ function renderKafka(kafka) {
   const progress = kafka.progress == null ? "" : ` · ${esc(fmtPercent(kafka.progress))} of the range`;
   setHTML($("kafka-line"), `lag ${esc(lag)} · ${esc(fmtNum(kafka.records_per_s))} records/s · ` +
     `watermark ${esc(kafka.watermark || "none yet")}${eta}${progress} · ${brokers}`);
-  const holders = new Map([...page.executors.values()].map((ex) => [ex.incarnation, ex.id]));
+  const holders = page.holders;  // a holder never shown in a role table is named by its incarnation
   const tbody = $("kafka-partitions");
   const seen = new Set();
   kafka.partitions.forEach((p, i) => {
@@ -722,6 +781,11 @@ const ACTIONS = {
       (t) => `${t.id} is ${t.state}`);
   },
   log(el) { openLog(el.dataset.ex, el.dataset.stream); },
+  "executors-page"(el) {
+    const entry = page.roles.get(el.dataset.role);
+    entry.offset = Math.max(0, entry.offset + Number(el.dataset.step) * EXECUTORS_PER_PAGE);
+    refreshRoleTable(entry).catch(showFetchError);
+  },
   "task-state"(el) {
     $("task-state").value = el.dataset.state;
     taskFilterChanged();
