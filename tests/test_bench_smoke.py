@@ -28,6 +28,15 @@ def test_benchmark_prints_its_ratio_last(script):
     assert re.search(r": [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
 
 
+def test_scale_benchmark_runs_small_and_prints_its_figures_last():
+    proc = subprocess.run([sys.executable, str(BENCH / "scale.py")], capture_output=True, text=True, timeout=300,
+                          cwd=BENCH, env={**os.environ, "EXECUTORS": "200", "TASKS": "5000", "STEADY": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r"scale 200 executors / 5,000 tasks: started [\d.]+ s after the last registration .*"
+                    r"silent lost in [\d.]+ s .* healthy lost 0; goals met \d/5$", last), proc.stdout
+
+
 def test_dispatch_benchmark_prints_its_ratio_last():
     proc = subprocess.run([sys.executable, str(BENCH / "dispatch.py")], capture_output=True, text=True, timeout=120,
                           cwd=BENCH, env={**os.environ, "TASKS": "5000", "EXECUTORS": "50", "SECONDS": "1"})

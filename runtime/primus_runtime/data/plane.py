@@ -10,6 +10,7 @@ job must fail).
 from __future__ import annotations
 
 import asyncio
+import gc
 import errno
 import logging
 import time
@@ -108,6 +109,9 @@ class DataPlane:
         """The file sources' partitions, then the Kafka source's (files first: one stream)."""
         if self.spec.sources:
             await self.scanner.run(finish=self.kafka is None)
+            # A million tasks are millions of objects that live as long as the job: out of the
+            # collector's sight, or each full collection stalls the AM for a fraction of a second.
+            gc.freeze()
         if self.kafka is not None and self.dispatcher.failure is None:
             await self.kafka.run()
 
