@@ -18,7 +18,11 @@ the system allows it. That path needs a local file. HDFS tasks (``webhdfs://`` U
 streamed WebHDFS response per task (``data/webhdfs.py``); uncompressed text and jsonl go in
 blocks of the same range size, each read once into a buffer and fed from it
 (``formats.streamed_lines``). Their bytes must pass through Python once, since positions are
-exact record counts: splicing socket -> pipe would leave the lines uncounted.
+exact record counts: splicing socket -> pipe would leave the lines uncounted. Such a task's
+stream is read ahead (``formats.ReadAhead``) from the moment it is assigned, by a thread of its
+own on a connection of its own: the next task's request is made, and its first blocks read,
+while the one before is fed, and the socket is read while the reader counts lines; buffers are
+used again once fed (no new, zeroed 1 MiB per block).
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
@@ -111,6 +115,22 @@ _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031 if sys.platform.startswith("
 _RAW_LENGTH = struct.Struct(">I")
 
 
+def _streamed(assignment: dict[str, Any]) -> bool:
+    """A task read once, front to back, from a stream (WebHDFS): no pread, no splice."""
+    return str(assignment["url"]).startswith("webhdfs://")
+
+
+def _read_ahead(assignment: dict[str, Any]) -> formats.ReadAhead | None:
+    """A WebHDFS text task's stream, read ahead from now on a connection of its own: when the reader
+    thread gets to it (once the task before is fed), the request is made and the first blocks are
+    there, and while it counts lines the next ones arrive. None for other tasks."""
+    if not (_streamed(assignment) and assignment["format"] in ("text", "jsonl")
+            and assignment["compression"] == "none" and not assignment.get("kafka")):
+        return None
+    url, start, end = str(assignment["url"]), int(assignment["start"]), int(assignment["end"])
+    return formats.ReadAhead(lambda: open_input(url), start, _range_size(end - start))
+
+
 def _range_size(task_bytes: int) -> int:
     """Bytes per range on the fast path: a 64th of the task (positions advance by whole ranges), from
     ``CHUNK_BYTES`` (64 KiB, as on the other path) to ``formats.RANGE_SIZE`` (1 MiB: fewer, larger
@@ -147,6 +167,8 @@ class _TaskFeed:
         self.offsets = (kafka_reader.OffsetMap(self.skip, int(assignment["start"]))
                         if assignment.get("kafka") else None)
         self.revoked = False
+        # A WebHDFS text task: its stream read ahead from the moment it is assigned (see _read_ahead).
+        self.read_ahead: formats.ReadAhead | None = None
 
 
 Chunk = Any  # bytes | memoryview | _Range: what the writer puts into the pipe at once
@@ -481,6 +503,7 @@ class Feeder:
                     continue
                 task = _TaskFeed(assignment)
                 self.tasks[task.id] = task
+                task.read_ahead = _read_ahead(assignment)
                 if task.offsets is not None:
                     thread = threading.Thread(target=self._read_task, args=(task,), daemon=True,
                                               name=f"primus-feed-stream-{task.id}")
@@ -605,6 +628,9 @@ class Feeder:
             self.closed = True
             for _ in self._threads:
                 self.todo.put(None)
+            for task in self.tasks.values():
+                if task.read_ahead is not None:
+                    task.read_ahead.close()
 
     # --- threads ---
 
@@ -621,7 +647,7 @@ class Feeder:
         a = task.assignment
         fmt = str(a["format"])
         try:
-            streamed = str(a["url"]).startswith("webhdfs://")  # read once, front to back: no pread
+            streamed = _streamed(a)  # read once, front to back: no pread
             if task.offsets is not None:
                 stopped = lambda: self.closed or self.broken or task.revoked  # noqa: E731
                 for framed, count in kafka_reader.read_partition(a, task.offsets, stopped, lines=fmt == "jsonl"):
@@ -652,9 +678,11 @@ class Feeder:
                     # Framed blocks that never cut a record; for text no Python work per line.
                     start, end = int(a["start"]), int(a["end"])
                     blocks: Iterator[tuple[bytes | memoryview, int]]
-                    if fmt in ("text", "jsonl") and a["compression"] == "none" and streamed:
-                        # A WebHDFS stream: large reads, each block fed as it was read (one copy).
-                        blocks = formats.streamed_lines(f, start, end, task.skip, _range_size(end - start))
+                    if task.read_ahead is not None:
+                        # A WebHDFS stream: large reads, each block fed as it was read (one copy), read
+                        # ahead on a connection of its own while this thread counts the lines.
+                        blocks = formats.streamed_lines(None, start, end, task.skip, task.read_ahead.step,
+                                                        blocks=task.read_ahead)
                     else:  # blocks of about CHUNK_BYTES
                         blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
                     for data, count in blocks:
@@ -666,6 +694,9 @@ class Feeder:
         except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
             error = f"{a['url']}: {type(exc).__name__}: {exc}"
             log.warning("task %s failed: %s", task.id, error)
+        finally:
+            if task.read_ahead is not None:
+                task.read_ahead.close()
         with self.lock:
             task.read_done = True
             task.error = error
