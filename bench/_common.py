@@ -83,6 +83,7 @@ def feed_consumer(assignments: list[dict[str, Any]], consumer: list[str], timeou
         seconds = time.perf_counter() - start
     finally:
         feeder.stop()
+        feeder.close()
         if proc.poll() is None:
             proc.kill()
         proc.wait()

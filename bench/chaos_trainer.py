@@ -35,7 +35,15 @@ def checkpoint(label: str) -> None:
     pending.clear()
 
 
-for record in records(sys.stdin.buffer):
+
+
+def plain_stdin():
+    """Line by line from ``sys.stdin`` (a text stream reading 8 KiB at a time), nothing else."""
+    for line in sys.stdin:
+        yield line.rstrip("\n").encode()
+
+
+for record in plain_stdin() if os.environ.get("READER") == "stdin" else records(sys.stdin.buffer):
     count += 1
     if commit_every:
         pending.append(record + b"\n")

@@ -52,6 +52,13 @@ def test_feed_executor_benchmark_prints_its_ratios_last(tmp_path):
     assert re.search(r"text [\d.]+x, raw [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
 
 
+def test_formats_benchmark_prints_its_ratio_last():
+    proc = subprocess.run([sys.executable, str(BENCH / "formats.py")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SIZE_MB": "2", "RUNS": "1", "SPLITS": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"tfrecord .+ vs length-delimited .+: [\d.]+x$", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
 @pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"),
                     reason="/usr/bin/chromium is missing (scripts/install-browser.sh installs it)")
 def test_ui_load_benchmark_prints_its_ratio_last():

@@ -155,6 +155,8 @@ class Feed(_Reply):
     max_tasks: int = Field(description="Ask for more tasks while feeding fewer than this")
     readers: int = Field(description="Tasks read at once")
     exit_grace: float | None = Field(description="Seconds a trainer may run after its stdin closed")
+    trainer_buffer: int | None = Field(None, description="At-least-once: bytes a trainer reading stdin itself "
+                                                         "may hold taken from the pipe but not processed")
     delivery: Literal["at_least_once", "exactly_once"]
     restore_checkpoint: str | None = Field(description="Exactly-once: the checkpoint a replacement restores")
 

@@ -64,9 +64,10 @@ variable that depends on the membership: the executor adds them from ``cluster``
 (``membership_env``); a TensorFlow role's START also has ``"tensorflow": {"roles": [role],
 "task": {"type", "index"}}``, from which it composes TF_CONFIG.
 ``START`` of a consuming role also has ``"feed": {"max_tasks": n, "readers": r,
-"exit_grace": s or null, "delivery", "restore_checkpoint"}``: the trainer's stdin is then a pipe the executor feeds, it
-reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n``; a
-trainer still running ``s`` seconds after its stdin was closed is stopped.
+"exit_grace": s or null, "delivery", "restore_checkpoint", "trainer_buffer": b}``: the trainer's stdin is then a pipe
+the executor feeds, it reads up to ``r`` tasks at once and asks for more while it feeds fewer than ``n``; a
+trainer still running ``s`` seconds after its stdin was closed is stopped; a trainer that reads stdin
+itself holds at most ``b`` bytes taken from the pipe but not processed (absent: ``feed.TRAINER_BUFFER``).
 ``TASK`` is ``{"task_id", "url", "format", "compression", "start", "end", "skip"}``:
 read the records of ``url`` that start in ``[start, end)`` (row groups for parquet)
 with ``data.formats.read_records``, after skipping ``skip`` of them. A Kafka task adds ``"kafka":

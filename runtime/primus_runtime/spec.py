@@ -859,6 +859,14 @@ class InputSpec(StrictModel):
         "committed right after saving a model checkpoint (data.reader.commit), and its replacement is told "
         "which checkpoint to restore (PRIMUS_RESTORE_CHECKPOINT)."
     )
+    trainer_buffer: ByteSize = Field(
+        "8Ki", validate_default=True, description="At-least-once, for a trainer that reads its stdin itself (not "
+        "through data.reader, which says exactly which records it is done with): how much input it may hold, "
+        "taken from the pipe but not yet processed (its read buffer and any queue of its own). A killed trainer "
+        "gets this much of what it had taken fed again: too small loses records, too large repeats them. 8Ki "
+        "covers Python's sys.stdin (8 KiB reads), C stdio (4 KiB) and Rust's BufReader; raise it for readers that "
+        "hold more (Java's BufferedReader over System.in: 16Ki; Node.js streams: 64Ki; a prefetch queue). "
+        + SIZE_RULE)
     exit_grace: Seconds | None = Field(
         None, description="After its stdin reached EOF (the input is done), how long a trainer may take to "
         "exit on its own before it is stopped and counted as failed; null = as long as it takes."

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -136,6 +138,46 @@ def _check_streamed(data: bytes, split: Split, skip: int, expected: list[tuple[b
     assert fed == b"".join(frame(record, "text") for record, _ in expected)
 
 
+@pytest.mark.parametrize("ahead", [False, True])
+@pytest.mark.parametrize("headroom", [4, 64, formats.STREAM_HEADROOM])
+def test_streamed_lines_with_lines_longer_than_the_headroom_and_blocks_read_ahead(tmp_path, headroom, ahead):
+    """The start of a line a block cut goes in front of the next block, or (longer than the room
+    there) into a new buffer; blocks read ahead by another thread come out the same."""
+    rng = random.Random(headroom)
+    lines = [bytes([97 + i % 26]) * rng.choice([0, 3, 40, 300, 5000]) for i in range(400)]
+    data = b"\n".join(lines) + b"\r\nlast"
+    path = tmp_path / "lines.txt"
+    path.write_bytes(data)
+    for start, end, skip in ((0, len(data), 0), (7, len(data) // 2, 3), (len(data) // 3, len(data), 0)):
+        expected = list(read_records(io.BytesIO(data), "text", "none", start, end, skip))
+        with mock.patch.object(formats, "STREAM_HEADROOM", headroom):
+            blocks = formats.ReadAhead(lambda: open(path, "rb"), start, 256, depth=2) if ahead else None
+            fed = b"".join(bytes(b) for b, _ in formats.streamed_lines(io.BytesIO(data), start, end, skip, 256,
+                                                                       blocks=blocks))
+            if blocks is not None:
+                blocks.close()
+        assert fed == b"".join(frame(record, "text") for record, _ in expected)
+
+
+def test_stream_buffers_are_used_again_only_once_nothing_refers_to_them():
+    buffers = formats._Buffers(16)
+    view = memoryview(buffers.take())[2:5]  # a block still queued, or logged by the feed
+    held = view.obj
+    second = buffers.take()
+    assert second is not held
+    del view, held
+    third = buffers.take()
+    assert third is buffers.pool[0] and third is not second  # nothing referred to it any more
+
+
+def test_a_read_error_ahead_reaches_the_consumer():
+    def broken() -> io.BytesIO:
+        raise OSError("the DataNode went away")
+
+    with pytest.raises(OSError, match="went away"):
+        list(formats.streamed_lines(None, 0, 100, blocks=formats.ReadAhead(broken, 0)))
+
+
 @pytest.mark.parametrize("fmt", RECORD_FORMATS)
 @PROPERTY
 @given(data=st.data(), read_size=st.sampled_from([1, 5, 64, formats.READ_SIZE]))
@@ -241,7 +283,27 @@ def _reference_crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def test_crc32c_known_vectors():
+FAST_CRC = formats._fast_crc()
+CRC_IMPLEMENTATIONS = ["standard library", pytest.param("google-crc32c", marks=pytest.mark.skipif(
+    FAST_CRC is None, reason="google-crc32c (with its C extension) is not installed"))]
+
+
+@contextmanager
+def crc_implementation(impl: str) -> Iterator[None]:
+    """formats._crc() finds this CRC-32C implementation for the block."""
+    with mock.patch.object(formats, "_crc_backend", FAST_CRC if impl == "google-crc32c" else None), \
+            mock.patch.object(formats, "_crc_looked_up", True):
+        yield
+
+
+@pytest.fixture(params=CRC_IMPLEMENTATIONS)
+def crc_impl(request) -> Iterator[str]:
+    """Every test using it runs with each CRC-32C implementation."""
+    with crc_implementation(request.param):
+        yield str(request.param)
+
+
+def test_crc32c_known_vectors(crc_impl):
     assert crc32c(b"") == 0
     assert crc32c(b"123456789") == 0xE3069283
     # RFC 3720 (iSCSI), appendix B.4
@@ -251,33 +313,55 @@ def test_crc32c_known_vectors():
     assert crc32c(bytes(range(31, -1, -1))) == 0x113FDB5C
 
 
+@pytest.mark.parametrize("impl", CRC_IMPLEMENTATIONS)
 @settings(max_examples=150, deadline=None)
 @given(st.one_of(st.binary(max_size=100), st.binary(min_size=500, max_size=1200)), st.integers(0, 1200))
-def test_crc32c_matches_the_bitwise_definition_and_continues(data, cut):
-    assert crc32c(data) == _reference_crc32c(data)
-    assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
+def test_crc32c_matches_the_bitwise_definition_and_continues(impl, data, cut):
+    with crc_implementation(impl):
+        assert crc32c(data) == _reference_crc32c(data)
+        assert crc32c(data[cut:], crc32c(data[:cut])) == crc32c(data)
+
+
+@pytest.mark.skipif(FAST_CRC is None, reason="google-crc32c (with its C extension) is not installed")
+@pytest.mark.parametrize("seed", range(20))
+def test_google_crc32c_and_the_standard_library_code_agree(seed):
+    rng = random.Random(seed)
+    assert FAST_CRC is not None
+    for size in (0, 1, 7, 8, 63, 64, 511, 512, 4096, 16_385, rng.randrange(300_000)):
+        data = rng.randbytes(size)
+        assert FAST_CRC.value(data) == formats.crc32c_python(data)
+        cut = rng.randrange(size + 1)
+        assert FAST_CRC.extend(formats.crc32c_python(data[:cut]), data[cut:]) == formats.crc32c_python(data)
+    buf = rng.randbytes(40_000)
+    spans = [tuple(sorted((rng.randrange(len(buf)), rng.randrange(len(buf))))) for _ in range(30)]
+    assert [FAST_CRC.value(buf[a:b]) for a, b in spans] == formats.crc32c_many_python(buf, spans)
 
 
 @pytest.mark.parametrize("size", [511, 512, 4095, 4096, 40_000, 300_001])  # every width of the lane-wise path
 def test_crc32c_lane_wise_path_agrees_with_slicing_by_8(size):
     data = random.Random(size).randbytes(size)
-    assert crc32c(data) == formats._crc_sliced(0xFFFFFFFF, data) ^ 0xFFFFFFFF
-    assert crc32c(data[size // 3:], crc32c(data[:size // 3])) == crc32c(data)
+    python = formats.crc32c_python
+    assert python(data) == formats._crc_sliced(0xFFFFFFFF, data) ^ 0xFFFFFFFF
+    assert python(data[size // 3:], python(data[:size // 3])) == python(data)
 
 
+@pytest.mark.parametrize("impl", CRC_IMPLEMENTATIONS)
 @settings(max_examples=60, deadline=None)
 @given(st.data())
-def test_crc32c_many_equals_one_crc32c_per_span(data):
+def test_crc32c_many_equals_one_crc32c_per_span(impl, data):
     size = data.draw(st.one_of(st.integers(0, 300), st.integers(15_000, 20_000)))  # spans on both sides of 16 KiB
     buf = random.Random(data.draw(st.integers(0, 1000))).randbytes(size)
     bounds = st.integers(0, len(buf))
     spans = [tuple(sorted(pair)) for pair in data.draw(st.lists(st.tuples(bounds, bounds), max_size=20))]
-    assert formats.crc32c_many(buf, spans) == [crc32c(buf[a:b]) for a, b in spans]
+    with crc_implementation(impl):
+        assert formats.crc32c_many(buf, spans) == [_reference_crc32c(buf[a:b]) for a, b in spans]
 
 
 def test_reader_threads_building_the_crc_tables_at_once_all_read_correctly(monkeypatch):
     import threading
 
+    monkeypatch.setattr(formats, "_crc_backend", None)  # the standard-library code builds tables
+    monkeypatch.setattr(formats, "_crc_looked_up", True)
     monkeypatch.setattr(formats, "_PADS", [])
     monkeypatch.setattr(formats, "_WIDE", {})
     records = [random.Random(i).randbytes(i * 37 % 3000) for i in range(300)]
@@ -300,7 +384,7 @@ def test_reader_threads_building_the_crc_tables_at_once_all_read_correctly(monke
     assert results == [records] * 8
 
 
-def test_tfrecord_layout_matches_the_tensorflow_framing():
+def test_tfrecord_layout_matches_the_tensorflow_framing(crc_impl):
     encoded = _encode([b"hello"], "tfrecord")
     length = (5).to_bytes(8, "little")
     assert encoded[:8] == length and encoded[12:17] == b"hello" and len(encoded) == 21
@@ -310,7 +394,7 @@ def test_tfrecord_layout_matches_the_tensorflow_framing():
     assert int.from_bytes(encoded[17:], "little") == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def test_tfrecord_flipped_data_byte_is_a_crc_mismatch_at_the_record_offset():
+def test_tfrecord_flipped_data_byte_is_a_crc_mismatch_at_the_record_offset(crc_impl):
     encoded = bytearray(_encode([b"a" * 10, b"b" * 10, b"c" * 10], "tfrecord"))
     encoded[26 + 12 + 3] ^= 0x01  # data of the second record (records are 26 bytes)
     delivered = []
@@ -321,7 +405,7 @@ def test_tfrecord_flipped_data_byte_is_a_crc_mismatch_at_the_record_offset():
     assert delivered == [b"a" * 10]
 
 
-def test_tfrecord_corrupt_length_is_a_bad_length_even_when_planning():
+def test_tfrecord_corrupt_length_is_a_bad_length_even_when_planning(crc_impl):
     encoded = bytearray(_encode([b"a" * 10, b"b" * 10], "tfrecord"))
     encoded[26] ^= 0x40
     with pytest.raises(CorruptRecord, match="at byte 26: bad length"):
@@ -497,6 +581,28 @@ def test_module_imports_with_the_standard_library_only():
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("blocked", [False, True])
+def test_executor_under_dash_s_checks_tfrecord_crcs_with_google_crc32c_when_installed(tmp_path, blocked):
+    """The executor runs with -S: google-crc32c is found through with_site_packages, only once a CRC is
+    needed; without it (blocked here) the standard-library code reads the same records."""
+    path = tmp_path / "records.tfrecord"
+    records = [random.Random(i).randbytes(i * 91 % 3000) for i in range(200)]
+    path.write_bytes(_encode(records, "tfrecord"))
+    code = ("import sys\n"
+            + ("sys.modules['google_crc32c'] = None\n" if blocked else "")
+            + f"sys.path.insert(0, {str(RUNTIME)!r})\n"
+            "from primus_runtime.data import formats\n"
+            "assert 'google_crc32c' not in sys.modules or sys.modules['google_crc32c'] is None\n"
+            f"with open({str(path)!r}, 'rb') as f:\n"
+            "    got = [r for r, _ in formats.read_records(f, 'tfrecord', 'none', 0, 1 << 30)]\n"
+            "print(len(got), sum(map(len, got)), formats._crc() is not None)\n")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    count, size, fast = proc.stdout.split()
+    assert (int(count), int(size)) == (len(records), sum(map(len, records)))
+    assert fast == str(FAST_CRC is not None and not blocked)
+
+
 def test_module_parses_as_python_3_9():
     path = Path(formats.__file__)
     ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
@@ -549,4 +655,6 @@ def test_raw_ranges_resume_like_read_framed(data, chunk):
 def test_newline_count_of_a_range_prefix(line):
     data = (line * (20_000 // len(line)))[:20_000] + b"tail"
     for take in (0, 1, 4096, 9_999, 10_000, 19_999, len(data)):
-        assert formats._newlines(data, take) == data.count(b"\n", 0, take)
+        assert formats._newlines(data, 0, take) == data.count(b"\n", 0, take)
+        for start in (0, 1, 4097, take // 3):
+            assert formats._newlines(data, start, take) == data.count(b"\n", start, take)

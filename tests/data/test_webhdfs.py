@@ -108,15 +108,22 @@ def test_seeks_reopen_at_the_offset_only_when_reading_past_will_not_do(fake):
     assert [q["offset"] for q in fake.opens()] == ["0", "100", str(len(DATA) - 3)]
 
 
-def test_text_splits_over_webhdfs_match_the_local_reader(fake):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_text_splits_over_webhdfs_match_the_local_reader(fake, ahead):
     lines = b"".join(b"line %06d\n" % i for i in range(20000))
     fake.files["/data/lines"] = lines
     size = len(lines)
     pieces = []
     for start, end in ((0, size // 3), (size // 3, 2 * size // 3), (2 * size // 3, size)):
         with WebHDFSFile(fake.url + "/data/lines", user="u") as f:
-            pieces.append(b"".join(bytes(block) for block, _ in formats.streamed_lines(f, start, end, 0, 64 * 1024)))
+            # As the executor reads it: ahead, on a connection of its own, from the task's assignment on.
+            blocks = formats.ReadAhead(lambda: WebHDFSFile(fake.url + "/data/lines", user="u"), start,
+                                       64 * 1024) if ahead else None
+            pieces.append(b"".join(bytes(block) for block, _ in formats.streamed_lines(f, start, end, 0, 64 * 1024,
+                                                                                       blocks=blocks)))
     assert b"".join(pieces) == lines  # every line once, none cut at a split boundary
+    # The length comes with each OPEN's response: no GETFILESTATUS before reading.
+    assert not [q for _, q in fake.requests if q.get("op") == "GETFILESTATUS"]
 
 
 def test_a_missing_file_is_a_file_not_found_error_naming_it(fake):

@@ -674,6 +674,7 @@ class ApplicationMaster(BackendEvents):
         if self.data is not None and ex.role in self._fed_roles:
             start["feed"] = {"max_tasks": self.data.limit, "readers": self.data.spec.max_tasks_per_executor,
                              "exit_grace": self.data.spec.exit_grace, "delivery": self.data.spec.delivery,
+                             "trainer_buffer": self.data.spec.trainer_buffer,
                              "restore_checkpoint": self.data.checkpoint(ex.id)}
         return {"command": protocol.CMD_START, "start": start}
 

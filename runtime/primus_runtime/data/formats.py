@@ -2,7 +2,8 @@
 
 Standard library only at import time, Python 3.9+: the executor imports this on cluster nodes.
 ``pyarrow`` (parquet) and ``zstandard`` (zstd before Python 3.14) are imported only by the
-functions that need them.
+functions that need them; ``google-crc32c`` (TFRecord's CRC-32C in C) is used when it is installed,
+looked for the first time a CRC is computed, with the standard-library code below as the fallback.
 
 Formats and what one record is:
 
@@ -37,12 +38,14 @@ import io
 import itertools
 import json
 import os
+import queue
 import struct
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, Any, NamedTuple, cast
 
 FORMATS = ("text", "jsonl", "raw", "tfrecord", "length_delimited", "parquet")
 COMPRESSIONS = ("none", "gzip", "zstd")
@@ -95,7 +98,50 @@ def _check(fmt: str, compression: str) -> None:
         raise ValueError("parquet files compress their own pages: use compression 'none' for them")
 
 
-# --- CRC-32C (Castagnoli), table-driven -------------------------------------------------------------
+# --- CRC-32C (Castagnoli) ----------------------------------------------------------------------------
+#
+# google-crc32c's C extension (hardware CRC32 instructions where the CPU has them) when it is
+# installed; else the table-driven standard-library code below, about 20x slower on large records.
+
+class FastCrc(NamedTuple):
+    """google-crc32c's C functions: ``value(data)`` and ``extend(crc, data)`` (bytes only: no views)."""
+
+    value: Callable[[bytes], int]
+    extend: Callable[[int, bytes], int]
+
+
+_crc_backend: FastCrc | None = None  # once looked for and found
+_crc_looked_up = False
+
+
+def _fast_crc() -> FastCrc | None:
+    """google-crc32c's C functions, if that package is installed with its C extension (its pure-Python
+    fallback is slower than the code here). Under ``-S`` (the executor) site-packages is put on the path."""
+    with_site_packages()
+    try:
+        from google_crc32c import cext  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return FastCrc(cext.value, cext.extend)
+
+
+def _crc() -> FastCrc | None:
+    """The fast CRC, or None: looked for once (reader threads racing to it find the same)."""
+    global _crc_backend, _crc_looked_up
+    if not _crc_looked_up:
+        _crc_backend, _crc_looked_up = _fast_crc(), True
+    return _crc_backend
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC-32C of ``data``, continuing from ``crc`` (the CRC of what came before)."""
+    fast = _crc()
+    if fast is None:
+        return crc32c_python(data, crc)
+    return fast.extend(crc, bytes(data)) if crc else fast.value(bytes(data))
+
+
+# --- the standard-library CRC-32C, table-driven --------------------------------------------------------
 
 _POLY = 0x82F63B78  # reflected
 
@@ -121,8 +167,8 @@ _LITTLE = sys.byteorder == "little"
 _U32_CODE = "I" if array.array("I").itemsize == 4 else "L"
 
 
-def crc32c(data: bytes, crc: int = 0) -> int:
-    """CRC-32C of ``data``, continuing from ``crc`` (the CRC of what came before)."""
+def crc32c_python(data: bytes, crc: int = 0) -> int:
+    """``crc32c`` in standard-library Python (the fallback)."""
     c = crc ^ 0xFFFFFFFF
     size = len(data)
     if size >= 512:
@@ -239,7 +285,17 @@ def _pads() -> list[bytes]:
 
 
 def crc32c_many(buf: bytes, spans: list[tuple[int, int]]) -> list[int]:
-    """``[crc32c(buf[a:b]) for a, b in spans]``, the small spans computed together.
+    """``[crc32c(buf[a:b]) for a, b in spans]``: one C call each with google-crc32c, else
+    ``crc32c_many_python``."""
+    fast = _crc()
+    if fast is None:
+        return crc32c_many_python(buf, spans)
+    value = fast.value
+    return [value(buf[a:b]) for a, b in spans]
+
+
+def crc32c_many_python(buf: bytes, spans: list[tuple[int, int]]) -> list[int]:
+    """``crc32c_many`` in standard-library Python, the small spans computed together.
 
     Each small span is put behind a pad that makes it whole blocks and brings the register to
     the CRC's initial value where the span starts (zero bytes leave a zero register alone), so
@@ -265,7 +321,7 @@ def crc32c_many(buf: bytes, spans: list[tuple[int, int]]) -> list[int]:
     crcs = []
     for a, b, count in plan:
         if count < 0:
-            crcs.append(crc32c(buf[a:b]))
+            crcs.append(crc32c_python(buf[a:b]))
             continue
         c = 0
         for term in itertools.islice(terms, count):
@@ -473,48 +529,156 @@ def framed_ranges(fd: int, fmt: str, start: int, end: int, skip: int = 0,
     return _line_ranges(fd, size, start, end, skip, step)
 
 
-def streamed_lines(fileobj: IO[bytes], start: int, end: int, skip: int = 0,
-                   step: int = RANGE_SIZE) -> Iterator[tuple[bytes | memoryview, int]]:
+STREAM_HEADROOM = 64 * 1024  # free bytes in front of each streamed block: for the line the last one cut
+
+
+def stream_blocks(fileobj: IO[bytes], pos: int, step: int = RANGE_SIZE) -> Iterator[tuple[bytearray, int]]:
+    """``fileobj`` from ``pos`` to its end, front to back, in reads of ``step`` bytes, each into a
+    buffer of its own after ``STREAM_HEADROOM`` free bytes; the last block read nothing."""
+    fileobj.seek(pos)
+    readinto = cast(io.RawIOBase, fileobj).readinto  # WebHDFSFile's, or a local file's
+    buffers = _buffers(STREAM_HEADROOM + step)
+    while True:
+        buf = buffers.take()
+        got = readinto(memoryview(buf)[STREAM_HEADROOM:]) or 0
+        yield buf, got
+        if not got:
+            return
+
+
+class _Buffers:
+    """Buffers of one size, each used again once nothing else refers to it (its block was fed and is no
+    longer logged, no view of it is left): a new 1 MiB bytearray per block cost more than reading the
+    socket into it (zeroed, its pages faulted in, unmapped when freed). Shared by the tasks read at
+    once; at most ``keep`` are kept."""
+
+    def __init__(self, size: int, keep: int = 32):
+        self.size, self.keep = size, keep
+        self.pool: list[bytearray] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> bytearray:
+        with self.lock:
+            for buf in self.pool:
+                if sys.getrefcount(buf) <= 3:  # the pool's, the loop's and the call's: nobody else's
+                    return buf
+            buf = bytearray(self.size)
+            if len(self.pool) < self.keep:
+                self.pool.append(buf)
+            return buf
+
+
+_BUFFERS: dict[int, _Buffers] = {}
+
+
+def _buffers(size: int) -> _Buffers:
+    return _BUFFERS.setdefault(size, _Buffers(size))
+
+
+class ReadAhead:
+    """The blocks ``streamed_lines`` reads of a split from ``start`` (``stream_blocks`` of the file from
+    the byte before it), read by a thread of its own on a file of its own (``opener``: for WebHDFS, a
+    connection of its own) from the moment this is made, up to ``depth`` blocks ahead of the consumer:
+    the next task's connection is opened, and its first blocks read, while the current task is fed,
+    and the socket is read while the consumer counts lines. An error reading is raised to the
+    consumer; ``close`` (or the end) stops the thread, which closes its file."""
+
+    def __init__(self, opener: Callable[[], IO[bytes]], start: int, step: int = RANGE_SIZE, depth: int = 4):
+        self.step = step
+        self._ahead: queue.Queue[tuple[bytearray, int] | BaseException] = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._done = False
+        threading.Thread(target=self._read, args=(opener, max(start - 1, 0)), name="primus-read-ahead",
+                         daemon=True).start()
+
+    def __iter__(self) -> ReadAhead:
+        return self
+
+    def __next__(self) -> tuple[bytearray, int]:
+        while True:
+            if self._done:  # at the end, or closed (by another thread too, while this one waited)
+                raise StopIteration
+            try:
+                item = self._ahead.get(timeout=0.5)
+                break
+            except queue.Empty:
+                continue
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        if not item[1]:
+            self.close()
+        return item
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+
+    def _read(self, opener: Callable[[], IO[bytes]], pos: int) -> None:
+        try:
+            with opener() as f:
+                for block in stream_blocks(f, pos, self.step):
+                    if not self._put(block) or not block[1]:
+                        return
+        except BaseException as exc:  # noqa: BLE001 - the consumer raises it
+            self._put(exc)
+
+    def _put(self, item: tuple[bytearray, int] | BaseException) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._ahead.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+def streamed_lines(fileobj: IO[bytes] | None, start: int, end: int, skip: int = 0, step: int = RANGE_SIZE,
+                   blocks: Iterable[tuple[bytearray, int]] | None = None) -> Iterator[tuple[bytes | memoryview, int]]:
     """``read_framed`` of uncompressed text or jsonl from a stream best read once, front to back, in
     large reads (a WebHDFS response, ``data/webhdfs.py``).
 
-    Yields ``(block, n)`` as ``read_framed`` does. Each block of about ``step`` bytes is read with
-    one ``readinto`` into a buffer of its own and, unless its lines must change (``\r\n``, a last
-    line without newline), yielded as a view of that buffer: one copy from the socket, no
-    Python per line; lines are counted in C so that positions stay exact record counts.
+    Yields ``(block, n)`` as ``read_framed`` does. The stream comes in blocks of about ``step``
+    bytes, each read into a buffer of its own (``stream_blocks`` of ``fileobj``, or ``blocks``: the
+    same read ahead by another thread, a ``ReadAhead(opener, start, step)``); the
+    start of a line the previous block cut is copied into the free room in front of it, so each
+    block is yielded, unless its lines must change (``\r\n``, a last line without newline), as
+    a view of that buffer: one copy from the socket, no Python per line; lines are counted in C so
+    that positions stay exact record counts.
     """
-    pos = max(start - 1, 0)  # file offset of buf[0]; Hadoop's rule: the line holding byte start-1 is
-    fileobj.seek(pos)        # the previous split's
+    pos = max(start - 1, 0)  # file offset of the first byte not yielded yet; Hadoop's rule: the line
+    if blocks is None:       # holding byte start-1 is the previous split's
+        assert fileobj is not None
+        blocks = stream_blocks(fileobj, pos, step)
     aligned = start == 0
-    readinto = cast(io.RawIOBase, fileobj).readinto  # WebHDFSFile's, or a local file's
     tail = b""  # the start of a line that goes on past the last read
     n = skip
-    while True:
-        buf = bytearray(len(tail) + step)
-        buf[:len(tail)] = tail
-        got = readinto(memoryview(buf)[len(tail):])
-        length = len(tail) + got
-        first = 0
+    for buf, got in blocks:
+        lo = _put_tail(buf, tail)  # buf[lo:hi]: the stream from offset pos on (the tail, then the block)
+        if lo < 0:
+            buf, lo = bytearray(tail) + buf[STREAM_HEADROOM:STREAM_HEADROOM + got], 0
+        hi = lo + len(tail) + got
+        first = lo
         if not aligned:
-            newline = buf.find(b"\n", 0, length)
+            newline = buf.find(b"\n", lo, hi)
             if newline < 0:
                 if not got:
                     return
-                pos, tail = pos + length, b""
+                pos, tail = pos + hi - lo, b""
                 continue
             first, aligned = newline + 1, True
-        if pos + first >= end:
+        if pos + first - lo >= end:
             return
-        last_byte = end - 1 - pos
-        final = last_byte < length or not got
-        cut = buf.find(b"\n", max(last_byte, first), length) if last_byte < length else buf.rfind(b"\n", first, length)
+        last_byte = lo + end - 1 - pos  # index in buf of the split's last byte
+        final = last_byte < hi or not got
+        cut = buf.find(b"\n", max(last_byte, first), hi) if last_byte < hi else buf.rfind(b"\n", first, hi)
         if cut < 0 and got:  # a line that goes on past this read (or holds byte end-1): read more of it
-            pos, tail = pos + first, bytes(buf[first:length])
+            pos, tail = pos + first - lo, bytes(buf[first:hi])
             continue
-        take = cut + 1 if cut >= 0 else length
+        take = cut + 1 if cut >= 0 else hi
         if take > first:
             missing = buf[take - 1] != 0x0A
-            count = (_newlines(buf, take) if first == 0 else buf.count(b"\n", first, take)) + missing
+            count = _newlines(buf, first, take) + missing
             if count <= skip:
                 skip -= count
             else:
@@ -529,7 +693,16 @@ def streamed_lines(fileobj: IO[bytes], start: int, end: int, skip: int = 0,
                 yield block, n
         if final:
             return
-        pos, tail = pos + take, bytes(buf[take:length])
+        pos, tail = pos + take - lo, bytes(buf[take:hi])
+
+
+def _put_tail(buf: bytearray, tail: bytes) -> int:
+    """Copy ``tail`` into the free room in front of the block read into ``buf``; where it starts, or
+    -1 when it does not fit (a line longer than ``STREAM_HEADROOM``)."""
+    lo = STREAM_HEADROOM - len(tail)
+    if lo >= 0:
+        buf[lo:STREAM_HEADROOM] = tail
+    return lo
 
 
 def raw_framed_length(length: int) -> int:
@@ -551,14 +724,14 @@ def _raw_ranges(start: int, end: int, skip: int, step: int) -> Iterator[tuple[in
         pos += length
 
 
-def _newlines(data: bytes | bytearray, take: int) -> int:
-    """``data.count(b"\\n", 0, take)``, faster for lines of more than ~40 bytes: deleting the newlines
-    (memchr + memcpy) measured 3x faster than ``count`` for lines of 160 bytes, 4x slower for 2 bytes
-    (CPython 3.11), so a sample of the first 4 KiB chooses."""
-    if len(data) - take > take or data.count(b"\n", 0, 4096) > 4096 // 48:
-        return data.count(b"\n", 0, take)
+def _newlines(data: bytes | bytearray, start: int, end: int) -> int:
+    """``data.count(b"\\n", start, end)``, faster for lines of more than ~40 bytes: deleting the
+    newlines (memchr + memcpy) measured 3x faster than ``count`` for lines of 160 bytes, 4x slower
+    for 2 bytes (CPython 3.11), so a sample of the first 4 KiB chooses. Used on most of ``data``."""
+    if len(data) - (end - start) > end - start or data.count(b"\n", start, start + 4096) > 4096 // 48:
+        return data.count(b"\n", start, end)
     total = len(data) - len(data.replace(b"\n", b""))
-    return total if take == len(data) else total - data.count(b"\n", take)
+    return total - data.count(b"\n", 0, start) - data.count(b"\n", end)
 
 
 def _line_ranges(fd: int, size: int, start: int, end: int, skip: int,
@@ -594,7 +767,7 @@ def _line_ranges(fd: int, size: int, start: int, end: int, skip: int,
         if take == 0:
             return
         missing = data[take - 1] != 0x0A
-        count = _newlines(data, take) + missing
+        count = _newlines(data, 0, take) + missing
         first = 0
         if skip:
             if count <= skip:
@@ -726,6 +899,21 @@ def _length_crc(length: int) -> int:
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+class _LengthCrcs(dict):  # type: ignore[type-arg]
+    """TFRecord's masked CRC of each record length met: lengths repeat, so one dict lookup (in C)
+    per header instead of eight table lookups. Bounded: emptied when full (a file of all-different
+    lengths, or a corrupt one)."""
+
+    def __missing__(self, length: int) -> int:
+        if len(self) >= 65536:
+            self.clear()
+        crc = self[length] = _length_crc(length)
+        return crc
+
+
+_LENGTH_CRCS = _LengthCrcs()
+
+
 class _Stream:
     """A binary stream read through a large buffer. ``buf[off]`` is the byte at offset ``base + off``.
 
@@ -794,7 +982,7 @@ class _Stream:
         if have < 12:
             raise CorruptRecord(at, f"truncated record: {have} bytes left, a header takes 12")
         length, length_crc = _TF_HEADER.unpack_from(self.buf, self.off)
-        if _length_crc(length) != length_crc:
+        if _LENGTH_CRCS[length] != length_crc:
             raise CorruptRecord(at, "bad length: the length's CRC does not match (corrupt header, or not a TFRecord file)")
         total = length + 16
         if at + total > self.size:
@@ -845,7 +1033,7 @@ class _Stream:
         while off < stop and off + 12 <= limit:
             length, length_crc = unpack_from(buf, off)
             after = off + length + 16
-            if after > limit or _length_crc(length) != length_crc:
+            if after > limit or _LENGTH_CRCS[length] != length_crc:
                 break
             off = after
         self.off = off
@@ -914,6 +1102,9 @@ def _read_tfrecord(stream: _Stream, end: int, skip: int) -> Iterator[tuple[bytes
     """TFRecords with both CRCs checked; the data CRCs of the records whole in the buffer are
     computed together (``crc32c_many``), which is what makes small records fast."""
     n = 0
+    length_crcs = _LENGTH_CRCS
+    unpack_header = _TF_HEADER.unpack_from
+    unpack_crc = _U32.unpack_from
     while stream.pos < end:
         at = stream.pos
         header = stream.tfrecord_header()
@@ -932,15 +1123,17 @@ def _read_tfrecord(stream: _Stream, end: int, skip: int) -> Iterator[tuple[bytes
         off += total
         limit = min(len(buf), end - stream.base)
         while off + 12 <= limit:
-            length, length_crc = _TF_HEADER.unpack_from(buf, off)
-            if _length_crc(length) != length_crc or off + length + 16 > len(buf):
+            length, length_crc = unpack_header(buf, off)
+            after = off + length + 16
+            if length_crcs[length] != length_crc or after > len(buf):
                 break  # tfrecord_header reports a bad header, fill reads the rest of a record
-            spans.append((off + 12, off + 12 + length))
-            off += length + 16
+            spans.append((off + 12, after - 4))
+            off = after
         stream.off = off
         crcs = crc32c_many(buf, spans)
         for index, (a, b) in enumerate(spans):
-            if _mask(crcs[index]) != _U32.unpack_from(buf, b)[0]:
+            crc = crcs[index]  # masked inline (_mask): a call per record is a fifth of the time here
+            if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != unpack_crc(buf, b)[0]:
                 raise CorruptRecord(stream.base + a - 12, "CRC mismatch: the record's data is corrupt")
             yield buf[a:b], n + index
         n += len(spans) - 1

@@ -9,7 +9,8 @@ A read asks the NameNode to ``OPEN`` the file at the current offset (no length: 
 file), follows its 307 redirect to a DataNode and then streams that one response: sequential
 reads cost one request pair per file, not one per read. A seek only moves the position; the
 next read reads past up to ``READ_PAST`` bytes on the open stream, or opens a new one at the
-new offset. The file's length (``GETFILESTATUS``) is asked once, when first needed.
+new offset. The file's length comes with the first response, or (``GETFILESTATUS``, once) when
+needed before one.
 User: ``HADOOP_USER_NAME``, else the login (simple authentication, as Hadoop's own clients).
 
 Every socket operation times out after ``hadoop.WEBHDFS_TIMEOUT`` seconds, so an unreachable or stalled
@@ -76,7 +77,7 @@ class WebHDFSFile(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        if not view or self._pos >= self.size():
+        if not view or self._at_end():
             return 0
         response = self._stream()
         try:
@@ -116,6 +117,15 @@ class WebHDFSFile(io.RawIOBase):
             self._size = int(status["length"])
         return self._size
 
+    def _at_end(self) -> bool:
+        """Whether ``_pos`` is at (or past) the end of the file. Before the first response no
+        GETFILESTATUS is asked: the first read opens a response at ``_pos``, which tells the length
+        (an OPEN without a length answers with the rest of the file). Readers start inside the file
+        (a split's start; an OPEN at its end would be refused), or ask ``size()`` (a seek to the end)."""
+        if self._size is None and self._response is None:
+            return False
+        return self._pos >= self.size()
+
     def _stream(self) -> http.client.HTTPResponse:
         """The open response, positioned at ``_pos``: the current one if it can get there by reading
         at most ``READ_PAST`` bytes, else a new ``OPEN`` from ``_pos`` to the end of the file."""
@@ -131,6 +141,8 @@ class WebHDFSFile(io.RawIOBase):
         self._drop()
         self._conn, response = self._request(self._namenode, self._url("OPEN", offset=self._pos))
         self._response, self._at = response, self._pos
+        if self._size is None and response.length is not None:
+            self._size = self._pos + response.length  # OPEN without a length: the rest of the file
         return response
 
     def _url(self, op: str, **params: Any) -> str:

@@ -18,23 +18,42 @@ the system allows it. That path needs a local file. HDFS tasks (``webhdfs://`` U
 streamed WebHDFS response per task (``data/webhdfs.py``); uncompressed text and jsonl go in
 blocks of the same range size, each read once into a buffer and fed from it
 (``formats.streamed_lines``). Their bytes must pass through Python once, since positions are
-exact record counts: splicing socket -> pipe would leave the lines uncounted.
+exact record counts: splicing socket -> pipe would leave the lines uncounted. Such a task's
+stream is read ahead (``formats.ReadAhead``) from the moment it is assigned, by a thread of its
+own on a connection of its own: the next task's request is made, and its first blocks read,
+while the one before is fed, and the socket is read while the reader counts lines; buffers are
+used again once fed (no new, zeroed 1 MiB per block).
 
 What the executor reports as a task's position (records and bytes delivered) must be
 safe to resume from: a record still in the pipe, or in the trainer's own read buffer,
 when the trainer dies was never consumed. So a position counts only once
 
 - its chunk has left the pipe (``FIONREAD`` on the pipe says how much is unread) and
-  another ``SLACK_BYTES`` have left after it (room for the trainer's read buffer), or
+  another ``trainer_buffer`` bytes (``input.trainer_buffer``, default ``TRAINER_BUFFER``: 8 KiB,
+  what ``sys.stdin`` takes from a pipe at a time) have left after it: room for the trainer's own
+  read buffer, or
 - the pipe is empty and a process of the trainer's group is blocked reading it
   (``/proc/<pid>/wchan``): a trainer that reads its stdin in a loop asks for more only
   once it is done with what it read, so everything written so far was consumed, or
-- (where /proc cannot tell, or the trainer waits with select/poll) the pipe has been
-  empty for ``QUIET_SECONDS`` with nothing more written.
+- (where /proc cannot tell, or the trainer waits with select/poll) the pipe has been seen
+  empty for ``QUIET_SECONDS``, with nothing more written.
+
+When the trainer dies, its final positions are exact to the record: the kernel says how much of the
+pipe was still unread at that moment, the trainer had taken everything before it, and it was done
+with all of that but its read buffer. So the records that end ``trainer_buffer`` bytes before the
+unread part count as consumed (found in the chunks as written, kept until the trainer is past them):
+a kill feeds again at most ``trainer_buffer`` bytes the trainer had processed, nothing it had not.
+Bytes count as written only once the ``write``/``splice`` that put them in the pipe has returned,
+and that count is taken before the pipe is asked, so a write in between can only make the trainer
+look behind, never ahead. The executor asks ``FIONREAD`` on its end of the pipe: the write end
+while it feeds, then a read end it opens (close-on-exec, never read from) just before it closes the
+write end, so that after the end of the input, or a drain, the unread part is still known: a
+trainer killed while it reads its last pipe-full after EOF loses none of it.
 
 The price is bounded duplicates after a crash (at-least-once), never lost records for a
-trainer that reads stdin in a loop. A trainer that reads ahead into queues of its own
-should keep them smaller than ``SLACK_BYTES``.
+trainer that reads stdin in a loop. A trainer that reads ahead into queues of its own, or through
+larger buffers (Java's reader stack, Node.js streams: 16-64 KiB), must say so in
+``input.trainer_buffer``.
 
 A trainer that reads with ``data.reader.records()`` says exactly how many records it is done
 with (every record before the one it asked for last) in a shared 16-byte file,
@@ -70,6 +89,7 @@ import logging
 import mmap
 import os
 import queue
+import stat
 import struct
 import sys
 import termios
@@ -84,13 +104,31 @@ log = logging.getLogger("primus.executor")
 
 CHUNK_BYTES = formats.READ_SIZE  # framed records per write (read_framed blocks): the granularity of positions
 BUFFER_CHUNKS = 32  # chunks read ahead of the trainer (2 MiB)
-SLACK_BYTES = 128 * 1024  # what a trainer may hold in its own read buffers
+# What a trainer that reads stdin itself may hold, taken from the pipe but not processed: Python's
+# sys.stdin reads 8 KiB at a time (C stdio 4 KiB, Rust's BufReader 8 KiB). input.trainer_buffer.
+TRAINER_BUFFER = 8 * 1024
 QUIET_SECONDS = 5.0
 READERS_REFRESH = 1.0  # seconds between walks of /proc for the processes reading the trainer's stdin
 PIPE_BYTES = 1024 * 1024  # the trainer's stdin pipe is made this large (F_SETPIPE_SZ) when allowed
 RATE_WINDOW = 10.0  # seconds over which the feed rates are measured
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031 if sys.platform.startswith("linux") else None)
 _RAW_LENGTH = struct.Struct(">I")
+
+
+def _streamed(assignment: dict[str, Any]) -> bool:
+    """A task read once, front to back, from a stream (WebHDFS): no pread, no splice."""
+    return str(assignment["url"]).startswith("webhdfs://")
+
+
+def _read_ahead(assignment: dict[str, Any]) -> formats.ReadAhead | None:
+    """A WebHDFS text task's stream, read ahead from now on a connection of its own: when the reader
+    thread gets to it (once the task before is fed), the request is made and the first blocks are
+    there, and while it counts lines the next ones arrive. None for other tasks."""
+    if not (_streamed(assignment) and assignment["format"] in ("text", "jsonl")
+            and assignment["compression"] == "none" and not assignment.get("kafka")):
+        return None
+    url, start, end = str(assignment["url"]), int(assignment["start"]), int(assignment["end"])
+    return formats.ReadAhead(lambda: open_input(url), start, _range_size(end - start))
 
 
 def _range_size(task_bytes: int) -> int:
@@ -115,14 +153,13 @@ class _TaskFeed:
         self.assignment = assignment
         self.id = str(assignment["task_id"])
         self.skip = int(assignment.get("skip", 0))
-        # (stream offset after the chunk, records, bytes) of chunks written, not yet confirmed
-        self.written: collections.deque[tuple[int, int, int]] = collections.deque()
+        self.lines = str(assignment["format"]) in formats.LINE_FORMATS  # framed as lines, else length-prefixed
         self.records = self.skip  # confirmed position
         self.bytes = 0
         self.read_done = False  # the reader is finished with it
         self.written_end: int | None = None  # stream offset after its last chunk, once written
         self.error: str | None = None
-        self.written_records = self.skip  # position after the last chunk written
+        self.written_records = self.skip  # position after the last chunk handed to the writer
         self.committed_done = False  # exactly-once: every record committed
         self.file: BinaryIO | None = None  # fast path: open until the writer is done with the task
         # A Kafka partition: read by a thread of its own (a stream does not end), its offsets by count;
@@ -130,17 +167,84 @@ class _TaskFeed:
         self.offsets = (kafka_reader.OffsetMap(self.skip, int(assignment["start"]))
                         if assignment.get("kafka") else None)
         self.revoked = False
+        # A WebHDFS text task: its stream read ahead from the moment it is assigned (see _read_ahead).
+        self.read_ahead: formats.ReadAhead | None = None
+
+
+Chunk = Any  # bytes | memoryview | _Range: what the writer puts into the pipe at once
 
 
 class _Segment:
-    """One chunk as written: stream records [first, last) are the task's records [task_first, task_last)."""
+    """One chunk as written: stream bytes [start, start + nbytes) hold stream records [first, last), the
+    task's records [task_first, task_last). ``data``: the chunk itself (None under exactly-once, where
+    positions come from commits), to find the record boundaries inside it when the trainer dies."""
 
-    __slots__ = ("first", "last", "task", "task_first", "task_last", "nbytes", "final")
+    __slots__ = ("start", "first", "last", "task", "task_first", "task_last", "nbytes", "final", "data")
 
-    def __init__(self, first: int, last: int, task: _TaskFeed, task_first: int, task_last: int, nbytes: int,
-                 final: bool):
-        self.first, self.last, self.task = first, last, task
+    def __init__(self, start: int, first: int, last: int, task: _TaskFeed, task_first: int, task_last: int,
+                 nbytes: int, final: bool, data: Chunk | None):
+        self.start, self.first, self.last, self.task = start, first, last, task
         self.task_first, self.task_last, self.nbytes, self.final = task_first, task_last, nbytes, final
+        self.data = data
+
+    @property
+    def end(self) -> int:
+        return self.start + self.nbytes
+
+    def whole_records(self, upto: int) -> tuple[int, int]:
+        """The records of this chunk that end within its first ``upto`` bytes: (count, framed bytes)."""
+        data = self.data
+        if data is None or upto <= 0:
+            return 0, 0
+        if isinstance(data, _Range):
+            if data.raw:
+                return _raw_records_within(data.length, upto)
+            data = _read_range(self.task, data, upto)
+        return _lines_within(data, upto) if self.task.lines else _prefixed_within(data, upto)
+
+
+def _framed_size(data: Chunk) -> int:
+    """Bytes the chunk puts into the pipe."""
+    if isinstance(data, _Range):
+        return formats.raw_framed_length(data.length) if data.raw else data.length
+    return len(data)
+
+
+def _lines_within(data: bytes | memoryview, upto: int) -> tuple[int, int]:
+    head = bytes(data[:upto])
+    return head.count(b"\n"), head.rfind(b"\n") + 1
+
+
+def _prefixed_within(data: bytes | memoryview, upto: int) -> tuple[int, int]:
+    count = at = 0
+    upto = min(upto, len(data))
+    while at + 4 <= upto:
+        after = at + 4 + _RAW_LENGTH.unpack_from(data, at)[0]
+        if after > upto:
+            break
+        count, at = count + 1, after
+    return count, at
+
+
+def _raw_records_within(length: int, upto: int) -> tuple[int, int]:
+    """Raw ranges: a 4-byte length before each ``formats.RAW_CHUNK`` bytes of the file."""
+    count = at = 0
+    while length > 0 and at + 4 + min(length, formats.RAW_CHUNK) <= upto:
+        size = min(length, formats.RAW_CHUNK)
+        count, at, length = count + 1, at + 4 + size, length - size
+    return count, at
+
+
+def _read_range(task: _TaskFeed, span: _Range, upto: int) -> bytes:
+    """The first ``upto`` bytes of a range spliced from the task's file (read again: the writer closed it
+    after the task); nothing if it cannot be read, which counts none of its records."""
+    try:
+        with open_input(str(task.assignment["url"])) as f:
+            return os.pread(f.fileno(), min(upto, span.length), span.offset)
+    except OSError as exc:
+        log.warning("task %s: cannot read back the records the trainer took (%s): counting none of them",
+                    task.id, exc)
+        return b""
 
 
 def create_position_file(path: str) -> None:
@@ -193,8 +297,10 @@ class Feeder:
 
     def __init__(self, stdin: IO[bytes], max_tasks: int, readers: int = 1,
                  wake: threading.Event | None = None, reader_group: int | None = None,
-                 commit_file: str | None = None, position_file: str | None = None):
+                 commit_file: str | None = None, position_file: str | None = None,
+                 trainer_buffer: int = TRAINER_BUFFER):
         self.stdin = stdin
+        self.trainer_buffer = trainer_buffer
         self.commit_file = commit_file  # exactly-once: where the trainer commits, None = at-least-once
         self.position = _position_view(position_file) if commit_file is None and position_file else None
         self._commit_offset = 0
@@ -203,6 +309,8 @@ class Feeder:
         self.total_records = 0
         self.segments: collections.deque[_Segment] = collections.deque()
         self.fd = stdin.fileno()
+        self._probe: int | None = self.fd  # the end of the pipe FIONREAD is asked on (see _close_stdin)
+        self._read_end: int | None = None
         self.reader_group = reader_group  # process group of the trainer (who reads the pipe)
         self._readers: list[str] = []  # pids of that group reading the pipe, as last found
         self._readers_at = 0.0
@@ -219,8 +327,10 @@ class Feeder:
                 fcntl.fcntl(self.fd, _F_SETPIPE_SZ, PIPE_BYTES)
             except OSError:  # not a pipe, or above /proc/sys/fs/pipe-max-size: keep its size
                 pass
-        self.total_written = 0
+        self.total_written = 0  # bytes in the pipe so far: counted as each write or splice returns
         self.last_write = time.monotonic()
+        self._empty_since: float | None = None  # when the pipe was first seen empty, nothing written since
+        self._writing = False  # the writer is in a write or splice into the pipe
         self.rate = FeedRate()
         self.exhausted = False
         self.closed = False
@@ -239,24 +349,28 @@ class Feeder:
     def report(self, everything_consumed: bool = False, final: bool = False) -> dict[str, Any]:
         """The data part of the next heartbeat. ``everything_consumed``: the trainer exited 0 after EOF;
         ``final``: the trainer is gone (its last positions, taken now rather than at the last heartbeat)."""
+        if final:
+            self._settle_writer()
         with self.lock:
             progress: dict[str, dict[str, int]] = {}
             done: list[str] = []
             released: list[str] = []
             failed: dict[str, str] = {}
-            unread = self._unread()
+            written, unread = self._pipe_state()
+            everything_consumed = everything_consumed and not unread  # it exited 0 after EOF, the pipe empty
             done_with = self._records_done(unread, final)
+            # Before positions move: the chunk the trainer took its last byte from is still logged.
+            reading = self.segments[0].task.id if done_with is not None and self.segments else \
+                self._reading(written, unread)
             if self.commit_file is not None:
                 self._read_commits()
                 self._apply_commits(self.total_records if everything_consumed else self.committed_records)
             elif done_with is not None:
                 self._apply_commits(self.total_records if everything_consumed else done_with)
+            elif everything_consumed:
+                self._apply_offset(written, exact=False)
             else:
-                confirmed = self.total_written if everything_consumed else self._confirmed_offset(unread, final)
-                for task in self.tasks.values():
-                    while task.written and task.written[0][0] <= confirmed:
-                        _, task.records, task.bytes = task.written.popleft()
-                    task.committed_done = task.written_end is not None and task.written_end <= confirmed
+                self._apply_offset(self._confirmed_offset(written, unread, final), exact=final)
             for task in self.tasks.values():
                 progress[task.id] = {"records": task.records, "bytes": task.bytes}
                 if task.offsets is not None:
@@ -274,14 +388,20 @@ class Feeder:
                 "need_tasks": 0 if self.exhausted or self.broken or self.draining else max(0, self.max_tasks - self._in_flight()),
                 "held": list(self.tasks), "progress": progress, "done": done, "failed": failed,
                 "released": released}
-            reading = self.segments[0].task.id if done_with is not None and self.segments else \
-                self._reading(unread)
             if reading is not None:
                 report["reading"] = reading
             if self.checkpoint is not None:
                 report["commit"] = {"checkpoint": self.checkpoint, "records": self.committed_records}
             report["feed"] = self._feed_stats()
             return report
+
+    def _settle_writer(self, patience: float = 1.0) -> None:
+        """Wait (a little) for a write in progress to return: one blocked on the full pipe of a trainer
+        that died returns what it had put in the pipe, uncounted until then, which would make the
+        trainer look that much behind (fed again). A pipe someone else still reads may keep it."""
+        deadline = time.monotonic() + patience
+        while self._writing and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def _feed_stats(self) -> dict[str, float]:
         """Throughput into the pipe, and the share of the read-ahead buffer in use (the lock held)."""
@@ -304,26 +424,23 @@ class Feeder:
         if self.commit_file is not None:
             return self.wake.is_set()
         with self.lock:
-            done_with = self._records_done(self._unread())
+            written, unread = self._pipe_state()
+            done_with = self._records_done(unread)
             if done_with is not None:
                 return bool(self.segments) and self.segments[0].final and self.segments[0].last <= done_with
-            confirmed = self._confirmed_offset(self._unread())
+            confirmed = self._confirmed_offset(written, unread)
             return any(t.written_end is not None and t.written_end <= confirmed and not t.committed_done
                        for t in self.tasks.values())
 
-    def _reading(self, unread: int | None) -> str | None:
+    def _reading(self, written: int, unread: int | None) -> str | None:
         """The task of the last byte the trainer took from the pipe: the one it was reading."""
         if unread is None:
             return None
-        taken = self.total_written - unread
-        best: tuple[int, str] | None = None
-        for task in self.tasks.values():
-            for end, _, _ in task.written:
-                if end >= taken:
-                    if best is None or end < best[0]:
-                        best = (end, task.id)
-                    break
-        return best[1] if best is not None else None
+        taken = written - unread
+        for seg in self.segments:
+            if seg.start < taken <= seg.end:
+                return seg.task.id
+        return None
 
     def _read_commits(self) -> None:
         """The trainer's latest commit: ``{"checkpoint", "records"}`` lines appended to the commit file."""
@@ -350,12 +467,28 @@ class Feeder:
     def _apply_commits(self, upto: int) -> None:
         """Task positions from the first ``upto`` records of the stream."""
         while self.segments and self.segments[0].last <= upto:
-            seg = self.segments.popleft()
-            seg.task.records, seg.task.bytes = seg.task_last, seg.task.bytes + seg.nbytes
-            seg.task.committed_done = seg.final
+            self._consumed(self.segments.popleft())
         if self.segments and self.segments[0].first < upto:
             seg = self.segments[0]
             seg.task.records = seg.task_first + (upto - seg.first)
+
+    def _apply_offset(self, offset: int, exact: bool) -> None:
+        """Task positions from the first ``offset`` bytes of the stream: the chunks wholly before it, and
+        when ``exact`` (the trainer is gone: this is the last word) the records before it inside the next
+        one too (reading them back costs a pread or a count, once)."""
+        while self.segments and self.segments[0].end <= offset:
+            self._consumed(self.segments.popleft())
+        if exact and self.segments and self.segments[0].start < offset:
+            seg = self.segments[0]
+            records, nbytes = seg.whole_records(offset - seg.start)
+            if records:
+                seg.task.records = seg.task_first + min(records, seg.task_last - seg.task_first)
+                seg.task.bytes += nbytes
+
+    @staticmethod
+    def _consumed(seg: _Segment) -> None:
+        seg.task.records, seg.task.bytes = seg.task_last, seg.task.bytes + seg.nbytes
+        seg.task.committed_done = seg.final
 
     def reported(self, report: dict[str, Any], reply: dict[str, Any]) -> None:
         """The AM took ``report``; ``reply`` may assign tasks or say the input is exhausted."""
@@ -370,6 +503,7 @@ class Feeder:
                     continue
                 task = _TaskFeed(assignment)
                 self.tasks[task.id] = task
+                task.read_ahead = _read_ahead(assignment)
                 if task.offsets is not None:
                     thread = threading.Thread(target=self._read_task, args=(task,), daemon=True,
                                               name=f"primus-feed-stream-{task.id}")
@@ -386,37 +520,49 @@ class Feeder:
         """Records the trainer is done with, as ``data.reader.records()`` publishes them; None when it
         does not read through it (positions then come from the pipe). The reader publishes a record as
         done when the trainer asks for the next one, so a trainer waiting on an empty pipe is done with
-        everything written. The writer's log of task positions per pipe chunk is then not needed."""
+        everything written."""
         if self.position is None or self.position[0] != 1:
             return None
-        for task in self.tasks.values():
-            task.written.clear()
-        if not final and unread == 0 and (self._reader_waiting()
-                                          or time.monotonic() - self.last_write >= QUIET_SECONDS):
+        if not final and self._took_all(unread):
             return self.total_records
         return min(int(self.position[1]), self.total_records)
 
-    def _unread(self) -> int | None:
-        """Bytes written into the pipe that the trainer has not taken yet; None once the pipe is closed
-        (end of input) or cannot be asked; 0 once a drain closed it (the trainer had taken everything)."""
-        if self.closed_at is not None:
-            return None
+    def _pipe_state(self) -> tuple[int, int | None]:
+        """(bytes written into the pipe, bytes of them the trainer has not taken yet; None if the pipe
+        cannot be asked). The count comes first: a write landing in between makes the trainer look
+        behind (more of the pipe unread than written since), never ahead."""
+        written = self.total_written
         if self.drained_eof:
-            return 0
+            return written, 0  # a drain closed the pipe once the trainer had taken everything
+        if self._probe is None:
+            return written, None
         try:
-            return int(struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+            return written, int(struct.unpack("i", fcntl.ioctl(self._probe, termios.FIONREAD, b"\0\0\0\0"))[0])
         except OSError:
-            return None
+            return written, None
 
-    def _confirmed_offset(self, unread: int | None, final: bool = False) -> int:
-        """The stream offset up to which the trainer has consumed what it read. ``final``: the trainer is
-        gone: what it took from the pipe, less what its own read buffers may have held."""
+    def _confirmed_offset(self, written: int, unread: int | None, final: bool = False) -> int:
+        """The stream offset up to which the trainer has consumed what it read: what it took from the
+        pipe, less what its own read buffer may hold; everything written when it is seen done with all
+        (not when ``final``: it is gone, the pipe says how far it got)."""
         if unread is None:
-            return self.total_written if self.closed_at is not None else -1
-        if not final and unread == 0 and (self._reader_waiting()
-                                          or time.monotonic() - self.last_write >= QUIET_SECONDS):
-            return self.total_written
-        return self.total_written - unread - SLACK_BYTES
+            return -1
+        if not final and self._took_all(unread):
+            return written
+        return written - unread - self.trainer_buffer
+
+    def _took_all(self, unread: int | None) -> bool:
+        """Whether the trainer is done with everything written: the pipe is empty and a process of
+        the trainer blocked reading it, or (where that cannot be seen) it has been seen empty for
+        ``QUIET_SECONDS`` with nothing written since: counted from when it was first seen empty,
+        not from the last write, as the trainer may have taken its last bytes long after that."""
+        if unread != 0 or self.closed_at is not None or self.drained_eof:  # after EOF it never waits on the pipe
+            self._empty_since = None
+            return False
+        now = time.monotonic()
+        if self._empty_since is None or self._empty_since < self.last_write:
+            self._empty_since = now
+        return self._reader_waiting() or now - self._empty_since >= QUIET_SECONDS
 
     def _reader_waiting(self) -> bool:
         """Whether a process of the trainer's group is blocked reading the (empty) pipe.
@@ -482,6 +628,9 @@ class Feeder:
             self.closed = True
             for _ in self._threads:
                 self.todo.put(None)
+            for task in self.tasks.values():
+                if task.read_ahead is not None:
+                    task.read_ahead.close()
 
     # --- threads ---
 
@@ -498,7 +647,7 @@ class Feeder:
         a = task.assignment
         fmt = str(a["format"])
         try:
-            streamed = str(a["url"]).startswith("webhdfs://")  # read once, front to back: no pread
+            streamed = _streamed(a)  # read once, front to back: no pread
             if task.offsets is not None:
                 stopped = lambda: self.closed or self.broken or task.revoked  # noqa: E731
                 for framed, count in kafka_reader.read_partition(a, task.offsets, stopped, lines=fmt == "jsonl"):
@@ -529,9 +678,11 @@ class Feeder:
                     # Framed blocks that never cut a record; for text no Python work per line.
                     start, end = int(a["start"]), int(a["end"])
                     blocks: Iterator[tuple[bytes | memoryview, int]]
-                    if fmt in ("text", "jsonl") and a["compression"] == "none" and streamed:
-                        # A WebHDFS stream: large reads, each block fed as it was read (one copy).
-                        blocks = formats.streamed_lines(f, start, end, task.skip, _range_size(end - start))
+                    if task.read_ahead is not None:
+                        # A WebHDFS stream: large reads, each block fed as it was read (one copy), read
+                        # ahead on a connection of its own while this thread counts the lines.
+                        blocks = formats.streamed_lines(None, start, end, task.skip, task.read_ahead.step,
+                                                        blocks=task.read_ahead)
                     else:  # blocks of about CHUNK_BYTES
                         blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
                     for data, count in blocks:
@@ -543,6 +694,9 @@ class Feeder:
         except Exception as exc:  # noqa: BLE001 - any reader error is reported as the task's failure
             error = f"{a['url']}: {type(exc).__name__}: {exc}"
             log.warning("task %s failed: %s", task.id, error)
+        finally:
+            if task.read_ahead is not None:
+                task.read_ahead.close()
         with self.lock:
             task.read_done = True
             task.error = error
@@ -565,8 +719,14 @@ class Feeder:
             if item is None:
                 break
             task, data, records, nbytes, last = item
+            with self.lock:
+                seg = self._log_chunk(task, data, records, last)
+            self._writing = True
             try:
-                size = self._write_range(data) if isinstance(data, _Range) else self._write(data)
+                if isinstance(data, _Range):
+                    self._write_range(data)
+                else:
+                    self._write(data)
             except _FileShrank as exc:  # what is in the pipe ends mid-record: the trainer must not go on
                 log.error("task %s: %s: closing the trainer's stdin", task.id, exc)
                 with self.lock:
@@ -578,42 +738,65 @@ class Feeder:
                     self.broken = True
                 return
             finally:
+                self._writing = False
                 if last and task.file is not None:
                     task.file.close()
             with self.lock:
-                self.total_written += size
                 self.last_write = time.monotonic()
-                task.written.append((self.total_written, records, nbytes))
-                count = records - task.written_records
-                if self.commit_file is not None or self.position is not None:
-                    self.segments.append(_Segment(self.total_records, self.total_records + count, task,
-                                                  task.written_records, records, size, last))
-                self.total_records += count
-                task.written_records = records
+                self.total_records = seg.last
                 if last:
-                    task.written_end = self.total_written
+                    task.written_end = seg.end
             if last:
                 self.wake.set()  # room for another task: heartbeat soon
-        try:
-            self.stdin.close()
-        except OSError:
-            pass
+        self._close_stdin()
 
-    def _end_drained_stream(self) -> None:
-        """Draining: close the trainer's stdin once it took everything written (never, if it is gone)."""
-        while not self.broken and self._unread() != 0:
-            time.sleep(0.05)
+    def _log_chunk(self, task: _TaskFeed, data: Chunk, records: int, last: bool) -> _Segment:
+        """Log a chunk before it is written (the lock held): while it is written, the trainer may
+        already take and consume some of its records. Records count as written (``total_records``)
+        once all of it is; its bytes, as each write returns (``total_written``)."""
+        seg = _Segment(self.total_written, self.total_records, self.total_records + records - task.written_records,
+                       task, task.written_records, records, _framed_size(data), last,
+                       data if self.commit_file is None else None)
+        self.segments.append(seg)
+        task.written_records = records
+        return seg
+
+    def _close_stdin(self) -> None:
+        """Close the trainer's stdin (it reads EOF once it has taken what is in the pipe), keeping a read
+        end of the pipe to ask how much of it is unread: a trainer that dies after EOF leaves that much
+        to feed again. The read end is opened through /proc (the write end is all this process has),
+        close-on-exec so that no child inherits it; it is never read from (that would take the trainer's
+        records), and holding it does not delay EOF (which comes when every write end is closed)."""
         with self.lock:
-            self.drained_eof = True
+            if self._probe != self.fd:
+                return
+            self._read_end = _open_read_end(self.fd)
+            self._probe = self._read_end
             try:
                 self.stdin.close()
             except OSError:
                 pass
 
+    def close(self) -> None:
+        """Forget the pipe (the trainer's last positions were reported): close the read end kept."""
+        with self.lock:
+            if self._read_end is not None:
+                os.close(self._read_end)
+            self._read_end = self._probe = None
+
+    def _end_drained_stream(self) -> None:
+        """Draining: close the trainer's stdin once it took everything written (never, if it is gone)."""
+        while not self.broken and self._pipe_state()[1] != 0:
+            time.sleep(0.05)
+        self._close_stdin()
+        with self.lock:
+            self.drained_eof = True
+
     def _write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
         while view:
             written = os.write(self.fd, view)
+            self.total_written += written  # only this thread adds; in the pipe now
             view = view[written:]
         return len(data)
 
@@ -641,6 +824,7 @@ class Feeder:
                     log.info("os.splice is refused here (%s): writing what is read instead", exc)
                     self._splice = False
                     continue
+                self.total_written += moved
             else:
                 data = os.pread(fd, min(length, 1024 * 1024), offset)
                 moved = len(data) and self._write(data)
@@ -652,3 +836,15 @@ class Feeder:
 
 class _FileShrank(Exception):
     pass
+
+
+def _open_read_end(fd: int) -> int | None:
+    """A new read end of the pipe ``fd`` is the write end of (Linux: opening /proc/self/fd/N opens the
+    pipe itself); None if it is not a pipe or /proc is not there (the unread part is then unknown)."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        log.info("no read end of the trainer's stdin (%s): once it is closed, what it left unread is unknown", exc)
+        return None

@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
-from .feed import Feeder, create_position_file
+from .feed import TRAINER_BUFFER, Feeder, create_position_file
 from .preemption import PreemptionSettings, listen_for_notice_signals
 from .proctree import Cgroup, become_subreaper
 from .readiness import PROBE_PERIOD, ReadinessProbe
@@ -231,7 +231,8 @@ class Executor:
         if feed is not None and self.trainer.proc.stdin is not None:
             self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
                                  reader_group=self.trainer.pid, commit_file=commit_file,
-                                 position_file=position_file)
+                                 position_file=position_file,
+                                 trainer_buffer=int(feed.get("trainer_buffer") or TRAINER_BUFFER))
         while True:
             if self.stop_reason is None and self.drain_reason is None:
                 report = self.feeder.report() if self.feeder is not None else None
@@ -279,6 +280,7 @@ class Executor:
             "id": self.config.id, "incarnation": self.config.incarnation, "state": protocol.REPORT_RUNNING,
             "cluster_version": self.cluster_version, "wait": False, **report,
         }, give_up_after=self._last_word_patience())
+        self.feeder.close()
 
     def _drain(self) -> int | None:
         """Leave on a preemption notice: no more tasks nor records, SIGTERM to the trainer, which has the
