@@ -10,8 +10,8 @@ job must fail).
 from __future__ import annotations
 
 import asyncio
-import gc
 import errno
+import gc
 import logging
 import time
 from collections.abc import Callable
