@@ -20,6 +20,7 @@ from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS, HadoopConf, HadoopConfigErro
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient, LaunchRequest, launch_env, launched_at_start
+from . import logs
 from . import manifests as m
 from .settings import KubernetesBackend
 
@@ -73,6 +74,7 @@ class KubernetesClusterClient(ClusterClient):
         self.hadoop_conf_dir = hadoop_conf_dir
         self._endpoints: dict[str, tuple[str, str]] = {}
         self._am_pods: dict[str, str] = {}  # app id -> the AM pod its endpoint is on
+        self._log_cursors: dict[str, logs.LogCursor | None] = {}  # log path -> where its next read starts
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
@@ -424,17 +426,21 @@ class KubernetesClusterClient(ClusterClient):
 
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
         """A container's log (``pods/<pod>/<container>``) from ``offset``. The API has no byte
-        offset: the whole log is read and sliced."""
+        offset: the first read of a log reads it whole, the next ones from the second the last one
+        ended in (``logs.LogCursor``), so following a long log does not read it again each time."""
         ns, app = m.parse_app_id(app_id)
         parts = path.split("/")
         if len(parts) != 3 or parts[0] != "pods":
             raise PermissionError(f"{path} is not a log of job {app_id}")
         pod_name, container = parts[1], parts[2]
+        cursor = self._log_cursors.get(path)
+        read = logs.plan(cursor, offset, None)
         try:
-            pod = self.core.read_namespaced_pod(pod_name, ns)
-            if (pod.metadata.labels or {}).get(m.LABEL_APP) != app:
-                raise PermissionError(f"{path} is not a log of job {app_id}")
-            data = self.core.read_namespaced_pod_log(pod_name, ns, container=container, _preload_content=False).data
+            if cursor is None:  # the first read of this log: check it is the job's
+                pod = self.core.read_namespaced_pod(pod_name, ns)
+                if (pod.metadata.labels or {}).get(m.LABEL_APP) != app:
+                    raise PermissionError(f"{path} is not a log of job {app_id}")
+            data = self._pod_log(ns, pod_name, container, read.since)
         except PermissionError:
             raise
         except Exception as exc:
@@ -442,7 +448,16 @@ class KubernetesClusterClient(ClusterClient):
             if getattr(exc, "status", None) in (400, 404):
                 return b""
             raise
-        return bytes(data)[offset:]
+        chunk, self._log_cursors[path] = logs.take(data, read, offset, None, cursor)
+        return chunk
+
+    def _pod_log(self, namespace: str, pod: str, container: str, since: str | None) -> bytes:
+        """``pods/log`` with timestamps, from ``since`` (the generated client has no sinceTime)."""
+        query = [("container", container), ("timestamps", "true")] + ([("sinceTime", since)] if since else [])
+        response = self.api.call_api(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", "GET", query_params=query,
+                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                     _preload_content=False, _return_http_data_only=True)
+        return bytes(response.data)
 
 
 def role_files(spec: JobSpec) -> tuple[dict[str, bytes], list[str]]:

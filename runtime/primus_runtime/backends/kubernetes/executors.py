@@ -266,17 +266,19 @@ class KubernetesExecutorBackend(ExecutorBackend):
 
     async def read_log(self, path: str, offset: int, limit: int) -> tuple[bytes, int | None]:
         """A container's log (``pods/<pod>/<container>``) through the API server, which has no byte
-        offset: from the second of the last read on (``logs.LogCursor``), at most ``limit`` bytes.
-        A read from the end (negative ``offset``) or without a cursor reads the log whole."""
+        offset: from the second of the last read on (``logs.LogCursor``), at most ``limit`` bytes,
+        pages already read kept. A read from the end (negative ``offset``; the page opens a log so)
+        reads the log whole, and sets the cursor for the reads that follow it."""
         _, pod, container = path.split("/", 2)
-        if offset < 0:
-            return slice_log(await self._fetch_log(pod, container, None, None, False), offset, limit)
-        read = logs.plan(self._log_cursors.get(path), offset, limit)
-        data = await self._fetch_log(pod, container, read.since, read.limit_bytes, True)
-        chunk, cursor = logs.take(data, read, offset, limit, self._log_cursors.get(path))
+        whole = offset < 0
+        cursor = None if whole else self._log_cursors.get(path)
+        read = logs.plan(cursor, 0 if whole else offset, None if whole else limit)
+        data = b"" if read.kept is not None else \
+            await self._fetch_log(pod, container, read.since, read.limit_bytes, timestamps=True)
+        chunk, cursor = logs.take(data, read, 0 if whole else offset, None if whole else limit, cursor)
         if cursor is not None:
             self._log_cursors[path] = cursor
-        return chunk, None
+        return slice_log(chunk, offset, limit) if whole else (chunk, None)
 
     async def _fetch_log(self, pod: str, container: str, since: str | None, limit_bytes: int | None,
                          timestamps: bool) -> bytes:
