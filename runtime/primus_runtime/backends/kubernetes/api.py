@@ -294,23 +294,24 @@ class KubeApi:
             raise self._unreachable(exc) from None
 
 
-async def list_and_watch(api: KubeApi, path: str, label_selector: str,
+async def list_and_watch(api: KubeApi, path: str, label_selector: str, resource_version: str | None = None,
                          timeout_seconds: int = WATCH_SECONDS) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     """Every change of the objects at ``path`` matching ``label_selector``, for ever: first
-    ``("SYNC", all of them)``, then ``(type, [object])`` per event. The watch resumes from the last
-    resourceVersion seen (bookmarks included) after the server ends it or the connection drops; a
-    version the server no longer has (410 Gone) lists again (another ``SYNC``). Errors after the
-    first listing are retried with a growing pause, logged; the first listing's are raised (no
-    rights, no server: a caller waiting for it is told)."""
-    version: str | None = None
-    listed = False
+    ``("SYNC", all of them)``, then ``(type, [object])`` per event (``resource_version``: watch from
+    there, without listing first). The watch resumes from the last resourceVersion seen (bookmarks
+    included) after the server ends it or the connection drops; a version the server no longer has
+    (410 Gone) lists again (another ``SYNC``). Errors after the first listing are retried with a
+    growing pause, logged; the first listing's are raised (no rights, no server: a caller waiting
+    for it is told)."""
+    version = resource_version
+    started = resource_version is not None  # listed once, or given a version to go on from
     pause = 0.1
     while True:
         try:
             if version is None:
                 listing = await api.get(path, labelSelector=label_selector)
                 version = str(listing["metadata"]["resourceVersion"])
-                listed = True
+                started = True
                 yield "SYNC", list(listing.get("items") or [])
             async for kind, obj in api.watch(path, version, timeout_seconds, labelSelector=label_selector):
                 version = str(obj["metadata"]["resourceVersion"])
@@ -318,15 +319,17 @@ async def list_and_watch(api: KubeApi, path: str, label_selector: str,
                 if kind != "BOOKMARK":
                     yield kind, [obj]
         except ApiError as exc:
-            if not listed:
+            if exc.status == 410:
+                log.info("watching %s: version %s is gone (%s); listing again", path, version, exc.message)
+            elif not started:
                 raise
-            if exc.status != 410:
+            else:
                 log.warning("watching %s failed, again in %.1fs: %s", path, pause, exc)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, WATCH_RETRY_MAX)
             version = None  # 410 Gone, or an error of the version: list afresh
         except ApiUnreachable as exc:
-            if not listed:
+            if not started:
                 raise
             log.warning("watching %s: %s; again in %.1fs from version %s", path, exc, pause, version)
             await asyncio.sleep(pause)
