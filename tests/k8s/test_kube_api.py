@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import wait_for
+from primus_runtime import protocol
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.backends.kubernetes import logs
 from primus_runtime.backends.kubernetes import manifests as m
@@ -217,6 +218,24 @@ def test_the_am_process_never_imports_the_kubernetes_package():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3', 'google')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_am_listens_at_its_address_before_importing_its_stack():
+    """PRIMUS_AM_LISTEN (the AM pod's IP and port): am/__main__.py listens there first, so the
+    executors started with the job connect into the backlog while the AM imports pydantic and
+    aiohttp; serve() takes that socket over."""
+    port = free_port()
+    code = ("import socket, sys\n"
+            "from primus_runtime.am import early\n"
+            "early.listen()\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'aiohttp'))\n"
+            f"client = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+            f"taken = early.socket_for('127.0.0.1', {port})\n"
+            "accepted, _ = taken.accept()\n"
+            "print(heavy, taken.getsockname()[1], early.socket_for('127.0.0.1', 0) is not taken)\n")
+    env = {"PATH": "/usr/bin:/bin", protocol.ENV_AM_LISTEN: f"127.0.0.1:{port}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == f"[] {port} True", out.stderr
 
 
 # --- logs ------------------------------------------------------------------------------------

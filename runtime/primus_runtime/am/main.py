@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import logging
 import signal
@@ -65,6 +66,9 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock, backlog=early.BACKLOG, ssl_context=tls).start()
+    if not gc.isenabled():  # off for the start-up (am/__main__.py): what it made stays, unscanned
+        gc.freeze()
+        gc.enable()
     mirror = asyncio.ensure_future(_mirror_status(am, store)) if store.mirror_interval else None
     try:
         await am.done.wait()
