@@ -205,7 +205,7 @@ class KubeApi:
             try:
                 return await self._once(method, path, params, data, content_type if data else None, timeout)
             except aiohttp.ClientConnectorError as exc:
-                if pause is None:
+                if pause is None or isinstance(exc, aiohttp.ClientSSLError):  # TLS refused: no retry helps
                     raise self._unreachable(exc) from None
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # the loop returns or raises
@@ -226,6 +226,8 @@ class KubeApi:
             raise self._unreachable(exc) from None
 
     def _unreachable(self, exc: BaseException) -> ApiUnreachable:
+        if isinstance(exc, aiohttp.ClientSSLError):
+            return ApiUnreachable(f"the Kubernetes API server at {self.server} cannot be trusted (TLS: {exc})")
         what = "timed out" if isinstance(exc, asyncio.TimeoutError) else f"{type(exc).__name__}: {exc}"
         return ApiUnreachable(f"the Kubernetes API server at {self.server} does not answer ({what})")
 

@@ -37,6 +37,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 PREEMPTION_REASONS = ("PreemptionByScheduler", "EvictionByEvictionAPI", "TerminationByKubelet")
 NODE_LOST_REASONS = ("DeletionByTaintManager", "DeletionByPodGC", "NodeLost")
 GONE_WAIT_SECONDS = 30.0  # how long a new AM attempt waits for the pods it deleted to be gone
+WATCH_RESTART_SECONDS = 1.0  # after an unexpected error of the pod watch
 
 
 def _condition(pod: Pod, kind: str) -> Any:
@@ -304,10 +305,18 @@ class KubernetesExecutorBackend(ExecutorBackend):
     async def _watch_forever(self) -> None:
         """The job's executor pods: listed, then watched from that version (``api.list_and_watch``:
         resumed after a disconnect, listed again after 410 Gone). Every pod seen is kept in
-        ``_seen``; the ones of live executors become events."""
-        async for kind, objects in list_and_watch(self.api, pods_path(self.namespace), self.selector):
-            self._on_pods(kind, [pod_of(obj) for obj in objects])
-            self._synced.set()
+        ``_seen``; the ones of live executors become events. Anything else going wrong once the
+        first listing is done (an object it cannot read) lists again: the AM never stops watching."""
+        while True:
+            try:
+                async for kind, objects in list_and_watch(self.api, pods_path(self.namespace), self.selector):
+                    self._on_pods(kind, [pod_of(obj) for obj in objects])
+                    self._synced.set()
+            except Exception:
+                if not self._synced.is_set():
+                    raise  # start() reports it
+                log.exception("watching the executor pods failed: listing them again in %.0fs", WATCH_RESTART_SECONDS)
+                await asyncio.sleep(WATCH_RESTART_SECONDS)
 
     def _on_pods(self, kind: str, pods: list[Pod]) -> None:
         if kind == "SYNC":  # a fresh list: pods we wait for that are not in it were deleted meanwhile
