@@ -171,7 +171,9 @@ start() {
     --initial-cluster "primus-test=http://127.0.0.1:$ETCD_PEER_PORT"
   wait_until etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
   # There is no default route in the namespace, hence the explicit advertise address; loopback is
-  # invalid in Endpoints, hence no endpoint reconciler. The kubelet flags serve pods/log.
+  # invalid in Endpoints, hence no endpoint reconciler. The kubelet flags serve pods/log. ConfigMaps
+  # are watched from etcd, without the API server's watch cache: a test compacts etcd to see a watch
+  # from a version gone answered 410 Gone (the cache would still serve it).
   launch kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address=127.0.0.1 --secure-port="$API_PORT" --advertise-address=127.0.0.1 \
     --endpoint-reconciler-type=none --profiling=false --allow-privileged=true --authorization-mode=RBAC \
@@ -180,7 +182,7 @@ start() {
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
-    --kubelet-preferred-address-types=InternalIP
+    --kubelet-preferred-address-types=InternalIP --watch-cache-sizes=configmaps#0
   wait_until kube-apiserver 90 api /readyz
   # Without node-lifecycle and taint-eviction controllers: the node agent posts no lease, and
   # those would taint its node and evict its pods after ~5 min.
@@ -201,8 +203,8 @@ start() {
 export KUBECONFIG="$DIR/admin.kubeconfig"
 export PRIMUS_K8S_CLUSTER_DIR="$DIR"
 EOF
-  printf '{"api": "https://127.0.0.1:%s", "kubeconfig": "%s", "node": "primus-node-0", "node_ip": "%s", "pod_cidr": "10.244.0.0/24"}\n' \
-    "$API_PORT" "$DIR/admin.kubeconfig" "$NODE_IP" >"$DIR/ready.json"
+  printf '{"api": "https://127.0.0.1:%s", "etcd": "http://127.0.0.1:%s", "kubeconfig": "%s", "node": "primus-node-0", "node_ip": "%s", "pod_cidr": "10.244.0.0/24"}\n' \
+    "$API_PORT" "$ETCD_PORT" "$DIR/admin.kubeconfig" "$NODE_IP" >"$DIR/ready.json"
   echo "k8s-cluster: ready in $((SECONDS - t0))s; use it with: . $DIR/env.sh" >&2
 }
 

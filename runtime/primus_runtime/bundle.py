@@ -7,6 +7,7 @@ Python interpreter: ``python primus-runtime-<hash>.zip executor``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import marshal
@@ -59,9 +60,11 @@ def _digest(files: list[tuple[str, bytes]], start: bytes = b"") -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def runtime_digest() -> str:
     """A hash of this runtime's sources: two installations with the same one run the same code
-    (whatever their Python), e.g. a client and the image its AM runs."""
+    (whatever their Python), e.g. a client and the image its AM runs. Read once per process (every
+    Kubernetes submit sends it; hashing the sources takes tens of milliseconds)."""
     return _digest(_sources())[:16]
 
 

@@ -150,6 +150,9 @@ ENV_AM_INFO_FILE = "PRIMUS_AM_INFO_FILE"
 # found dead (epoch seconds).
 ENV_AM_ATTEMPT = "PRIMUS_AM_ATTEMPT"
 ENV_AM_DOWN_SINCE = "PRIMUS_AM_DOWN_SINCE"
+# Set for the AM process by a backend that knows the AM's address before it starts (Kubernetes: the
+# pod IP and port): ``host:port`` it listens on before importing anything else (``am/early.py``).
+ENV_AM_LISTEN = "PRIMUS_AM_LISTEN"
 # Optional, the role's ``preemption`` section: a file whose appearance is a preemption notice (polled
 # every heartbeat), an extra signal that is one (a name, e.g. SIGUSR1; SIGTERM always is), and the
 # seconds a draining trainer gets between SIGTERM and SIGKILL (default: PRIMUS_KILL_GRACE).

@@ -31,8 +31,10 @@ kubelet would, so that a Kubernetes backend can be tested against a real control
 - Deletion: SIGTERM to each container's process group (and descendants), SIGKILL after the grace
   period, then delete with grace 0. A pod that vanishes has its processes killed.
 - Logs: the kubelet's ``/containerLogs/{ns}/{pod}/{container}`` endpoint (tailLines, limitBytes,
-  follow) over HTTPS on the node IP, so ``read_namespaced_pod_log`` works through the API server.
-  The combined stdout+stderr of a container is in ``DIR/pods/NS_POD_UID/logs/CONTAINER.log``.
+  follow, timestamps, sinceTime, sinceSeconds) over HTTPS on the node IP, so ``read_namespaced_pod_log``
+  works through the API server. The combined stdout+stderr of a container is in
+  ``DIR/pods/NS_POD_UID/logs/CONTAINER.log``; it reaches the file through a pipe the agent reads, which
+  notes when each line began (a line's time, as a container runtime's log keeps it).
 - Test hook (not kubelet behaviour): the annotation ``primus.test/evict: "<message>"`` evicts the
   pod as a kubelet under node pressure would: processes killed, phase Failed, reason Evicted.
 
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import bisect
 import collections
 import datetime
 import http.server
@@ -99,6 +102,49 @@ class NotYet(Exception):
     """Something the pod needs (a ConfigMap, a Secret) does not exist yet; the kubelet retries."""
 
 
+class LineTimes:
+    """When each line of a container's log began: (offset in the log, epoch seconds), in order."""
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        self.times: list[float] = []
+        self.lock = threading.Lock()
+
+    def add(self, offset: int, when: float) -> None:
+        with self.lock:
+            self.offsets.append(offset)
+            self.times.append(when)
+
+    def at(self, offset: int) -> float:
+        """The time of the line starting at (or containing) ``offset``."""
+        with self.lock:
+            i = bisect.bisect_right(self.offsets, offset) - 1
+            return self.times[i] if i >= 0 else (self.times[0] if self.times else time.time())
+
+
+def copy_output(fd: int, path: Path, lines: LineTimes) -> None:
+    """A container's output from the pipe ``fd`` into its log file, noting when each line began."""
+    offset = path.stat().st_size if path.exists() else 0
+    at_line_start = True
+    with open(path, "ab") as out:
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            when = time.time()
+            if at_line_start:
+                lines.add(offset, when)
+            start = 0
+            while (end := chunk.find(b"\n", start)) != -1 and end + 1 < len(chunk):
+                lines.add(offset + end + 1, when)
+                start = end + 1
+            at_line_start = chunk.endswith(b"\n")
+            out.write(chunk)
+            out.flush()
+            offset += len(chunk)
+    os.close(fd)
+
+
 @dataclass
 class Container:
     name: str
@@ -112,6 +158,8 @@ class Container:
     probe_failures: int = 0
     next_probe: float = 0.0
     waiting: tuple[str, str] = ("ContainerCreating", "")
+    log_lines: LineTimes = field(default_factory=LineTimes)
+    log_reader: threading.Thread | None = None
 
     def status(self, image: str) -> dict[str, Any]:
         base = {"name": self.name, "image": image, "imageID": "", "containerID": "",
@@ -254,6 +302,8 @@ class PodRun:
         changed = False
         for c in self.init + self.main:
             if c.proc is not None and c.exit_code is None and c.proc.poll() is not None:
+                if c.log_reader is not None:
+                    c.log_reader.join(0.5)  # its last output in the log before it is reported ended
                 code = c.proc.returncode
                 c.exit_code = 128 - code if code < 0 else code  # killed by signal N: 128+N like a runtime
                 c.finished_at, c.ready = now(), False
@@ -303,9 +353,18 @@ class PodRun:
         if not argv:
             raise PodError("CreateContainerError", f"container {c.name}: no command (the image is ignored, "
                            "so the node agent needs spec.containers[].command)")
-        with open(self.dir / "logs" / f"{c.name}.log", "ab") as out:
-            c.proc = subprocess.Popen(self.sandboxed(c, argv), env=self.envs[c.name], stdout=out,
+        read, write = os.pipe()
+        try:
+            c.proc = subprocess.Popen(self.sandboxed(c, argv), env=self.envs[c.name], stdout=write,
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        c.log_reader = threading.Thread(target=copy_output, args=(read, self.dir / "logs" / f"{c.name}.log",
+                                                                  c.log_lines), name=f"log-{self.key}", daemon=True)
+        c.log_reader.start()
         c.started_at = now()
         c.ready = spec.readiness_probe is None
         if spec.readiness_probe is not None:
@@ -757,20 +816,22 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
         c = next((c for c in (run.init + run.main if run else []) if c.name == container), None)
         if run is None or c is None:
             return self.send_error(404, f"container {container} of pod {namespace}/{pod} is not on this node")
-        query = urllib.parse.parse_qs(url.query)
+        query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
         path = run.dir / "logs" / f"{container}.log"
         data = path.read_bytes() if path.exists() else b""
+        since = log_since(query)
+        stamps = query.get("timestamps") == "true"
+        lines = [(offset, line) for offset, line in split_lines(data) if since is None or c.log_lines.at(offset) >= since]
         if "tailLines" in query:
-            lines = data.splitlines(keepends=True)
-            count = int(query["tailLines"][0])
-            data = b"".join(lines[-count:]) if count else b""
-        limit = int(query["limitBytes"][0]) if "limitBytes" in query else None
+            count = int(query["tailLines"])
+            lines = lines[-count:] if count else []
+        limit = int(query["limitBytes"]) if "limitBytes" in query else None
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
-        sent = self.send_limited(data, limit)
-        if query.get("follow", ["false"])[0] == "true":
-            self.follow(path, c, run, sent, limit)
+        sent = self.send_limited(b"".join(stamped(c.log_lines, lines, stamps)), limit)
+        if query.get("follow") == "true":
+            self.follow(path, c, run, sent, limit, stamps)
 
     def send_limited(self, data: bytes, limit: int | None, sent: int = 0) -> int:
         if limit is not None:
@@ -779,15 +840,16 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
         return sent + len(data)
 
-    def follow(self, path: Path, c: Container, run: PodRun, sent: int, limit: int | None) -> None:
+    def follow(self, path: Path, c: Container, run: PodRun, sent: int, limit: int | None, stamps: bool) -> None:
         offset = path.stat().st_size if path.exists() else 0
         while limit is None or sent < limit:
             with open(path, "rb") as f:
                 f.seek(offset)
                 chunk = f.read()
-            offset += len(chunk)
             if chunk:
-                sent = self.send_limited(chunk, limit, sent)
+                lines = [(offset + at, line) for at, line in split_lines(chunk)]
+                sent = self.send_limited(b"".join(stamped(c.log_lines, lines, stamps)), limit, sent)
+                offset += len(chunk)
             elif c.exit_code is not None or run.gone:
                 return
             else:
@@ -795,6 +857,38 @@ class LogHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per pod transition is the log; requests are not transitions
+
+
+def split_lines(data: bytes) -> list[tuple[int, bytes]]:
+    """(offset, line with its newline) of each line of ``data``; the last may be unfinished."""
+    out, offset = [], 0
+    for line in data.split(b"\n"):
+        if line or offset < len(data):
+            out.append((offset, line + b"\n" if offset + len(line) < len(data) else line))
+        offset += len(line) + 1
+    return out
+
+
+def stamped(times: LineTimes, lines: list[tuple[int, bytes]], stamps: bool) -> list[bytes]:
+    """The lines, each led by its time (RFC 3339, nanoseconds, UTC) and a space with ``stamps``, as a
+    kubelet writes them for timestamps=true; a continued line (it began before) gets none."""
+    if not stamps:
+        return [line for _, line in lines]
+    out = []
+    for offset, line in lines:
+        when = datetime.datetime.fromtimestamp(times.at(offset), datetime.timezone.utc)
+        out.append(when.strftime("%Y-%m-%dT%H:%M:%S.%f000Z ").encode() + line)
+    return out
+
+
+def log_since(query: dict[str, str]) -> float | None:
+    """The epoch seconds of sinceTime (RFC 3339) or now minus sinceSeconds; None for neither."""
+    if "sinceTime" in query:
+        text = query["sinceTime"].replace("Z", "+00:00")
+        return datetime.datetime.fromisoformat(text).timestamp()
+    if "sinceSeconds" in query:
+        return time.time() - int(query["sinceSeconds"])
+    return None
 
 
 def serve_logs(agent: Agent, args: argparse.Namespace) -> None:

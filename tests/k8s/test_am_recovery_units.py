@@ -1,13 +1,11 @@
 """AM recovery on Kubernetes without a cluster: the Job and the ownership (manifests), what a new AM
-attempt adopts or deletes (fed real V1Pod objects), and the journal's copy in its ConfigMap."""
+attempt adopts or deletes (fed pods as the API server sends them), and the journal's copy in its
+ConfigMap."""
 
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
-
-from kubernetes.client import V1ObjectMeta, V1Pod, V1PodSpec, V1PodStatus
 
 from primus_runtime.backends.base import Adoption
 from primus_runtime.backends.kubernetes import manifests as m
@@ -46,24 +44,25 @@ def test_a_job_owner_is_not_the_controller_of_what_it_owns():
     assert m.owner_reference(APP, "uid-1")["controller"] is True  # an AM pod still is
 
 
-def executor(incarnation: str, phase: str = "Running") -> V1Pod:
-    return V1Pod(metadata=V1ObjectMeta(name=f"{APP}-worker-{incarnation}", labels={m.LABEL_INCARNATION: incarnation}),
-                 spec=V1PodSpec(containers=[]), status=V1PodStatus(phase=phase, container_statuses=[]))
+def executor(incarnation: str, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"name": f"{APP}-worker-{incarnation}", "labels": {m.LABEL_INCARNATION: incarnation}},
+            "spec": {"containers": []}, "status": {"phase": phase}}
 
 
-class FakeCore:
-    """list and delete of pods: deleted pods leave the listing at once."""
+class FakeApi:
+    """list and delete of pods (``api.KubeApi``'s calls): deleted pods leave the listing at once."""
 
-    def __init__(self, pods: list[V1Pod]):
-        self.pods = {p.metadata.name: p for p in pods}
+    def __init__(self, pods: list[dict[str, Any]]):
+        self.pods = {p["metadata"]["name"]: p for p in pods}
         self.deleted: list[str] = []
 
-    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
-        return SimpleNamespace(items=list(self.pods.values()))
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return {"items": list(self.pods.values())}
 
-    def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> None:
+    async def delete(self, path: str, grace_seconds: int | None = None, missing_ok: bool = True) -> bool:
+        name = path.rsplit("/", 1)[1]
         self.deleted.append(name)
-        self.pods.pop(name)
+        return self.pods.pop(name, None) is not None
 
 
 def adoption(incarnation: str, pid: int | None) -> Adoption:
@@ -71,32 +70,32 @@ def adoption(incarnation: str, pid: int | None) -> Adoption:
 
 
 def test_a_stale_journal_adopts_registered_executors_only_and_deletes_the_pods_it_does_not_know():
-    core = FakeCore([executor("registered"), executor("unregistered"), executor("unknown"),
-                     executor("ended", phase="Succeeded")])
-    backend = KubernetesExecutorBackend(core, job(2), APP, "ml", "uid-1", "Job")
+    api = FakeApi([executor("registered"), executor("unregistered"), executor("unknown"),
+                   executor("ended", phase="Succeeded")])
+    backend = KubernetesExecutorBackend(api, job(2), APP, "ml", "uid-1", "Job")  # type: ignore[arg-type]
     # The copy saw "registered" register, "unregistered" only launched (it registered in the last
     # second), and never heard of "unknown" (launched in the last second).
     found = asyncio.run(backend.adopt([adoption("registered", 7), adoption("unregistered", None)]))
     assert found == {"registered"}
-    assert sorted(core.deleted) == [f"{APP}-worker-unknown", f"{APP}-worker-unregistered"]
+    assert sorted(api.deleted) == [f"{APP}-worker-unknown", f"{APP}-worker-unregistered"]
     assert f"{APP}-worker-registered" in backend._requests  # watched from now on
 
 
-class FakeConfigMaps:
+class FakeConfigMapApi:
     def __init__(self) -> None:
         self.data: dict[str, str] = {}
 
-    def patch_namespaced_config_map(self, name: str, namespace: str, body: dict[str, Any]) -> None:
-        self.data.update(body["data"])
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.data.update(patch["data"])
+        return {"data": dict(self.data)}
 
-    def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
-        return SimpleNamespace(data=dict(self.data))
+    async def get(self, path: str, **params: Any) -> dict[str, Any]:
+        return {"data": dict(self.data)}
 
 
 def test_a_journal_that_outgrows_its_configmap_empties_the_copy():
-    core = FakeConfigMaps()
-    copy = JournalConfigMap(core, "ml", m.Names(APP).journal)
-    assert copy.download() is None
-    assert copy.upload('{"k":"job"}\n') and copy.download() == '{"k":"job"}\n'
-    assert not copy.upload("x" * (MAX_JOURNAL_BYTES + 1))
-    assert copy.download() == ""  # no later attempt takes over from the outdated copy
+    copy = JournalConfigMap(FakeConfigMapApi(), "ml", m.Names(APP).journal)  # type: ignore[arg-type]
+    assert asyncio.run(copy.download()) is None
+    assert asyncio.run(copy.upload('{"k":"job"}\n')) and asyncio.run(copy.download()) == '{"k":"job"}\n'
+    assert not asyncio.run(copy.upload("x" * (MAX_JOURNAL_BYTES + 1)))
+    assert asyncio.run(copy.download()) == ""  # no later attempt takes over from the outdated copy

@@ -78,6 +78,9 @@ def test_the_am_pod():
     assert container["command"] == ["python", "-m", "primus_runtime.am", "--backend", "kubernetes"]
     fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"] if "valueFrom" in e}
     assert fields == {"POD_IP": "status.podIP", "POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    # It listens where the executors started with the job look for it, before importing its stack.
+    values = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert values[protocol.ENV_AM_LISTEN] == f"$(POD_IP):{m.DEFAULT_AM_PORT}"
     assert container["resources"] == {"requests": {"cpu": "2000m", "memory": "1024Mi"},
                                       "limits": {"cpu": "2000m", "memory": "1024Mi"}}
     assert {v["name"]: v.get("configMap", v.get("secret", v.get("emptyDir"))) for v in pod["spec"]["volumes"]} == {

@@ -1,41 +1,37 @@
-"""Pod states as the failover engine's events (fed real V1Pod objects, no cluster)."""
+"""Pod states as the failover engine's events (fed pods as the API server sends them, no cluster)."""
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
 import pytest
-from kubernetes.client import (
-    V1ContainerState,
-    V1ContainerStateTerminated,
-    V1ContainerStateWaiting,
-    V1ContainerStatus,
-    V1ObjectMeta,
-    V1Pod,
-    V1PodCondition,
-    V1PodSpec,
-    V1PodStatus,
-)
 
 from primus_runtime.backends.base import BackendEvents, Exited, Launched, LaunchRequest
 from primus_runtime.backends.kubernetes.executors import KubernetesExecutorBackend, pending_reason_of, pod_exit
+from primus_runtime.backends.kubernetes.objects import Pod, pod_of
 from primus_runtime.spec import JobSpec, Resources
 
 
 def pod(phase: str, exit_code: int | None = None, term_reason: str | None = None, reason: str | None = None,
-        message: str | None = None, conditions: list[V1PodCondition] | None = None, waiting: str | None = None,
-        name: str = "p") -> V1Pod:
-    state = V1ContainerState(
-        terminated=V1ContainerStateTerminated(exit_code=exit_code, reason=term_reason) if exit_code is not None else None,
-        waiting=V1ContainerStateWaiting(reason=waiting, message="back-off pulling") if waiting else None)
-    statuses = [V1ContainerStatus(name="executor", state=state, image="i", image_id="", ready=False, restart_count=0)]
-    return V1Pod(metadata=V1ObjectMeta(name=name), spec=V1PodSpec(containers=[], node_name="node-1"),
-                 status=V1PodStatus(phase=phase, reason=reason, message=message, conditions=conditions,
-                                    container_statuses=statuses, pod_ip="10.244.0.7"))
+        message: str | None = None, conditions: list[dict[str, Any]] | None = None, waiting: str | None = None,
+        name: str = "p") -> Pod:
+    """A pod in the API's JSON (camelCase, unset fields left out), read as the AM reads it."""
+    state: dict[str, Any] = {}
+    if exit_code is not None:
+        state["terminated"] = {"exitCode": exit_code, **({"reason": term_reason} if term_reason else {})}
+    if waiting:
+        state["waiting"] = {"reason": waiting, "message": "back-off pulling"}
+    status: dict[str, Any] = {"phase": phase, "podIP": "10.244.0.7", "containerStatuses": [
+        {"name": "executor", "state": state, "image": "i", "imageID": "", "ready": False, "restartCount": 0}]}
+    for key, value in (("reason", reason), ("message", message), ("conditions", conditions)):
+        if value is not None:
+            status[key] = value
+    return pod_of({"kind": "Pod", "metadata": {"name": name, "resourceVersion": "7"},
+                   "spec": {"containers": [], "nodeName": "node-1"}, "status": status})
 
 
-def disruption(reason: str) -> list[V1PodCondition]:
-    return [V1PodCondition(type="DisruptionTarget", status="True", reason=reason, message=f"{reason} happened")]
+def disruption(reason: str) -> list[dict[str, Any]]:
+    return [{"type": "DisruptionTarget", "status": "True", "reason": reason, "message": f"{reason} happened"}]
 
 
 @pytest.mark.parametrize("the_pod,expected", [
@@ -67,11 +63,10 @@ def test_a_deleted_pod_is_ended_by_whoever_deleted_it():
 
 
 def test_why_a_pod_is_pending():
-    unscheduled = pod("Pending", conditions=[V1PodCondition(
-        type="PodScheduled", status="False", reason="Unschedulable", message="0/3 nodes have enough nvidia.com/gpu")])
+    unscheduled = pod("Pending", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                              "message": "0/3 nodes have enough nvidia.com/gpu"}])
     assert pending_reason_of(unscheduled) == "pod p not scheduled: 0/3 nodes have enough nvidia.com/gpu"
-    pulling = pod("Pending", waiting="ImagePullBackOff",
-                  conditions=[V1PodCondition(type="PodScheduled", status="True")])
+    pulling = pod("Pending", waiting="ImagePullBackOff", conditions=[{"type": "PodScheduled", "status": "True"}])
     assert pending_reason_of(pulling) == "pod p: container ImagePullBackOff: back-off pulling"
     assert pending_reason_of(pod("Running")) is None
 
@@ -91,7 +86,7 @@ class Recorder(BackendEvents):
 def backend_with(*names: str) -> tuple[KubernetesExecutorBackend, Recorder]:
     spec = JobSpec.from_dict({"name": "j", "roles": [{"name": "w", "replicas": 3, "command": "x"}],
                               "backend": {"type": "kubernetes", "image": "i"}})
-    backend = KubernetesExecutorBackend(core=None, spec=spec, app="a", namespace="ns", am_uid="u")
+    backend = KubernetesExecutorBackend(api=None, spec=spec, app="a", namespace="ns", am_uid="u")
     events = Recorder()
     backend._events = events
     for i, name in enumerate(names):
@@ -114,15 +109,3 @@ def test_a_relist_reports_the_pods_deleted_while_the_watch_was_away():
     backend._on_pods("SYNC", [pod("Running", name="p0"), pod("Running", name="p1")])
     backend._on_pods("SYNC", [pod("Running", name="p1")])  # p0 went while disconnected; p2 never seen yet
     assert [(x.index, x.reason, x.exit_code) for x in events.exited] == [(0, "pod deleted", None)]
-
-
-def test_pod_events_reach_the_am_loop_from_the_watch_thread():
-    backend, events = backend_with("p")
-
-    async def scenario() -> None:
-        backend._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(backend._hand, "MODIFIED", [pod("Succeeded", 0, "Completed")])
-        await asyncio.sleep(0.01)
-
-    asyncio.run(scenario())
-    assert [x.exit_code for x in events.exited] == [0]

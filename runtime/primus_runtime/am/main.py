@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import json
 import logging
 import signal
-import socket
 import ssl
 import sys
 import threading
@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from .. import backends
 from ..backends.base import JobStore
+from . import early
 from .master import ApplicationMaster
 from .state import JobState
 
@@ -45,10 +46,8 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     spec = am.spec
     # Listen before launching anything: executors that connect while the API is still
     # being set up wait in the socket's backlog instead of failing.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, spec.am.port if port is None else port))
-    sock.listen(2048)
+    # (or before importing it: am/early.py).
+    sock = early.socket_for(host, spec.am.port if port is None else port)
     # am.advertise: something in front of the AM (NAT, proxy) that executors and clients must use.
     address = spec.am.advertise or f"{advertise or host}:{sock.getsockname()[1]}"
     store.publish_address(address)
@@ -66,7 +65,10 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
 
     runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
     await runner.setup()
-    await web.SockSite(runner, sock, backlog=2048, ssl_context=tls).start()
+    await web.SockSite(runner, sock, backlog=early.BACKLOG, ssl_context=tls).start()
+    if not gc.isenabled():  # off for the start-up (am/__main__.py): what it made stays, unscanned
+        gc.freeze()
+        gc.enable()
     mirror = asyncio.ensure_future(_mirror_status(am, store)) if store.mirror_interval else None
     try:
         await am.done.wait()

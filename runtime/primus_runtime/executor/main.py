@@ -32,19 +32,28 @@ import signal
 import socket
 import sys
 import time
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import protocol
 from ..api_client import AMClient, AMRejected, AMUnavailable
-from .feed import TRAINER_BUFFER, Feeder, create_position_file
 from .preemption import PreemptionSettings, listen_for_notice_signals
 from .proctree import Cgroup, become_subreaper
 from .readiness import PROBE_PERIOD, ReadinessProbe
 from .trainer import Trainer, last_line, launch_error
 
+if TYPE_CHECKING:
+    from .feed import Feeder
+
+# Imported where needed, not at start: feed.py (with the data formats) serves consuming roles only,
+# urllib.request an AM address published at a URL only; every executor start (one per pod on
+# Kubernetes, beside the AM) would pay for them.
+
 # Shell convention: 126 the command cannot be executed, 127 it was not found.
 CANNOT_RUN_EXIT_CODES = (126, 127)
+# The longest pause between two tries to reach the AM: once it answered, and before (it is starting:
+# on Kubernetes the first executors start with it, and it listens before importing its stack).
+RETRY_MAX = 1.0
+FIRST_CONTACT_RETRY_MAX = 0.25
 
 log = logging.getLogger("primus.executor")
 
@@ -91,6 +100,8 @@ class Config:
 
 def wait_for_am_address(url: str, patience: float) -> str:
     """The AM's address from ``url`` (JSON ``{"address"}``), polled until the AM has published it."""
+    import urllib.request
+
     deadline = time.monotonic() + patience
     delay = 0.1
     while True:
@@ -112,6 +123,8 @@ def read_am_address(config: Config) -> str | None:
             with open(config.am_info_file) as f:
                 return str(json.load(f)["address"])
         if config.am_info_url is not None:
+            import urllib.request
+
             with urllib.request.urlopen(config.am_info_url, timeout=5) as response:
                 return str(json.loads(response.read())["address"])
     except (OSError, ValueError, KeyError):
@@ -153,6 +166,7 @@ class Executor:
         self.drain_reason: str | None = None  # a preemption notice came: see _drain
         self._trainer_signalled = False  # the drain's SIGTERM reached the trainer
         self.last_contact = time.monotonic()
+        self.contacted = False  # the AM answered once
         self.feeder: Feeder | None = None
         self.readiness: ReadinessProbe | None = None
 
@@ -208,6 +222,8 @@ class Executor:
         feed = start.get("feed")
         commit_file = position_file = None
         if feed is not None:
+            from .feed import create_position_file
+
             position_file = os.path.join(self.config.log_dir, "read-position")
             create_position_file(position_file)
             env[protocol.TRAINER_ENV_READ_POSITION] = position_file
@@ -229,6 +245,8 @@ class Executor:
             return self._finish(protocol.EXIT_LAUNCH_FAILED, message)
         log.info("trainer pid %d started: %s", self.trainer.pid, start["command"])
         if feed is not None and self.trainer.proc.stdin is not None:
+            from .feed import TRAINER_BUFFER, Feeder
+
             self.feeder = Feeder(self.trainer.proc.stdin, int(feed.get("max_tasks", 1)), int(feed.get("readers", 1)),
                                  reader_group=self.trainer.pid, commit_file=commit_file,
                                  position_file=position_file,
@@ -437,10 +455,13 @@ class Executor:
         else:
             deadline = self.last_contact + self.config.am_patience
         delay = 0.05
+        # An AM that never answered yet is starting (its socket listens soon): asked again often.
+        longest = RETRY_MAX if self.contacted else FIRST_CONTACT_RETRY_MAX
         while True:
             try:
                 reply = self.client.post(path, body, timeout=self._request_timeout())
                 self.last_contact = time.monotonic()
+                self.contacted = True
                 return reply
             except AMRejected as exc:
                 log.error("AM refused %s: %s", path, exc)
@@ -451,7 +472,7 @@ class Executor:
                               self.config.am_address, time.monotonic() - self.last_contact, exc)
                     return None
                 time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, longest)
                 self._look_for_am()
 
     def _request_timeout(self) -> float:

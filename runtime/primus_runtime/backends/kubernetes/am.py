@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 from ... import protocol
 from ...am import journal
@@ -23,7 +22,9 @@ from ...am.master import ApplicationMaster
 from ...bundle import runtime_digest
 from ...spec import JobSpec
 from . import manifests as m
+from .api import ApiError, KubeApi, in_cluster, pods_path
 from .executors import KubernetesExecutorBackend
+from .objects import Pod, pod_of
 from .settings import KubernetesBackend
 from .store import ConfigMapStore, JournalConfigMap
 
@@ -35,41 +36,44 @@ log = logging.getLogger("primus.am")
 # stale incarnation"); an executor launched in it is unknown to the copy, its pod deleted the same
 # way; tasks handed out in it are handed out again from the input's work_preserve_dir (at least once).
 JOURNAL_UPLOAD_SECONDS = 1.0
+# How long an ending attempt (SIGTERM) tries to bring the journal's copy up to date before it exits.
+LAST_UPLOAD_SECONDS = 5.0
 
 
 async def run_am(args: list[str]) -> int:
-    from kubernetes import client, config
+    api = KubeApi(in_cluster())
+    try:
+        return await _run(api)
+    finally:
+        await api.close()
 
-    config.load_incluster_config()
-    core = client.CoreV1Api()
+
+async def _run(api: KubeApi) -> int:
+    namespace, pod_name = os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]
+    own = asyncio.ensure_future(api.get(pods_path(namespace, pod_name)))  # read while the spec is parsed
     spec = JobSpec.model_validate_json(Path(m.SPEC_DIR, m.SPEC_KEY).read_text())
     if not isinstance(spec.backend, KubernetesBackend):
+        own.cancel()
         log.error("a %r job cannot run on the Kubernetes backend", spec.backend.type)
         return 2
-    namespace, pod_name = os.environ["POD_NAMESPACE"], os.environ["POD_NAME"]
-    pod = core.read_namespaced_pod(pod_name, namespace)
+    pod = pod_of(await own)
     app = pod.metadata.labels[m.LABEL_APP]  # the pod's own name unless a Job runs it
-    job = next((o for o in pod.metadata.owner_references or [] if o.kind == "Job"), None)
+    job = next((o for o in pod.metadata.owner_references if o.kind == "Job"), None)
     owner_uid, owner_kind = (job.uid, "Job") if job is not None else (pod.metadata.uid, "Pod")
-    backend = KubernetesExecutorBackend(core, spec, app, namespace, owner_uid, owner_kind)
+    backend = KubernetesExecutorBackend(api, spec, app, namespace, owner_uid, owner_kind)
     status_path = Path(m.WORK_DIR, "status.json")  # the pod's own emptyDir: never another job's file
-    store = ConfigMapStore(core, namespace, m.Names(app).store)
-    copy = JournalConfigMap(core, namespace, m.Names(app).journal) if m.recoverable(spec) else None
+    store = ConfigMapStore(api, namespace, m.Names(app).store, asyncio.get_running_loop())
+    copy = JournalConfigMap(api, namespace, m.Names(app).journal) if m.recoverable(spec) else None
     recovered = None
     if copy is not None:
-        store.attempt = _attempt(core, store, namespace, pod_name)
+        store.attempt = await _attempt(api, store, namespace, pod_name)
         if store.attempt > 1:
-            recovered = _download(copy, status_path.parent / journal.JOURNAL)
+            recovered = await _download(copy, status_path.parent / journal.JOURNAL)
             if recovered is None:  # it starts afresh: nothing of the earlier attempts may keep running
                 await backend.remove_all()
     am = ApplicationMaster(spec, m.app_id(namespace, app), backend, status_path=status_path,
                            attempt=store.attempt, recovered=recovered)
-    submitted = (pod.metadata.annotations or {}).get(m.ANNOTATION_RUNTIME)
-    if submitted and submitted != runtime_digest():
-        warning = (f"the image's runtime differs from the client's (runtime digest {runtime_digest()} in the "
-                   f"image, {submitted} where the job was submitted): build the image from the same Primus version")
-        log.warning("%s", warning)
-        am.record.add_event("am", None, "warning", warning)
+    checked = asyncio.ensure_future(_check_runtime(am, pod))  # hashing the sources waits for no one
     token = Path(m.TOKEN_DIR, m.TOKEN_KEY).read_text().strip()
     uploader = asyncio.ensure_future(_upload_journal(am, copy)) if copy is not None else None
     try:
@@ -78,8 +82,20 @@ async def run_am(args: list[str]) -> int:
         return await serve(am, token, spec.am.host or os.environ["POD_IP"], None, store, port=m.am_port(spec),
                            on_signal=functools.partial(_end_attempt, am, copy) if copy is not None else None)
     finally:
+        checked.cancel()
         if uploader is not None:
             uploader.cancel()
+
+
+async def _check_runtime(am: ApplicationMaster, pod: Pod) -> None:
+    """Warn (log and event) when the image's runtime is not the submitting client's."""
+    submitted = pod.metadata.annotations.get(m.ANNOTATION_RUNTIME)
+    digest = await asyncio.to_thread(runtime_digest) if submitted else None
+    if submitted and submitted != digest:
+        warning = (f"the image's runtime differs from the client's (runtime digest {digest} in the "
+                   f"image, {submitted} where the job was submitted): build the image from the same Primus version")
+        log.warning("%s", warning)
+        am.record.add_event("am", None, "warning", warning)
 
 
 def _end_attempt(am: ApplicationMaster, copy: JournalConfigMap, sig: int) -> None:
@@ -88,45 +104,50 @@ def _end_attempt(am: ApplicationMaster, copy: JournalConfigMap, sig: int) -> Non
     for the next attempt (``primus kill`` stops a job through the API; deleting the Job deletes
     everything it owns)."""
     log.warning("AM received %s: this attempt ends, the job goes on with the next one", signal.Signals(sig).name)
+    asyncio.ensure_future(_last_upload_and_exit(am, copy, sig))
+
+
+async def _last_upload_and_exit(am: ApplicationMaster, copy: JournalConfigMap, sig: int) -> None:
     try:
         if am.journal is not None:
-            copy.upload(am.journal.compacted()[0])
+            await asyncio.wait_for(copy.upload(am.journal.compacted()[0]), LAST_UPLOAD_SECONDS)
     except Exception:  # noqa: BLE001 - the copy of the last upload is what the next attempt gets
         log.exception("uploading the AM journal failed")
     logging.shutdown()
     os._exit(128 + sig)
 
 
-def _attempt(core: Any, store: ConfigMapStore, namespace: str, pod_name: str) -> int:
+async def _attempt(api: KubeApi, store: ConfigMapStore, namespace: str, pod_name: str) -> int:
     """This AM pod's attempt: one more than the attempt that published its address before (an
     attempt that died before publishing one left nothing to take over: this one is the first
     again). The moment the earlier pod ended goes to the master as ``PRIMUS_AM_DOWN_SINCE``."""
-    earlier = store.published()
+    earlier = await store.published()
     if earlier is None or earlier.get("pod") == pod_name:
         return 1
-    down_since = _ended_at(core, namespace, str(earlier.get("pod")))
+    down_since = await _ended_at(api, namespace, str(earlier.get("pod")))
     if down_since is not None:
         os.environ[protocol.ENV_AM_DOWN_SINCE] = repr(down_since)
     return int(earlier.get("attempt", 1)) + 1
 
 
-def _ended_at(core: Any, namespace: str, pod_name: str) -> float | None:
+async def _ended_at(api: KubeApi, namespace: str, pod_name: str) -> float | None:
     """When the AM pod ``pod_name`` ended (its container's end, else its deletion); None once it is gone."""
     try:
-        pod = core.read_namespaced_pod(pod_name, namespace)
-    except Exception as exc:  # noqa: BLE001 - ApiException: gone (404) or not readable, unknown either way
-        log.info("the earlier AM pod %s: %s", pod_name, getattr(exc, "reason", exc))
+        pod = pod_of(await api.get(pods_path(namespace, pod_name)))
+    except ApiError as exc:  # gone (404) or not readable: unknown either way
+        log.info("the earlier AM pod %s: %s", pod_name, exc.reason or exc)
         return None
-    for status in pod.status.container_statuses or []:
-        if status.name == m.AM_CONTAINER and status.state is not None and status.state.terminated is not None:
-            return float(status.state.terminated.finished_at.timestamp())
+    for status in pod.status.container_statuses:
+        terminated = status.state.terminated if status.state is not None else None
+        if status.name == m.AM_CONTAINER and terminated is not None and terminated.finished_at is not None:
+            return terminated.finished_at.timestamp()
     deleted = pod.metadata.deletion_timestamp
-    return float(deleted.timestamp()) if deleted is not None else None
+    return deleted.timestamp() if deleted is not None else None
 
 
-def _download(copy: JournalConfigMap, path: Path) -> journal.Recovered | None:
+async def _download(copy: JournalConfigMap, path: Path) -> journal.Recovered | None:
     """The earlier attempts' journal, written to ``path`` (where this attempt's journal goes on)."""
-    text = copy.download()
+    text = await copy.download()
     if not text:
         log.warning("no AM journal to take over from (%s): the job starts afresh",
                     "it outgrew its ConfigMap" if text == "" else "none was uploaded")
@@ -148,7 +169,7 @@ async def _upload_journal(am: ApplicationMaster, copy: JournalConfigMap) -> None
             continue
         text, _ = am.journal.compacted()
         try:
-            fits = await asyncio.to_thread(copy.upload, text)
+            fits = await copy.upload(text)
         except Exception:  # noqa: BLE001 - the API server may be briefly unavailable: the next round retries
             log.exception("uploading the AM journal failed")
             continue

@@ -8,6 +8,8 @@ import base64
 import json
 import secrets
 import shlex
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS, HadoopConf, HadoopConfigErro
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient, LaunchRequest, launch_env, launched_at_start
+from . import logs
 from . import manifests as m
 from .settings import KubernetesBackend
 
@@ -26,6 +29,8 @@ MAX_FILES_BYTES = 900 * 1024
 AM_ALIVE_PHASES = ("Pending", "Running")
 STORE_ADDRESS_KEY = "am.json"
 STORE_STATUS_KEY = "status.json"
+# Calls of one submit round at once (the API client's connection pool holds more).
+SUBMIT_CONCURRENCY = 8
 
 
 def api_client(options: ClientOptions) -> Any:
@@ -69,6 +74,7 @@ class KubernetesClusterClient(ClusterClient):
         self.hadoop_conf_dir = hadoop_conf_dir
         self._endpoints: dict[str, tuple[str, str]] = {}
         self._am_pods: dict[str, str] = {}  # app id -> the AM pod its endpoint is on
+        self._log_cursors: dict[str, logs.LogCursor | None] = {}  # log path -> where its next read starts
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
@@ -90,53 +96,81 @@ class KubernetesClusterClient(ClusterClient):
     # --- submit ---
 
     def submit(self, spec: JobSpec) -> str:
+        """Create the job's objects in three rounds of concurrent calls: everything the AM pod
+        needs (its ServiceAccount, RBAC, ConfigMaps, Secret, Service); the owner (the AM pod or its
+        Job); then the executors the AM starts with and the others' owner references. The AM pod
+        thus starts after two round trips, not after one call per object."""
         config = spec.backend
         if not isinstance(config, KubernetesBackend):
             raise SpecError([f"backend.type: the Kubernetes backend cannot run a {config.type!r} job"])
-        files = self._check(spec, config)
+        files = self._check(spec)
         cluster_env = hdfs_env(spec, self.hadoop_conf_dir)
         app = m.app_name(spec.name, secrets.token_hex(3))
         objects = m.submit_objects(spec, app, secrets.token_urlsafe(32), runtime_digest(), files, cluster_env)
         *others, owner = objects
         created: list[m.Manifest] = []
-        try:
-            for body in others:
-                self._call("create", body)
-                created.append(body)
-            owner_uid = self._call("create", owner).metadata.uid
-            created.append(owner)
-            # The executors the AM would launch first start now, beside the AM: they wait for it at
-            # its stable address instead of for its start-up (a Python process importing its stack).
-            for body in first_executor_pods(spec, app, owner_uid, files, cluster_env, owner["kind"]):
-                self._call("create", body)
-                created.append(body)
-            reference = m.owner_reference(app, owner_uid, owner["kind"])
-            for body in others:
-                self._call("patch", body, {"metadata": {"ownerReferences": [reference]}})
-        except Exception:
-            for body in reversed(created):
-                try:
-                    self._call("delete", body)
-                except Exception:  # noqa: BLE001,S110 - best effort; the first error is the one to report
-                    pass
-            raise
+        with ThreadPoolExecutor(max_workers=SUBMIT_CONCURRENCY, thread_name_prefix="primus-submit") as pool:
+            try:
+                namespace = pool.submit(self._namespace_problem, config.namespace)
+                self._each(pool, "create", others, created)
+                owner_uid = self._call("create", owner).metadata.uid
+                created.append(owner)
+                # The executors the AM would launch first start now, beside the AM: they wait for it at
+                # its stable address instead of for its start-up (a Python process importing its stack).
+                reference = {"metadata": {"ownerReferences": [m.owner_reference(app, owner_uid, owner["kind"])]}}
+                first = first_executor_pods(spec, app, owner_uid, files, cluster_env, owner["kind"])
+                self._each(pool, "create", first, created, others=[("patch", body, reference) for body in others])
+            except Exception:
+                self._roll_back(pool, created)
+                problem = namespace.result()  # a missing namespace is the cause to report
+                if problem:
+                    raise SpecError([problem]) from None
+                raise
         return m.app_id(config.namespace, app)
 
-    def _check(self, spec: JobSpec, config: KubernetesBackend) -> dict[str, bytes]:
+    def _each(self, pool: ThreadPoolExecutor, verb: str, bodies: list[m.Manifest], created: list[m.Manifest],
+              others: Sequence[tuple[str, m.Manifest, dict[str, Any] | None]] = ()) -> None:
+        """``verb`` every body at once (and the ``others`` calls: verb, body, patch); ``created``
+        gets the bodies created; the first error is raised once all have answered."""
+        calls: list[tuple[str, m.Manifest, dict[str, Any] | None]] = [(verb, body, None) for body in bodies]
+        calls += others
+        futures = [pool.submit(self._call, v, body, patch) for v, body, patch in calls]
+        first_error: Exception | None = None
+        for (v, body, _), future in zip(calls, futures, strict=True):
+            try:
+                future.result()
+                if v == "create":
+                    created.append(body)
+            except Exception as exc:  # noqa: BLE001 - the first one is raised below
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+
+    def _roll_back(self, pool: ThreadPoolExecutor, created: list[m.Manifest]) -> None:
+        """Delete what a failed submit created (best effort: the submit's own error is the one to report)."""
+        for future in [pool.submit(self._call, "delete", body) for body in reversed(created)]:
+            try:
+                future.result()
+            except Exception:  # noqa: BLE001,S110 - best effort; the first error is the one to report
+                pass
+
+    def _check(self, spec: JobSpec) -> dict[str, bytes]:
         """What can be checked before creating anything; the roles' files (name -> content)."""
-        problems = []
-        try:
-            self.core.read_namespace(config.namespace)
-        except Exception as exc:  # noqa: BLE001 - ApiException; 403: not allowed to look, creating will tell
-            if _not_found(exc):
-                problems.append(f"backend.namespace: no namespace {config.namespace!r} in the cluster at "
-                                f"{self.api.configuration.host}")
-        problems += m.spec_problems(spec)
+        problems = m.spec_problems(spec)
         files, not_shippable = role_files(spec)
         problems += not_shippable
         if problems:
             raise SpecError(problems)
         return files
+
+    def _namespace_problem(self, namespace: str) -> str | None:
+        """Why the job's namespace cannot take it: missing (a 403, not allowed to look, says nothing)."""
+        try:
+            self.core.read_namespace(namespace)
+        except Exception as exc:  # noqa: BLE001 - ApiException; 403: not allowed to look, creating will tell
+            if _not_found(exc):
+                return f"backend.namespace: no namespace {namespace!r} in the cluster at {self.api.configuration.host}"
+        return None
 
     def _call(self, verb: str, body: m.Manifest, patch: dict[str, Any] | None = None) -> Any:
         """create/patch/delete one manifest of ``submit_objects``."""
@@ -392,17 +426,21 @@ class KubernetesClusterClient(ClusterClient):
 
     def read_log(self, app_id: str, path: str, offset: int = 0) -> bytes:
         """A container's log (``pods/<pod>/<container>``) from ``offset``. The API has no byte
-        offset: the whole log is read and sliced."""
+        offset: the first read of a log reads it whole, the next ones from the second the last one
+        ended in (``logs.LogCursor``), so following a long log does not read it again each time."""
         ns, app = m.parse_app_id(app_id)
         parts = path.split("/")
         if len(parts) != 3 or parts[0] != "pods":
             raise PermissionError(f"{path} is not a log of job {app_id}")
         pod_name, container = parts[1], parts[2]
+        cursor = self._log_cursors.get(path)
+        read = logs.plan(cursor, offset, None)
         try:
-            pod = self.core.read_namespaced_pod(pod_name, ns)
-            if (pod.metadata.labels or {}).get(m.LABEL_APP) != app:
-                raise PermissionError(f"{path} is not a log of job {app_id}")
-            data = self.core.read_namespaced_pod_log(pod_name, ns, container=container, _preload_content=False).data
+            if cursor is None:  # the first read of this log: check it is the job's
+                pod = self.core.read_namespaced_pod(pod_name, ns)
+                if (pod.metadata.labels or {}).get(m.LABEL_APP) != app:
+                    raise PermissionError(f"{path} is not a log of job {app_id}")
+            data = self._pod_log(ns, pod_name, container, read.since)
         except PermissionError:
             raise
         except Exception as exc:
@@ -410,7 +448,16 @@ class KubernetesClusterClient(ClusterClient):
             if getattr(exc, "status", None) in (400, 404):
                 return b""
             raise
-        return bytes(data)[offset:]
+        chunk, self._log_cursors[path] = logs.take(data, read, offset, None, cursor)
+        return chunk
+
+    def _pod_log(self, namespace: str, pod: str, container: str, since: str | None) -> bytes:
+        """``pods/log`` with timestamps, from ``since`` (the generated client has no sinceTime)."""
+        query = [("container", container), ("timestamps", "true")] + ([("sinceTime", since)] if since else [])
+        response = self.api.call_api(f"/api/v1/namespaces/{namespace}/pods/{pod}/log", "GET", query_params=query,
+                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                     _preload_content=False, _return_http_data_only=True)
+        return bytes(response.data)
 
 
 def role_files(spec: JobSpec) -> tuple[dict[str, bytes], list[str]]:

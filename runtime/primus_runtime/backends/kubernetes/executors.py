@@ -1,12 +1,11 @@
 """The Kubernetes backend inside the AM: one pod per executor incarnation, watched (not polled)
-through the API server; pod events become the failover engine's."""
+through the API server (``api.KubeApi``, on the AM's loop); pod events become the failover engine's."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import threading
 import time
 from typing import Any
 
@@ -23,8 +22,11 @@ from ..base import (
     launched_at_start,
     slice_log,
 )
+from . import logs
 from . import manifests as m
+from .api import ApiError, KubeApi, list_and_watch, pods_path, services_path
 from .client import log_path
+from .objects import Pod, pod_of
 
 log = logging.getLogger("primus.kubernetes")
 
@@ -34,22 +36,22 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 # node is gone or unreachable: a loss like a crash, charged.
 PREEMPTION_REASONS = ("PreemptionByScheduler", "EvictionByEvictionAPI", "TerminationByKubelet")
 NODE_LOST_REASONS = ("DeletionByTaintManager", "DeletionByPodGC", "NodeLost")
-WATCH_SECONDS = 300  # a watch is renewed (from the last resource version) this often
 GONE_WAIT_SECONDS = 30.0  # how long a new AM attempt waits for the pods it deleted to be gone
+WATCH_RESTART_SECONDS = 1.0  # after an unexpected error of the pod watch
 
 
-def _condition(pod: Any, kind: str) -> Any:
-    return next((c for c in (pod.status.conditions or []) if c.type == kind and c.status == "True"), None)
+def _condition(pod: Pod, kind: str) -> Any:
+    return next((c for c in pod.status.conditions if c.type == kind and c.status == "True"), None)
 
 
-def _terminated(pod: Any) -> Any:
-    for status in pod.status.container_statuses or []:
+def _terminated(pod: Pod) -> Any:
+    for status in pod.status.container_statuses:
         if status.name == m.EXECUTOR_CONTAINER and status.state is not None and status.state.terminated:
             return status.state.terminated
     return None
 
 
-def pod_exit(pod: Any, deleted: bool = False, stopped: bool = False) -> tuple[int | None, str, bool] | None:
+def pod_exit(pod: Pod, deleted: bool = False, stopped: bool = False) -> tuple[int | None, str, bool] | None:
     """(exit code, reason, preempted) of an executor pod that ended, or None while it has not:
     ``deleted``: the pod is gone; ``stopped``: the AM deleted it."""
     phase = pod.status.phase
@@ -75,14 +77,14 @@ def pod_exit(pod: Any, deleted: bool = False, stopped: bool = False) -> tuple[in
     return None
 
 
-def pending_reason_of(pod: Any) -> str | None:
+def pending_reason_of(pod: Pod) -> str | None:
     """Why a pod does not run yet: not scheduled (the scheduler's words), or its container waiting."""
     if pod.status.phase != "Pending":
         return None
-    scheduled = next((c for c in (pod.status.conditions or []) if c.type == "PodScheduled"), None)
+    scheduled = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
     if scheduled is not None and scheduled.status != "True":
         return f"pod {pod.metadata.name} not scheduled: {scheduled.message or scheduled.reason or 'waiting'}"
-    for status in pod.status.container_statuses or []:
+    for status in pod.status.container_statuses:
         waiting = status.state.waiting if status.state is not None else None
         if waiting is not None:
             return f"pod {pod.metadata.name}: container {waiting.reason or 'waiting'}" + (
@@ -95,8 +97,8 @@ CLUSTER_ENV = (ENV_WEBHDFS, ENV_HADOOP_USER)
 
 
 class KubernetesExecutorBackend(ExecutorBackend):
-    def __init__(self, core: Any, spec: JobSpec, app: str, namespace: str, am_uid: str, owner_kind: str = "Pod"):
-        self.core = core  # kubernetes.client.CoreV1Api
+    def __init__(self, api: KubeApi, spec: JobSpec, app: str, namespace: str, am_uid: str, owner_kind: str = "Pod"):
+        self.api = api
         self.spec = spec
         self.app = app
         self.namespace = namespace
@@ -104,13 +106,14 @@ class KubernetesExecutorBackend(ExecutorBackend):
         self.owner_kind = owner_kind
         self.selector = m.executor_selector(app)
         self._events: BackendEvents | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._requests: dict[str, LaunchRequest] = {}  # pod name -> its executor, until it ended
-        self._pods: dict[str, Any] = {}  # pod name -> the latest V1Pod seen
+        self._pods: dict[str, Pod] = {}  # pod name -> the latest state seen, of the pods of _requests
+        self._seen: dict[str, Pod] = {}  # pod name -> the latest state seen, of every executor pod of the job
         self._running: set[str] = set()
         self._stopping: set[str] = set()
-        self._closed = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._synced = asyncio.Event()
+        self._log_cursors: dict[str, logs.LogCursor] = {}  # log path -> where the next read starts
         # Executors the client started with the job (their pods exist already), until adopted.
         self._unclaimed = {(role, i) for role, n in launched_at_start(spec).items() for i in range(n)}
         self._started_with_job: set[str] = set()
@@ -118,18 +121,27 @@ class KubernetesExecutorBackend(ExecutorBackend):
     # --- setup ---
 
     async def start(self, events: BackendEvents) -> None:
+        """The Service, and the watch's first listing (the pods the client started with the job are
+        adopted from it), at the same time."""
         self._events = events
-        self._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self._create_service)
-        self._watcher = threading.Thread(target=self._watch_forever, name="pod-watch", daemon=True)
-        self._watcher.start()
+        self._watcher = asyncio.ensure_future(self._watch_forever())
+        await asyncio.gather(self._create_service(), self._first_listing())
 
-    def _create_service(self) -> None:
+    async def _first_listing(self) -> None:
+        """Until the watch listed the pods once; its error when it could not (e.g. no rights)."""
+        assert self._watcher is not None
+        synced = asyncio.ensure_future(self._synced.wait())
+        await asyncio.wait({self._watcher, synced}, return_when=asyncio.FIRST_COMPLETED)
+        if not synced.done():
+            synced.cancel()
+            self._watcher.result()  # it ended: raises its error
+
+    async def _create_service(self) -> None:
         try:
-            self.core.create_namespaced_service(
-                self.namespace, m.headless_service(self.spec, self.app, self.am_uid, self.owner_kind))
-        except Exception as exc:
-            if getattr(exc, "status", None) != 409:  # a restarted AM finds it there
+            await self.api.create(services_path(self.namespace),
+                                  m.headless_service(self.spec, self.app, self.am_uid, self.owner_kind))
+        except ApiError as exc:
+            if exc.status != 409:  # a restarted AM finds it there
                 raise
 
     def check_fits(self, role: str, resources: Resources) -> str | None:
@@ -166,7 +178,7 @@ class KubernetesExecutorBackend(ExecutorBackend):
         if request.incarnation in self._started_with_job and await self._adopt(name):
             return
         try:
-            await asyncio.to_thread(self.core.create_namespaced_pod, self.namespace, body)
+            await self.api.create(pods_path(self.namespace), body)
         except Exception:
             self._requests.pop(name, None)
             raise
@@ -174,14 +186,16 @@ class KubernetesExecutorBackend(ExecutorBackend):
 
     async def _adopt(self, name: str) -> bool:
         """Take over the pod the client created with the job; False when it is gone (then the AM
-        creates it as any other). Its state so far is handed in now: the watch dropped the events
-        of a pod no executor claimed yet."""
-        try:
-            pod = await asyncio.to_thread(self.core.read_namespaced_pod, name, self.namespace)
-        except Exception as exc:
-            if getattr(exc, "status", None) == 404:
-                return False
-            raise
+        creates it as any other). Its latest state is handed in now: the watch passed over the
+        events of a pod no executor claimed yet (it keeps the latest, else it is read)."""
+        pod = self._seen.get(name)
+        if pod is None:
+            try:
+                pod = pod_of(await self.api.get(pods_path(self.namespace, name)))
+            except ApiError as exc:
+                if exc.status == 404:
+                    return False
+                raise
         log.info("adopted pod %s, started with the job", name)
         self._on_pod("MODIFIED", pod)
         return True
@@ -193,13 +207,12 @@ class KubernetesExecutorBackend(ExecutorBackend):
         pod not ended, e.g. one whose registration the journal's copy missed, which the new AM would
         answer "unknown or stale incarnation" anyway; the AM replaces those executors."""
         wanted = {a.incarnation: a for a in executors if a.pid is not None}
-        listing = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace, label_selector=self.selector)
         found: set[str] = set()
         stale: list[str] = []
-        for pod in listing.items:
+        for pod in await self._list():
             if pod_exit(pod) is not None:
                 continue
-            adoption = wanted.get((pod.metadata.labels or {}).get(m.LABEL_INCARNATION, ""))
+            adoption = wanted.get(pod.metadata.labels.get(m.LABEL_INCARNATION, ""))
             if adoption is None:
                 stale.append(pod.metadata.name)
                 continue
@@ -207,124 +220,118 @@ class KubernetesExecutorBackend(ExecutorBackend):
             found.add(adoption.incarnation)
         if stale:
             log.info("deleting %d executor pod(s) no adopted executor owns: %s", len(stale), ", ".join(stale))
-            await asyncio.to_thread(self._delete_and_wait, stale)
+            await self._delete_and_wait(stale)
         return found
 
-    def _watch_adopted(self, pod: Any, adoption: Adoption) -> None:
+    async def _list(self) -> list[Pod]:
+        listing = await self.api.get(pods_path(self.namespace), labelSelector=self.selector)
+        return [pod_of(item) for item in listing.get("items") or []]
+
+    def _watch_adopted(self, pod: Pod, adoption: Adoption) -> None:
         name = pod.metadata.name
         self._requests[name] = LaunchRequest(adoption.role, adoption.index, adoption.incarnation, adoption.attempt,
                                              adoption.resources, {})
         self._running.add(name)  # it registered with an earlier attempt: launched, as the record knows
         self._pods[name] = pod
 
-    def _delete_and_wait(self, names: list[str]) -> None:
-        for name in names:
-            self._delete(name, 0)
+    async def _delete_and_wait(self, names: list[str]) -> None:
+        await asyncio.gather(*(self._delete(name, 0) for name in names))
         deadline = time.monotonic() + GONE_WAIT_SECONDS
         while time.monotonic() < deadline:
-            listing = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
-            if not {pod.metadata.name for pod in listing.items} & set(names):
+            if not {pod.metadata.name for pod in await self._list()} & set(names):
                 return
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)
         log.warning("executor pods deleted %.0fs ago are still there: %s", GONE_WAIT_SECONDS, ", ".join(names))
 
     async def remove_all(self) -> None:
         """Delete every executor pod of the job (a new AM attempt that cannot take over starts afresh)."""
-        listing = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace, label_selector=self.selector)
-        names = [pod.metadata.name for pod in listing.items]
+        names = [pod.metadata.name for pod in await self._list()]
         if names:
             log.info("deleting the %d executor pod(s) of earlier AM attempts", len(names))
-            await asyncio.to_thread(self._delete_and_wait, names)
+            await self._delete_and_wait(names)
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         name = next((n for n, r in self._requests.items() if r.incarnation == incarnation), None)
         if name is None:
             return
         self._stopping.add(name)
-        await asyncio.to_thread(self._delete, name, 0 if force else None)
+        await self._delete(name, 0 if force else None)
 
-    def _delete(self, name: str, grace: int | None) -> None:
+    async def _delete(self, name: str, grace: int | None) -> None:
         """Delete a pod: ``grace`` None is its own terminationGracePeriodSeconds (SIGTERM first:
         the executor forwards it to the trainer), 0 at once."""
         try:
-            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=grace)
-        except Exception as exc:
-            if getattr(exc, "status", None) != 404:
-                log.warning("deleting pod %s failed: %s", name, exc)
+            await self.api.delete(pods_path(self.namespace, name), grace)
+        except Exception as exc:  # noqa: BLE001 - ApiError, ApiUnreachable: said, the sweep goes on
+            log.warning("deleting pod %s failed: %s", name, exc)
 
     async def read_log(self, path: str, offset: int, limit: int) -> tuple[bytes, int | None]:
         """A container's log (``pods/<pod>/<container>``) through the API server, which has no byte
-        offset: read whole and sliced."""
+        offset: from the second of the last read on (``logs.LogCursor``), at most ``limit`` bytes,
+        pages already read kept. A read from the end (negative ``offset``; the page opens a log so)
+        reads the log whole, and sets the cursor for the reads that follow it."""
         _, pod, container = path.split("/", 2)
+        whole = offset < 0
+        cursor = None if whole else self._log_cursors.get(path)
+        read = logs.plan(cursor, 0 if whole else offset, None if whole else limit)
+        data = b"" if read.kept is not None else \
+            await self._fetch_log(pod, container, read.since, read.limit_bytes, timestamps=True)
+        chunk, cursor = logs.take(data, read, 0 if whole else offset, None if whole else limit, cursor)
+        if cursor is not None:
+            self._log_cursors[path] = cursor
+        return slice_log(chunk, offset, limit) if whole else (chunk, None)
 
-        def fetch() -> bytes:
-            try:
-                return bytes(self.core.read_namespaced_pod_log(pod, self.namespace, container=container,
-                                                               _preload_content=False).data)
-            except Exception as exc:
-                if getattr(exc, "status", None) in (400, 404):  # gone, or its container not started yet
-                    return b""
-                raise
-        return slice_log(await asyncio.to_thread(fetch), offset, limit)
+    async def _fetch_log(self, pod: str, container: str, since: str | None, limit_bytes: int | None,
+                         timestamps: bool) -> bytes:
+        try:
+            return await self.api.read_log(self.namespace, pod, container, since_time=since,
+                                           limit_bytes=limit_bytes, timestamps=timestamps)
+        except ApiError as exc:
+            if exc.status in (400, 404):  # gone, or its container not started yet
+                return b""
+            raise
 
     async def close(self) -> None:
         """Delete the executor pods still running; those that ended stay (with their logs) until
         the AM pod, their owner, is deleted."""
-        self._closed.set()
-        pods = await asyncio.to_thread(self.core.list_namespaced_pod, self.namespace, label_selector=self.selector)
-        for pod in pods.items:
-            if pod.status.phase not in TERMINAL_PHASES:
-                await asyncio.to_thread(self._delete, pod.metadata.name, 0)
+        if self._watcher is not None:
+            self._watcher.cancel()
+        running = [pod.metadata.name for pod in await self._list() if pod.status.phase not in TERMINAL_PHASES]
+        await asyncio.gather(*(self._delete(name, 0) for name in running))
+        await self.api.close()
 
     # --- watching ---
 
-    def _watch_forever(self) -> None:
-        """List the job's executor pods, then watch from that version; a version too old (410)
-        lists again. Each pod seen goes to the AM's loop."""
-        from kubernetes import watch
-
-        version: str | None = None
-        while not self._closed.is_set():
+    async def _watch_forever(self) -> None:
+        """The job's executor pods: listed, then watched from that version (``api.list_and_watch``:
+        resumed after a disconnect, listed again after 410 Gone). Every pod seen is kept in
+        ``_seen``; the ones of live executors become events. Anything else going wrong once the
+        first listing is done (an object it cannot read) lists again: the AM never stops watching."""
+        while True:
             try:
-                if version is None:
-                    listing = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
-                    version = listing.metadata.resource_version
-                    self._hand("SYNC", listing.items)
-                stream = watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
-                                              label_selector=self.selector, resource_version=version,
-                                              timeout_seconds=WATCH_SECONDS)
-                for event in stream:
-                    if self._closed.is_set():
-                        return
-                    if event["type"] == "ERROR":
-                        raise _Expired() if event["raw_object"].get("code") == 410 else RuntimeError(event["raw_object"])
-                    version = event["object"].metadata.resource_version
-                    self._hand(event["type"], [event["object"]])
-            except _Expired:
-                version = None
-            except Exception as exc:  # noqa: BLE001 - the API server restarts, connections drop: keep watching
-                if getattr(exc, "status", None) == 410:
-                    version = None
-                else:
-                    log.warning("watching the executor pods failed, again in 1s: %s", exc)
-                    time.sleep(1)
+                async for kind, objects in list_and_watch(self.api, pods_path(self.namespace), self.selector):
+                    self._on_pods(kind, [pod_of(obj) for obj in objects])
+                    self._synced.set()
+            except Exception:
+                if not self._synced.is_set():
+                    raise  # start() reports it
+                log.exception("watching the executor pods failed: listing them again in %.0fs", WATCH_RESTART_SECONDS)
+                await asyncio.sleep(WATCH_RESTART_SECONDS)
 
-    def _hand(self, kind: str, pods: list[Any]) -> None:
-        assert self._loop is not None
-        try:
-            self._loop.call_soon_threadsafe(self._on_pods, kind, pods)
-        except RuntimeError:
-            self._closed.set()  # the loop is closed: the AM is done
-
-    def _on_pods(self, kind: str, pods: list[Any]) -> None:
+    def _on_pods(self, kind: str, pods: list[Pod]) -> None:
         if kind == "SYNC":  # a fresh list: pods we wait for that are not in it were deleted meanwhile
             listed = {pod.metadata.name for pod in pods}
+            self._seen = {pod.metadata.name: pod for pod in pods}
             for name in [n for n in self._requests if n in self._pods and n not in listed]:
                 self._on_pod("DELETED", self._pods[name])
         for pod in pods:
+            if kind == "DELETED":
+                self._seen.pop(pod.metadata.name, None)
+            elif kind != "SYNC":
+                self._seen[pod.metadata.name] = pod
             self._on_pod(kind, pod)
 
-    def _on_pod(self, kind: str, pod: Any) -> None:
+    def _on_pod(self, kind: str, pod: Pod) -> None:
         assert self._events is not None
         name = pod.metadata.name
         request = self._requests.get(name)
@@ -340,13 +347,11 @@ class KubernetesExecutorBackend(ExecutorBackend):
                                               list(range(request.resources.gpu)),
                                               {"executor": where, "stdout": where, "stderr": where}))
         if ended is not None:
-            for known in (self._requests, self._pods):
-                known.pop(name, None)
+            for known_pods in (self._requests, self._pods):
+                known_pods.pop(name, None)
             self._running.discard(name)
             self._stopping.discard(name)
+            self._log_cursors.pop(log_path(name, m.EXECUTOR_CONTAINER), None)
             code, reason, preempted = ended
             self._events.on_exited(Exited(request.role, request.index, request.incarnation, code, reason, preempted))
 
-
-class _Expired(Exception):
-    """The watch's resource version is too old (410 Gone): list again."""

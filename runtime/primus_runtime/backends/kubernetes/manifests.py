@@ -316,6 +316,8 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
     size = {"cpu": _cpu(config.am_cpu), "memory": _memory(config.am_memory)}
     env = [_field_env("POD_IP", "status.podIP"), _field_env("POD_NAME", "metadata.name"),
            _field_env("POD_NAMESPACE", "metadata.namespace"), {"name": "PYTHONUNBUFFERED", "value": "1"},
+           # Where the AM listens before it imports anything (am/early.py): the address executors were given.
+           {"name": protocol.ENV_AM_LISTEN, "value": f"{spec.am.host or '$(POD_IP)'}:{am_port(spec)}"},
            *({"name": k, "value": v} for k, v in sorted((cluster_env or {}).items()))]
     container = _container(
         config, AM_CONTAINER, ["python", "-m", "primus_runtime.am", "--backend", "kubernetes"], env,
