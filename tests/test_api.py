@@ -230,3 +230,9 @@ def test_unknown_paths_and_methods_get_json_errors(running_job):
         status, body = _raw(address, method, path, auth)
         assert status == code, (method, path, body)
         assert json.loads(body)["error"].endswith(f"{method} {path}"), body
+
+    too_big = b'{"incarnation": "' + b"x" * (2 << 20) + b'"}'
+    for path in ("/api/v1/executors/heartbeat", "/api/v1/job/kill"):
+        status, body = _raw(address, "POST", path, {**auth, "Content-Type": "application/json"}, too_big)
+        assert status == 413, (path, body)
+        assert json.loads(body)["error"].endswith(f"POST {path}"), body

@@ -36,7 +36,7 @@ from ..models import (
 )
 from ..ui.auth import WebAuth
 from ..ui.views import LiveView, task_view
-from ..ui.web import Guard, GuardedHandler, add_page_routes, add_read_routes, error_reply, json_errors
+from ..ui.web import Guard, GuardedHandler, add_page_routes, add_read_routes, error_reply, json_error_app
 from .master import NONE_BYTES, NONE_REPLY, ApplicationMaster
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -97,6 +97,10 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
                 return await handler(request)
             except RequestError as exc:
                 return error_reply(exc.status, str(exc))
+            except web.HTTPException as exc:  # e.g. 413, a body over the limit
+                if exc.status < 400:
+                    raise
+                return error_reply(exc.status, f"{exc.reason}: {request.method} {request.path}")
 
         return check
 
@@ -158,7 +162,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         directory = parse(SavepointRequest, await request.read(), "savepoint").dir
         return _json(await am.request_savepoint(directory))
 
-    app = web.Application(client_max_size=1 << 20, middlewares=[json_errors])
+    app = json_error_app(client_max_size=1 << 20)
     executor_routes: tuple[tuple[str, Handler], ...] = (
         (protocol.REGISTER_PATH, register), (protocol.HEARTBEAT_PATH, heartbeat),
         (protocol.UNREGISTER_PATH, unregister))

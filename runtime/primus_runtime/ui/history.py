@@ -18,7 +18,7 @@ from aiohttp import web
 from ..am.timeline import EVENT_LOG, read_event_log
 from .auth import WebAuth, make_ticket
 from .views import PARTITIONS, TASK_TABLE, ArchiveView
-from .web import Guard, add_page_routes, add_read_routes, json_errors
+from .web import Guard, add_page_routes, add_read_routes, json_error_app
 
 if TYPE_CHECKING:
     from ..client import PrimusClient
@@ -43,7 +43,7 @@ def archive_view(client: PrimusClient, app_id: str) -> ArchiveView:
 
 def history_app(view: ArchiveView) -> tuple[web.Application, WebAuth]:
     auth = WebAuth(secrets.token_urlsafe(32), view.app_id)
-    app = web.Application(middlewares=[json_errors])
+    app = json_error_app()
     add_read_routes(app, view, Guard(auth))
     add_page_routes(app, auth)
     return app, auth
