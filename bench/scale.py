@@ -1,13 +1,15 @@
-"""One AM at the scale Primus exists for: ``python bench/scale.py`` (EXECUTORS, TASKS, STEADY, LOADERS from
-the environment; defaults 10,000 executors, 1,000,000 tasks, 20 s, 2 load processes).
+"""One AM at the scale Primus exists for: ``python bench/scale.py`` (EXECUTORS, TASKS, STEADY, LOADERS,
+TASK_BEATS from the environment; defaults 10,000 executors, 1,000,000 tasks, 20 s, 2 load processes, 5).
 
 A real ApplicationMaster with its aiohttp API in its own process (its backend starts nothing: the
 executors are played over the real protocol). The job: 10 ps and EXECUTORS - 10 workers that see
 only the ps (``peers: [ps]``, as a parameter-server job at this size should), gang start, the
 workers consuming an input of TASKS tasks (a sparse file in 64-byte splits). LOADERS processes play
 the executors, each with its own keep-alive connection as a real executor has: register, long-poll
-for the start command, then heartbeat at the interval the AM asks for (workers report their tasks
-done and take the next).
+for the start command, then heartbeat at the interval the AM asks for. A worker reads each task for
+TASK_BEATS heartbeats, reporting its position at each, then reports it done and takes the next: at
+10,000 workers and the AM's 3 s interval, ~670 tasks done and handed out a second (``bench/dispatch.py``
+measures dispatch alone, a task done at every heartbeat).
 
 It prints: register -> every executor started; steady-state heartbeat latency p50/p99 (from each
 request's scheduled time, so a stalled AM cannot hide queueing) at the AM's interval; the AM's
@@ -44,6 +46,7 @@ SILENT = min(100, (EXECUTORS - PS) // 10)
 TIMEOUT = 10.0  # am.heartbeat_timeout
 ARRIVING = 200  # executors of a load process connecting and registering at once
 TASK_BYTES = 64
+TASK_BEATS = int(os.environ.get("TASK_BEATS", 5))
 GOALS = {"start_s": 5.0, "p99_ms": 50.0, "rss_gib": 2.0}
 now = time.monotonic  # CLOCK_MONOTONIC: the same clock in every process of the machine
 
@@ -93,6 +96,8 @@ class Player:
         self.interval = 1.0
         self.version = 0
         self.done: list[str] = []
+        self.held: list[str] = []
+        self.beats_on_task = 0
         self.registered_at = self.started_at = 0.0
         self.silent_at = float("inf")
         self.killed = ""
@@ -127,17 +132,27 @@ class Player:
         while due < self.silent_at and not self.killed:
             await asyncio.sleep(max(0.0, due - now()))
             consuming = e["role"] == "worker" and TASKS > 0
-            reply = await self.beat(state="running", wait=False, **(
-                {"need_tasks": 1, "held": [], "done": self.done} if consuming else {}))
+            reply = await self.beat(state="running", wait=False, **(self.data_report() if consuming else {}))
             if window[0] <= due < window[1]:
                 self.latencies.append(now() - due)
-            self.done = [task["task_id"] for task in reply.get("tasks") or ()]
+            self.held += [task["task_id"] for task in reply.get("tasks") or ()]
             if reply["command"] == protocol.CMD_CLUSTER:
                 self.version = reply["cluster"]["version"]
             elif reply["command"] == protocol.CMD_KILL:
                 self.killed = reply.get("reason", "kill")
             due += self.interval
         self.writer.close()
+
+    def data_report(self) -> dict:
+        """Progress on the task held; every TASK_BEATS heartbeats it is done and the next one asked for."""
+        self.beats_on_task += 1
+        if self.held and self.beats_on_task >= TASK_BEATS:
+            self.beats_on_task = 0
+            done, self.held = self.held, []
+            return {"need_tasks": 1, "held": [], "done": done}
+        position = {"records": self.beats_on_task, "bytes": TASK_BYTES * self.beats_on_task // TASK_BEATS}
+        progress = {task: position for task in self.held}
+        return {"need_tasks": 0 if self.held else 1, "held": list(self.held), "progress": progress}
 
     async def beat(self, **fields) -> dict:
         return await self.call(protocol.HEARTBEAT_PATH, {

@@ -29,6 +29,7 @@ class Membership:
         self._entries: dict[str, list[bytes]] = {}  # role -> encoded address by index
         self._changed_at: dict[str, int] = {}  # role -> job cluster_version of its last change
         self._encoded: dict[tuple[str, ...], tuple[int, bytes]] = {}  # view -> (version, bytes)
+        self._versions: dict[str, int] = {}  # role -> the version of its view (asked at every heartbeat)
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -39,6 +40,7 @@ class Membership:
             self._changed_at[name] = self.record.cluster_version
         for ex in self.record.executors.values():
             self._put(ex)
+        self._versions = dict.fromkeys(self.views, self.record.cluster_version)
 
     def changed(self, ex: Executor) -> None:
         """``ex`` registered or ended: its index's address is the current incarnation's now."""
@@ -60,7 +62,7 @@ class Membership:
 
     def version(self, role: str) -> int:
         """The version of what executors of ``role`` see."""
-        return max(self._changed_at[name] for name in self.views[role])
+        return self._versions[role]
 
     def encoded(self, role: str) -> tuple[int, bytes]:
         """``{"version": v, "roles": {...}}`` of the view of ``role``, as JSON bytes, and ``v``."""
@@ -87,3 +89,6 @@ class Membership:
     def _bump(self, role: str) -> None:
         self.record.cluster_version += 1
         self._changed_at[role] = self.record.cluster_version
+        for viewer, view in self.views.items():
+            if role in view:
+                self._versions[viewer] = self.record.cluster_version
