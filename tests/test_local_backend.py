@@ -108,3 +108,25 @@ def test_the_trainer_is_not_handed_the_token(client):
     assert stat.S_IMODE(job.stat().st_mode) == 0o700
     assert stat.S_IMODE((job / "token").stat().st_mode) == 0o600
     assert stat.S_IMODE((job / "spec.json").stat().st_mode) == 0o600
+
+
+def test_trainers_get_the_membership_of_their_peers_and_tf_config_from_the_executor(client):
+    """The AM sends one encoded membership per role's view; the executor composes PRIMUS_CLUSTER and
+    TF_CONFIG from it, so a real trainer sees only the roles its role names in ``peers``."""
+    show = "python3 -c 'import os; print(os.environ.get(\"PRIMUS_CLUSTER\")); print(os.environ.get(\"TF_CONFIG\"))'"
+    spec = make_spec([
+        {"name": "ps", "command": show, "framework": "tensorflow", "peers": ["ps", "worker"],
+         "success_percent": 100},
+        {"name": "worker", "replicas": 2, "command": show, "framework": "tensorflow"},
+        {"name": "evaluator", "command": show, "peers": ["evaluator"]},
+    ])
+    app = client.submit(spec)
+    status = client.wait(app, timeout=60)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    cluster, tf_config = read_log(client, app, "worker", 1).splitlines()[:2]
+    assert set(json.loads(cluster)) == {"ps", "worker", "evaluator"}
+    tf = json.loads(tf_config)
+    assert tf["task"] == {"type": "worker", "index": 1} and len(tf["cluster"]["worker"]) == 2
+    assert set(tf["cluster"]) == {"ps", "worker"}  # the evaluator is not part of TF's cluster
+    evaluator_cluster, evaluator_tf = read_log(client, app, "evaluator", 0).splitlines()[:2]
+    assert set(json.loads(evaluator_cluster)) == {"evaluator"} and evaluator_tf == "None"
