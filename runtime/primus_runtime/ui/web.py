@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import mimetypes
+import warnings
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -352,4 +353,8 @@ class _JsonErrorRoute(SystemRoute):
 
 def json_error_app(**kwargs: Any) -> web.Application:
     """An aiohttp application whose errors (unknown path or method, a body over its limit) are JSON."""
-    return web.Application(router=JsonErrorRouter(), **kwargs)
+    # aiohttp 3.14 deprecates handing an Application its router, but keeps it through 3.x (pinned <4);
+    # the alternative, a middleware, costs every heartbeat (see JsonErrorRouter).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "router argument is deprecated", DeprecationWarning)
+        return web.Application(router=JsonErrorRouter(), **kwargs)
