@@ -18,8 +18,8 @@ import hashlib
 import hmac
 import json
 import mimetypes
-import warnings
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from importlib import resources
