@@ -120,3 +120,33 @@ def test_each_write_reaches_the_file_with_the_reader_of_a_running_task(tmp_path)
     assert len((tmp_path / JOURNAL).read_text().splitlines()) == 2
     j.compact()
     assert journal_module.recover(tmp_path)[a.id]["holder"] == "inc-1"
+
+
+def test_compactions_keep_recovered_tasks_and_the_latest_of_changed_ones(tmp_path):
+    """Snapshots are joined from the entries as last journaled: tasks known only from what was
+    recovered keep their values, changed ones take their latest, odd text stays valid JSON."""
+    j = TaskJournal(tmp_path)
+    a, b = task(1), task(2, id='odd "id"\\\n')
+    for t in (a, b):
+        j.added(t)
+    a.state, a.records, a.bytes_done, a.error = TaskState.DONE, 10, 100, 'bad "row"\n'
+    b.state, b.holder, b.records, b.offset, b.event_time = TaskState.RUNNING, "inc-1", 3, 7, 123
+    j.changed(a)
+    j.changed(b)
+    j.compact()
+    j.close()
+    reopened = TaskJournal(tmp_path)  # a (done) and b only recovered from here on
+    c = task(3)
+    reopened.added(c)
+    b.records = 5
+    reopened.changed(b)
+    for _ in range(2):  # the recovered entries are rendered once and kept for the next snapshot
+        reopened.compact()
+        snapshot = json.loads((tmp_path / SNAPSHOT).read_text())
+        assert snapshot["tasks"][a.id] == {"state": "done", "records": 10, "bytes": 100, "attempts": 0,
+                                           "error": 'bad "row"\n'}
+        assert snapshot["tasks"][b.id] == {"state": "running", "records": 5, "bytes": 0, "attempts": 0, "error": "",
+                                           "holder": "inc-1", "offset": 7, "time": 123}
+        assert snapshot["tasks"][c.id]["state"] == "queued"
+    reopened.close()
+    assert journal_module.recover(tmp_path) == snapshot["tasks"]

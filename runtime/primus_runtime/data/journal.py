@@ -62,13 +62,17 @@ class TaskJournal:
         self.keep_listing = keep_listing
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        # What the directory held when opened (the snapshot, then the journal): the dispatcher resumes
+        # from it. Read only; the journal's own view is ``_bodies``.
         self.state: dict[str, dict[str, Any]] = self.recover()
         self.checkpoints: dict[str, str] = read_checkpoints(self.dir)  # executor id -> committed checkpoint
         self._pending: list[str] = []
         self._dirty: dict[str, Task] = {}
-        # What the journal says of each task changed since the snapshot: (state, records, bytes,
-        # attempts, error, holder), compared at each write so that only changes are written.
-        self._written: dict[str, _Entry] = {}
+        # Task id -> its entry as last journaled, already JSON (``_body``): a write compares strings to
+        # find what changed, and a snapshot joins them instead of encoding every task again. Tasks of
+        # ``state`` join it when first snapshotted (``_merged``).
+        self._bodies: dict[str, str] = {}
+        self._merged: dict[str, dict[str, Any]] | None = None  # the ``state`` already in _bodies
         self._flushed_at = 0.0
         self._unsynced = False
         self._lines = self._cut_torn_line()
@@ -96,8 +100,8 @@ class TaskJournal:
     # --- TaskStore ---
 
     def added(self, task: Task) -> None:
-        if self.keep_listing and task.id not in self.state:
-            self.state[task.id] = {"state": "queued", "records": 0, "bytes": 0, "attempts": 0}
+        if self.keep_listing and task.id not in self._bodies and task.id not in self.state:
+            self._bodies[task.id] = _QUEUED_BODY
             self._pending.append(json.dumps({"op": "add", "task": task.to_dict()}))
 
     def changed(self, task: Task) -> None:
@@ -116,26 +120,34 @@ class TaskJournal:
 
     def write(self) -> None:
         """Write what changed since the last write (no ``fsync``); compact when the journal is long.
-        The AM calls this at the end of every step, so it is lean: tuples to compare, lines built by
-        hand, one ``os.write``."""
-        for task in self._dirty.values():
-            entry = (task.state.value, task.records, task.bytes_done, task.attempts, task.error,
-                     task.holder if task.state is TaskState.RUNNING else None, task.offset, task.event_time)
-            if self._written.get(task.id) != entry:
-                self._written[task.id] = entry
-                self._pending.append(_set_line(task.id, entry))
-        self._dirty.clear()
+        The AM calls this at the end of every step, so it is lean: each changed task rendered once as
+        JSON text (compared with what was written last, kept for the next snapshot), one ``os.write``."""
+        if self._dirty:
+            self._render_changes()
         if not self._pending:
             return
         self._append("\n".join(self._pending) + "\n")
         self._unsynced = True
         self._lines += len(self._pending)
         self._pending.clear()
-        if self._lines >= max(COMPACT_LINES, len(self.state) + len(self._written)):  # amortized: O(tasks) each
+        if self._lines >= max(COMPACT_LINES, self._entries()):  # amortized: O(tasks) each
             try:
                 self.compact()
             except OSError as exc:  # the journal holds every position: only its length suffers
                 log.warning("cannot compact the task journal in %s (%s); it keeps growing", self.dir, exc)
+
+    def _render_changes(self) -> None:
+        bodies, pending = self._bodies, self._pending
+        for task_id, task in self._dirty.items():
+            body = _body(task)
+            if bodies.get(task_id) != body:
+                bodies[task_id] = body
+                pending.append(f'{{"op": "set", "id": {_quote(task_id)}, {body}}}')
+        self._dirty.clear()
+
+    def _entries(self) -> int:
+        """Tasks a snapshot would hold (about: a task both recovered and changed counts twice)."""
+        return len(self._bodies) + (len(self.state) if self._merged is not self.state else 0)
 
     def _append(self, text: str) -> None:
         """Append ``text`` (``flush`` makes it durable), or leave the journal as it was and raise (e.g.
@@ -165,10 +177,14 @@ class TaskJournal:
             self._unsynced = False
 
     def compact(self) -> None:
-        """A new snapshot of every task, then an empty journal."""
-        self.state.update((task_id, _entry(values)) for task_id, values in self._written.items())
-        self._written.clear()
-        write_snapshot(self.dir, self.state, self.checkpoints)
+        """A new snapshot of every task (changes not written yet included), then an empty journal."""
+        self._render_changes()
+        if self._merged is not self.state:  # recovered tasks not journaled since: rendered once, kept
+            for task_id, entry in self.state.items():
+                self._bodies.setdefault(task_id, _entry_body(entry))
+            self._merged = self.state
+        _write_snapshot_text(self.dir, _snapshot_text(self._bodies, self.checkpoints))
+        self._pending.clear()  # in the snapshot
         self._file.close()
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
@@ -183,30 +199,33 @@ class TaskJournal:
             self._file.close()
 
 
-# (state, records, bytes, attempts, error, holder, offset, time) of a task, as journaled
-_Entry = tuple[str, int, int, int, str, "str | None", int, int]
+# A task's entry as the snapshot and ``set`` lines write it (``"state": ..., "records": ...``), JSON
+# text built by hand: it is rendered for every task that changed, at every AM step.
+_STATE_FIELD = {state: f'"state": "{state.value}"' for state in TaskState}
+_QUEUED_BODY = '"state": "queued", "records": 0, "bytes": 0, "attempts": 0'
+_NO_ERROR = '""'
 
 
-def _set_line(task_id: str, entry: _Entry) -> str:
-    """``{"op": "set", ...}`` as ``json.dumps`` would write it, built by hand (it is hot)."""
-    state, records, nbytes, attempts, error, holder, offset, event_time = entry
-    line = (f'{{"op": "set", "id": {_quote(task_id)}, "state": "{state}", "records": {records}, '
-            f'"bytes": {nbytes}, "attempts": {attempts}, "error": {_quote(error)}')
-    if holder is not None:
-        line += f', "holder": {_quote(holder)}'
-    if offset >= 0:
-        line += f', "offset": {offset}, "time": {event_time}'
-    return line + "}"
+def _body(task: Task) -> str:
+    state = task.state
+    body = (f'{_STATE_FIELD[state]}, "records": {task.records}, "bytes": {task.bytes_done}, '
+            f'"attempts": {task.attempts}, "error": {_quote(task.error) if task.error else _NO_ERROR}')
+    if state is TaskState.RUNNING and task.holder is not None:
+        body += f', "holder": {_quote(task.holder)}'
+    if task.offset >= 0:
+        body += f', "offset": {task.offset}, "time": {task.event_time}'
+    return body
 
 
-def _entry(values: _Entry) -> dict[str, Any]:
-    state, records, nbytes, attempts, error, holder, offset, event_time = values
-    entry: dict[str, Any] = {"state": state, "records": records, "bytes": nbytes, "attempts": attempts, "error": error}
-    if holder is not None:
-        entry["holder"] = holder
-    if offset >= 0:
-        entry.update(offset=offset, time=event_time)
-    return entry
+def _entry_body(entry: dict[str, Any]) -> str:
+    """A recovered entry (``recover``'s dict) as a body; the same JSON object, encoded by ``json``."""
+    return json.dumps(entry)[1:-1]
+
+
+def _snapshot_text(bodies: dict[str, str], checkpoints: dict[str, str]) -> str:
+    tasks = ", ".join([f"{_quote(task_id)}: {{{body}}}" for task_id, body in bodies.items()])
+    return (f'{{"version": 1, "written_at": {time.time()!r}, "tasks": {{{tasks}}}, '
+            f'"checkpoints": {json.dumps(checkpoints)}}}')
 
 
 def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -260,12 +279,17 @@ def read_checkpoints(directory: str | Path) -> dict[str, str]:
 def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
                    checkpoints: dict[str, str] | None = None) -> None:
     """``tasks.snapshot.json`` in ``directory``, replaced atomically (tmp file, fsync, rename)."""
+    _write_snapshot_text(directory, json.dumps({"version": 1, "written_at": time.time(), "tasks": state,
+                                                "checkpoints": checkpoints or {}}))
+
+
+def _write_snapshot_text(directory: str | Path, text: str) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (SNAPSHOT + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
     except OSError:
