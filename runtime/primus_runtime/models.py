@@ -7,9 +7,10 @@ plain description of the same messages, and tests/test_contract.py checks the tw
 
 Executor messages are strict (a string is not an integer, a float is not an integer) and ignore
 unknown fields, so an executor one version ahead can still talk to this AM.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: pydantic would then evaluate every field's annotation
+from its text (a compile per field) at each AM start; evaluated by Python they cost nothing more.
+"""
 
 import enum
 from typing import Annotated, Any, Literal
@@ -33,7 +34,19 @@ class _Message(BaseModel):
 
 
 class _Reply(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Replies are described, never validated, by the AM: their schemas are built when the OpenAPI
+    # document (or a test) first asks, not at every AM start.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class _Control(_Message):
+    """A user's request: built at its first use, not on the AM's way to its first executor."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Query(BaseModel):
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # --- executor -> AM ---------------------------------------------------------------------------------
@@ -209,51 +222,49 @@ class UnregisterReply(_Reply):
 # --- users -> AM ------------------------------------------------------------------------------------
 
 
-class EndRequest(_Message):
+class EndRequest(_Control):
     """Body of /job/kill and /job/succeed (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded as the job's reason")
 
 
-class ScaleRequest(_Message):
+class ScaleRequest(_Control):
     replicas: int = Field(ge=0, le=100_000, description="The role's new number of executors")
 
 
-class SavepointRequest(_Message):
+class SavepointRequest(_Control):
     dir: str = Field(min_length=1, max_length=_MAX_TEXT, description="An absolute path, or a file://, "
                                                                      "hdfs:// or webhdfs://host:port URL")
 
 
-class EmptyRequest(_Message):
+class EmptyRequest(_Control):
     """A body without fields (an empty body is fine too)."""
 
 
-class TaskActionRequest(_Message):
+class TaskActionRequest(_Control):
     """Body of /data/tasks/requeue and /data/tasks/skip."""
 
     task: str = Field(min_length=1, max_length=_MAX_TEXT, description="The task id (as in the task table)")
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
 
-class RestartRequest(_Message):
+class RestartRequest(_Control):
     """Body of /executors/{id}/restart (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
 
-class DrainRequest(_Message):
+class DrainRequest(_Control):
     """Body of /executors/{id}/drain (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
 
-class StatusQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class StatusQuery(_Query):
     events: int = Field(50, ge=0, le=_MAX_COUNT, description="How many recent events")
 
 
-class EventsQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class EventsQuery(_Query):
     since: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip the first N events")
     subject: str | None = Field(None, max_length=_MAX_ID, description="Only events whose subject starts with this "
                                                                       "(`job`, `data`, `task/`, `role/`, `worker-`)")
@@ -262,8 +273,7 @@ class EventsQuery(BaseModel):
     limit: int = Field(100_000, ge=1, le=100_000, description="At most this many events (the first ones matching)")
 
 
-class TasksQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class TasksQuery(_Query):
     state: Literal["queued", "running", "done", "failed", "quarantined"] | None = Field(
         None, description="Only tasks in this state")
     q: str | None = Field(None, max_length=_MAX_ID, description="Only tasks whose id contains this text")
@@ -271,20 +281,17 @@ class TasksQuery(BaseModel):
     limit: int = Field(50, ge=1, le=1000, description="At most this many tasks")
 
 
-class TimelineQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class TimelineQuery(_Query):
     since: float = Field(0.0, ge=0, description="Only samples taken after this time (epoch seconds)")
 
 
-class LogQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class LogQuery(_Query):
     offset: int = Field(-65536, ge=-(2**40), le=2**40, description="First byte to return; negative: that many bytes "
                                                                    "before the end (a tail)")
     limit: int = Field(65536, ge=1, le=1 << 20, description="At most this many bytes")
 
 
-class ExecutorsQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ExecutorsQuery(_Query):
     role: str | None = Field(None, max_length=_MAX_ID, description="Only this role")
     history: bool = Field(False, description="Include earlier incarnations (1/true)")
 
