@@ -796,7 +796,7 @@ class ApplicationMaster(BackendEvents):
         # killed right after writing the outcome must find it in the journal too).
         self._journal()
         tmp = self.status_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.record.to_dict(), indent=1))
+        tmp.write_text(json.dumps(self.record.to_dict()))  # compact: the C encoder (indent= is pure Python)
         os.replace(tmp, self.status_path)  # atomic: a reader never sees half a file
         self._snapshot = (time.monotonic(), len(self.record.events))
 
