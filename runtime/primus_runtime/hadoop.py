@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import xml.etree.ElementTree as ET
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -29,6 +28,8 @@ class HadoopConfigError(RuntimeError):
 
 @lru_cache(maxsize=8)
 def _load(conf_dir: str) -> dict[str, str]:
+    import xml.etree.ElementTree as ET  # only where a Hadoop configuration is read, not in every AM
+
     values: dict[str, str] = {}
     for name in CONF_FILES:
         path = Path(conf_dir) / name

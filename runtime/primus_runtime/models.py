@@ -7,9 +7,10 @@ plain description of the same messages, and tests/test_contract.py checks the tw
 
 Executor messages are strict (a string is not an integer, a float is not an integer) and ignore
 unknown fields, so an executor one version ahead can still talk to this AM.
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: pydantic would then evaluate every field's annotation
+from its text (a compile per field) at each AM start; evaluated by Python they cost nothing more.
+"""
 
 import enum
 from collections.abc import Callable, Sequence
@@ -38,7 +39,19 @@ class _Message(BaseModel):
 
 
 class _Reply(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Replies are described, never validated, by the AM: their schemas are built when the OpenAPI
+    # document (or a test) first asks, not at every AM start.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class _Control(_Message):
+    """A user's request: built at its first use, not on the AM's way to its first executor."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Query(BaseModel):
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # --- executor -> AM ---------------------------------------------------------------------------------
@@ -224,46 +237,45 @@ class UnregisterReply(_Reply):
 # --- users -> AM ------------------------------------------------------------------------------------
 
 
-class EndRequest(_Message):
+class EndRequest(_Control):
     """Body of /job/kill and /job/succeed (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded as the job's reason")
 
 
-class ScaleRequest(_Message):
+class ScaleRequest(_Control):
     replicas: int = Field(ge=0, le=100_000, description="The role's new number of executors")
 
 
-class SavepointRequest(_Message):
+class SavepointRequest(_Control):
     dir: str = Field(min_length=1, max_length=_MAX_TEXT, description="An absolute path, or a file://, "
                                                                      "hdfs:// or webhdfs://host:port URL")
 
 
-class EmptyRequest(_Message):
+class EmptyRequest(_Control):
     """A body without fields (an empty body is fine too)."""
 
 
-class TaskActionRequest(_Message):
+class TaskActionRequest(_Control):
     """Body of /data/tasks/requeue and /data/tasks/skip."""
 
     task: str = Field(min_length=1, max_length=_MAX_TEXT, description="The task id (as in the task table)")
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
 
-class RestartRequest(_Message):
+class RestartRequest(_Control):
     """Body of /executors/{id}/restart (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
 
-class DrainRequest(_Message):
+class DrainRequest(_Control):
     """Body of /executors/{id}/drain (optional)."""
 
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
 
 
-class StatusQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class StatusQuery(_Query):
     events: int = Field(50, ge=0, le=_MAX_COUNT, description="How many recent events")
     view: Literal["full", "summary"] = Field(
         "full", description="`summary`: job, roles (counts by state, ready, restarts, failures), data and events, "
@@ -271,8 +283,7 @@ class StatusQuery(BaseModel):
                             "many executors the job has")
 
 
-class EventsQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class EventsQuery(_Query):
     since: int = Field(0, ge=0, le=_MAX_COUNT, description="Skip the first N events")
     subject: str | None = Field(None, max_length=_MAX_ID, description="Only events whose subject starts with this "
                                                                       "(`job`, `data`, `task/`, `role/`, `worker-`)")
@@ -281,8 +292,7 @@ class EventsQuery(BaseModel):
     limit: int = Field(100_000, ge=1, le=100_000, description="At most this many events (the first ones matching)")
 
 
-class TasksQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class TasksQuery(_Query):
     state: Literal["queued", "running", "done", "failed", "quarantined"] | None = Field(
         None, description="Only tasks in this state")
     q: str | None = Field(None, max_length=_MAX_ID, description="Only tasks whose id contains this text")
@@ -290,13 +300,11 @@ class TasksQuery(BaseModel):
     limit: int = Field(50, ge=1, le=1000, description="At most this many tasks")
 
 
-class TimelineQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class TimelineQuery(_Query):
     since: float = Field(0.0, ge=0, description="Only samples taken after this time (epoch seconds)")
 
 
-class LogQuery(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class LogQuery(_Query):
     offset: int = Field(-65536, ge=-(2**40), le=2**40, description="First byte to return; negative: that many bytes "
                                                                    "before the end (a tail)")
     limit: int = Field(65536, ge=1, le=1 << 20, description="At most this many bytes")
@@ -309,11 +317,10 @@ _EXECUTOR_STATE = "|".join(state.value for state in ExecutorState)
 EXECUTOR_STATES_PATTERN = f"^({_EXECUTOR_STATE})(,({_EXECUTOR_STATE}))*$"
 
 
-class ExecutorsQuery(BaseModel):
+class ExecutorsQuery(_Query):
     """Which current executors, in the order of their role in the spec, then their index. The same
     filter serves the AM, the history server and a client reading a status file (``matcher``, ``window``)."""
 
-    model_config = ConfigDict(extra="ignore")
     role: str | None = Field(None, max_length=_MAX_ID, description="Only this role")
     state: str | None = Field(None, max_length=100, pattern=EXECUTOR_STATES_PATTERN,
                               description="Only executors in this state, or in any of several, comma-separated "

@@ -59,6 +59,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
         loop.add_signal_handler(sig, on_signal or functools.partial(_on_signal, am), sig)
     # Executors boot (a Python start each) while this process imports the HTTP stack.
     await am.start(address)
+    import_http_stack()
     from aiohttp import web  # imported only now, on purpose (see above)
 
     from .server import build_app
@@ -89,6 +90,32 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     state = am.record.state
     log.info("job %s finished: %s (%s)", am.record.app_id, state.value, am.record.reason)
     return 0 if state is JobState.SUCCEEDED else 1
+
+
+def import_http_stack() -> None:
+    """Import aiohttp, leaving the CA certificates of its default client TLS contexts to a thread.
+
+    Importing aiohttp makes two client TLS contexts and loads the system's CA certificates into each
+    (~20 ms apiece: a tenth of the AM's way to its first executor). The AM serves; nothing in it is an
+    aiohttp client, let alone in its first milliseconds. So during the import the loading is only
+    noted, and a thread then does it on the same contexts (OpenSSL releases the GIL meanwhile): after
+    that they are what aiohttp made them to be."""
+    if "aiohttp" in sys.modules:
+        return
+    noted: list[ssl.SSLContext] = []
+
+    def note(context: ssl.SSLContext) -> None:
+        noted.append(context)
+
+    load = ssl.SSLContext.set_default_verify_paths
+    ssl.SSLContext.set_default_verify_paths = note  # type: ignore[method-assign,assignment]
+    try:
+        import aiohttp.web  # noqa: F401
+    finally:
+        del ssl.SSLContext.set_default_verify_paths  # the inherited method again
+    if noted:
+        threading.Thread(target=lambda: [load(context) for context in noted], name="aiohttp-ca-certificates",
+                         daemon=True).start()
 
 
 def _on_signal(am: ApplicationMaster, sig: int) -> None:

@@ -20,12 +20,11 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import protocol
 from ..backends.base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launch_env
 from ..data.dispatcher import Ending, Task, TaskActionRefused
-from ..data.plane import DataPlane
 from ..hadoop import HadoopConfigError
 from ..models import HeartbeatRequest, RegisterRequest, RequestError, UnregisterRequest
 from ..spec import JobSpec
@@ -38,6 +37,9 @@ from .scheduler import RoleScheduler, Verdict
 from .state import Executor, ExecutorState, JobRecord, JobState, RoleState
 from .timeline import EVENT_LOG, EventLog, Timeline
 from .trainer_env import tensorflow_task, trainer_env
+
+if TYPE_CHECKING:
+    from ..data.plane import DataPlane
 
 log = logging.getLogger("primus.am")
 
@@ -94,6 +96,8 @@ class ApplicationMaster(BackendEvents):
         self.recovered = recovered  # the journal of an earlier attempt, put back in start()
         self._adopting: set[str] = set()  # incarnations kept from an earlier attempt, not heard from yet
         if spec.input is not None:
+            from ..data.plane import DataPlane  # imported by jobs with input only (fsspec, Kafka...)
+
             # The data plane's own journal: the work-preserve directory, else one beside the status
             # (what a restarted AM resumes from).
             private = status_path.parent / "data-journal" if status_path is not None else None

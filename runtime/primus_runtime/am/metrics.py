@@ -8,29 +8,27 @@ O(executors ever started) (ends by cause are counted over the current executors 
 Each AM has a registry of its own (several AMs may share a test process). Executors' feed rates
 and buffer fill come from their heartbeats (``DataPlane.feed_stats``); the AM's own memory and CPU
 from prometheus-client's ``ProcessCollector`` (``process_resident_memory_bytes``...).
+
+prometheus-client is imported at the first scrape, not when the AM starts: until then the AM only
+counts heartbeat handling times into its buckets (``AMMetrics.observe_heartbeat``).
 """
 
 from __future__ import annotations
 
 import bisect
 import datetime as dt
-import time
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import Collector
-
-from ..data.dispatcher import RATE_WINDOW_SECONDS, TaskState, _label_end
-from ..data.kafka import RATE_WINDOW_SECONDS as KAFKA_RATE_WINDOW
-from ..data.kafka import KafkaInput
+from ..data.dispatcher import _label_end
 from ..states import JOB_OUTCOMES, ExecutorState, JobState
 from .state import Executor
 
 if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+    from prometheus_client.registry import CollectorRegistry
+
+    from ..data.kafka import KafkaInput
     from .master import ApplicationMaster
 
 # A heartbeat is handled in well under a millisecond on an idle AM; the upper buckets show an
@@ -67,6 +65,10 @@ def kafka_metrics(kafka: KafkaInput, now: float) -> Iterator[Metric]:
     """The Kafka source's lag (per partition once its end is read; the total once every partition's
     is), its delivery rate, how far its event-time watermark is behind ``now``, and whether its
     brokers answer: the same readings as the status' ``data.kafka``."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from ..data.kafka import RATE_WINDOW_SECONDS as KAFKA_RATE_WINDOW
+
     lags = GaugeMetricFamily("primus_kafka_lag", "Records of a Kafka partition not read yet (to its end, or its "
                              "high watermark as last read)", labels=["topic", "partition"])
     for topic, partition in sorted(kafka.tasks):
@@ -95,140 +97,37 @@ def watermark_lag(watermark: str, now: float) -> float:
     return now - _label_end(watermark).replace(tzinfo=dt.timezone.utc).timestamp()
 
 
-class LoopHistogram(Collector):
-    """A histogram observed from the AM's event loop only, so without the lock prometheus-client's
-    ``Histogram`` takes on every observation (a heartbeat's largest cost after parsing): plain counters,
-    read as a ``HistogramMetricFamily`` at each scrape (which runs on the same loop)."""
-
-    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...]):
-        self.name, self.documentation, self.buckets = name, documentation, buckets
-        self.counts = [0] * (len(buckets) + 1)  # the last one: above every bound (+Inf)
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, value)] += 1  # le: a value on a bound counts in it
-        self.sum += value
-
-    def collect(self) -> Iterable[Metric]:
-        cumulative: list[tuple[str, float]] = []
-        running = 0
-        for bound, count in zip((*map(str, self.buckets), "+Inf"), self.counts, strict=True):
-            running += count
-            cumulative.append((bound, running))
-        yield HistogramMetricFamily(self.name, self.documentation, buckets=cumulative, sum_value=self.sum)
-
-
 class AMMetrics:
-    """The metrics of one AM: its registry, and the one value the AM records as it goes (heartbeat
-    handling times)."""
+    """The metrics of one AM: the one value the AM records as it goes (heartbeat handling times, in
+    the histogram's buckets), and the registry that serves them with the state read at each scrape
+    (made at the first one)."""
 
     def __init__(self, am: ApplicationMaster):
-        self.registry = CollectorRegistry()
-        self.heartbeat_seconds = LoopHistogram(
-            "primus_heartbeat_handling_seconds", "Time the AM took to handle one heartbeat of a live executor "
-            "(the long poll's wait for its start command excluded; heartbeats of stale incarnations and of "
-            "executors being stopped are not counted)", HEARTBEAT_BUCKETS)
-        self.registry.register(self.heartbeat_seconds)
-        ProcessCollector(registry=self.registry)
-        self.registry.register(_StateCollector(am))
-        # Bound once: the heartbeat calls it for every report.
-        self.observe_heartbeat = self.heartbeat_seconds.observe
+        self.am = am
+        self.heartbeat_counts = [0] * (len(HEARTBEAT_BUCKETS) + 1)  # per bucket (not cumulative); the last: +Inf
+        self.heartbeat_sum = 0.0
+        self._registry: CollectorRegistry | None = None
+
+    def observe_heartbeat(self, seconds: float) -> None:
+        # An observation counts in the first bucket whose bound is >= it, as Prometheus' ``le`` says.
+        self.heartbeat_counts[bisect.bisect_left(HEARTBEAT_BUCKETS, seconds)] += 1
+        self.heartbeat_sum += seconds
 
     def render(self, accept: str = "") -> tuple[bytes, str]:
         """The body of a ``/metrics`` reply and its content type: in the format the request's ``accept``
         header asks for (OpenMetrics, as Prometheus asks), else Prometheus text format 0.0.4."""
+        from prometheus_client.exposition import choose_encoder
+
         encode, content_type = choose_encoder(accept)
-        return encode(self.registry), content_type
+        return encode(self.registry()), content_type
 
+    def registry(self) -> CollectorRegistry:
+        if self._registry is None:
+            from prometheus_client import CollectorRegistry, ProcessCollector
 
-class _StateCollector(Collector):
-    """Reads the job's, the roles', the executors' and the input's state at each scrape."""
+            from .scrape import StateCollector
 
-    def __init__(self, am: ApplicationMaster):
-        self.am = am
-
-    def collect(self) -> Iterable[Metric]:
-        yield from self._job()
-        yield from self._roles()
-        yield self._ends()
-        if self.am.data is not None:
-            yield from self._data()
-            yield from self._feeds()
-            if self.am.data.kafka is not None:
-                yield from kafka_metrics(self.am.data.kafka, time.time())
-
-    def _job(self) -> Iterator[Metric]:
-        state = GaugeMetricFamily("primus_job_state", "1 for the job's current state, 0 for the others",
-                                  labels=["state"])
-        for job_state in _JOB_STATES:
-            state.add_metric([job_state.value], float(self.am.record.state is job_state))
-        yield state
-
-    def _roles(self) -> Iterator[Metric]:
-        record = self.am.record
-        executors = GaugeMetricFamily("primus_executors", "Current executors (one per index) by role and state",
-                                      labels=["role", "state"])
-        ready = GaugeMetricFamily("primus_executors_ready", "Current executors whose trainer passed the role's "
-                                  "readiness probe", labels=["role"])
-        replicas = GaugeMetricFamily("primus_role_replicas", "Executors the role is to have", labels=["role"])
-        restarts = CounterMetricFamily("primus_role_restarts", "Executors of the role started again after "
-                                       "they ended", labels=["role"])
-        failures = CounterMetricFamily("primus_role_failures", "Failures charged to the role's failure budget "
-                                       "(preemptions are not)", labels=["role"])
-        for name, role in record.roles.items():
-            for state, count in record.role_counts(name).items():
-                executors.add_metric([name, state], count)
-            ready.add_metric([name], record.count_ready(name))
-            replicas.add_metric([name], role.replicas)
-            restarts.add_metric([name], role.restarts)
-            failures.add_metric([name], role.failures)
-        yield from (executors, ready, replicas, restarts, failures)
-
-    def _ends(self) -> Metric:
-        ends = CounterMetricFamily("primus_executor_ends", "Executors (incarnations) that ended, by role, final "
-                                   "state and cause", labels=["role", "state", "cause"])
-        record = self.am.record
-        counted: Counter[tuple[str, str, str]] = Counter()
-        for ex in (*record.executors.values(), *record.history):
-            if ex.state.terminal:  # one scaled down may still be stopping
-                counted[ex.role, ex.state.value, end_cause(ex)] += 1
-        for labels, count in sorted(counted.items()):
-            ends.add_metric(list(labels), count)
-        return ends
-
-    def _data(self) -> Iterator[Metric]:
-        assert self.am.data is not None
-        dispatcher = self.am.data.dispatcher
-        tasks = GaugeMetricFamily("primus_data_tasks", "Input tasks by state", labels=["state"])
-        for state in TaskState:
-            tasks.add_metric([state.value], dispatcher.counts[state])
-        yield tasks
-        yield CounterMetricFamily("primus_data_bytes_done", "Input bytes read (of tasks done, and of tasks "
-                                  "being read up to their position)", value=dispatcher.bytes_done)
-        yield CounterMetricFamily("primus_data_bytes", "Input bytes of every task listed so far",
-                                  value=dispatcher.bytes_total)
-        yield CounterMetricFamily("primus_data_records_done", "Input records delivered to trainers",
-                                  value=dispatcher.records_done)
-        yield GaugeMetricFamily("primus_data_rate_bytes_per_second", f"Input bytes read per second over the "
-                                f"last {RATE_WINDOW_SECONDS:g} seconds", value=dispatcher.rate())
-        watermark = dispatcher.watermark
-        if watermark is not None:
-            yield GaugeMetricFamily("primus_data_watermark_lag_seconds", "Seconds since the end of the latest "
-                                    "period (day or hour, UTC) consumed completely", value=watermark_lag(
-                                        watermark, time.time()))
-
-    def _feeds(self) -> Iterator[Metric]:
-        assert self.am.data is not None
-        rates = GaugeMetricFamily("primus_executor_feed_bytes_per_second", "Bytes an executor wrote into its "
-                                  "trainer's stdin per second, over its last few seconds", labels=["executor"])
-        records = GaugeMetricFamily("primus_executor_feed_records_per_second", "Records an executor wrote into "
-                                    "its trainer's stdin per second, over its last few seconds",
-                                    labels=["executor"])
-        fill = GaugeMetricFamily("primus_executor_feed_buffer_fill_ratio", "Share of an executor's read-ahead "
-                                 "buffer in use: near 1 the trainer is the bottleneck, near 0 the input's storage",
-                                 labels=["executor"])
-        for executor, stats in sorted(self.am.data.feed_stats.items()):
-            rates.add_metric([executor], stats.bytes_per_s)
-            records.add_metric([executor], stats.records_per_s)
-            fill.add_metric([executor], stats.buffer_fill)
-        yield from (rates, records, fill)
+            self._registry = CollectorRegistry()
+            ProcessCollector(registry=self._registry)
+            self._registry.register(StateCollector(self.am, self))
+        return self._registry

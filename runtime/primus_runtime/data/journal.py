@@ -19,9 +19,13 @@ The AM writes changes at the end of each of its steps (``write``: one ``write`` 
 ``fsync`` follows at most every ``FLUSH_SECONDS``, so a machine crash may lose the last second
 of progress, which only means those records are read again (at-least-once). Once the journal holds more lines than
 ``COMPACT_LINES`` and than there are tasks (so snapshots cost O(1) per line), the store
-writes a new snapshot and starts an empty journal; a crash between the two leaves a
-journal that replays onto the new snapshot harmlessly.
-Recovery ignores a torn last line (a crash in the middle of a write).
+writes a new snapshot and then keeps only the journal's lines written since it was taken; a crash
+between the two leaves a journal that replays onto the new snapshot harmlessly (its older lines end
+where the snapshot starts). Recovery ignores a torn last line (a crash in the middle of a write).
+
+The AM's loop only renders and appends: the periodic ``fsync`` and a snapshot's writing, ``fsync``
+and rename run in a thread (``_Chore``) while it goes on; the journal is cut to its new lines once
+the snapshot is in place, and ``flush``, ``compact`` and ``close`` wait for what is under way.
 
 On HDFS (``hdfs://`` or ``webhdfs://`` directories) there is no journal: ``HdfsSnapshots``
 keeps numbered whole snapshots instead (see there for why and for what a crash can lose).
@@ -35,6 +39,8 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
@@ -62,15 +68,22 @@ class TaskJournal:
         self.keep_listing = keep_listing
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        # What the directory held when opened (the snapshot, then the journal): the dispatcher resumes
+        # from it. Read only; the journal's own view is ``_entries``.
         self.state: dict[str, dict[str, Any]] = self.recover()
         self.checkpoints: dict[str, str] = read_checkpoints(self.dir)  # executor id -> committed checkpoint
         self._pending: list[str] = []
         self._dirty: dict[str, Task] = {}
-        # What the journal says of each task changed since the snapshot: (state, records, bytes,
-        # attempts, error, holder), compared at each write so that only changes are written.
-        self._written: dict[str, _Entry] = {}
+        # Task id -> its entry as last journaled, as the snapshot writes it (``"<id>": {<_body>}``, or
+        # _QUEUED for a listed task that never changed): a write compares texts to find what changed,
+        # and a snapshot only joins them. Tasks of ``state`` join it when first snapshotted (``_merged``).
+        self._entries: dict[str, str] = {}
+        self._merged: dict[str, dict[str, Any]] | None = None  # the ``state`` already in _entries
         self._flushed_at = 0.0
         self._unsynced = False
+        self._syncing: _Chore | None = None  # the periodic fsync, in a thread
+        # A snapshot being written in a thread, with the journal's size and lines it holds.
+        self._compaction: tuple[_Chore, int, int] | None = None
         self._lines = self._cut_torn_line()
         self._file = open(self.dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
         self._size = os.fstat(self._file.fileno()).st_size  # what a failed append is cut back to
@@ -96,8 +109,8 @@ class TaskJournal:
     # --- TaskStore ---
 
     def added(self, task: Task) -> None:
-        if self.keep_listing and task.id not in self.state:
-            self.state[task.id] = {"state": "queued", "records": 0, "bytes": 0, "attempts": 0}
+        if self.keep_listing and task.id not in self._entries and task.id not in self.state:
+            self._entries[task.id] = _QUEUED
             self._pending.append(json.dumps({"op": "add", "task": task.to_dict()}))
 
     def changed(self, task: Task) -> None:
@@ -111,31 +124,56 @@ class TaskJournal:
     # --- writing ---
 
     def maybe_flush(self) -> None:
-        if time.monotonic() - self._flushed_at >= FLUSH_SECONDS:
-            self.flush()
+        """``write``, and at most every ``FLUSH_SECONDS`` an ``fsync`` in a thread. A failed fsync is
+        raised by the call after it (the lines are synced again then)."""
+        if time.monotonic() - self._flushed_at < FLUSH_SECONDS:
+            return
+        self.write()
+        self._flushed_at = time.monotonic()
+        self._check_compaction()
+        if self._syncing is not None:
+            if not self._syncing.done:
+                return  # a slow disk: the next round syncs what this one would have
+            failed, self._syncing = self._syncing.error, None
+            if failed is not None:
+                self._unsynced = True
+                raise failed
+        self._sync_in_background()
+
+    def _sync_in_background(self) -> None:
+        if self._unsynced and self._syncing is None:
+            self._syncing = _Chore(partial(_fsync_and_close, os.dup(self._file.fileno())))
+            self._unsynced = False
 
     def write(self) -> None:
         """Write what changed since the last write (no ``fsync``); compact when the journal is long.
-        The AM calls this at the end of every step, so it is lean: tuples to compare, lines built by
-        hand, one ``os.write``."""
-        for task in self._dirty.values():
-            entry = (task.state.value, task.records, task.bytes_done, task.attempts, task.error,
-                     task.holder if task.state is TaskState.RUNNING else None, task.offset, task.event_time)
-            if self._written.get(task.id) != entry:
-                self._written[task.id] = entry
-                self._pending.append(_set_line(task.id, entry))
-        self._dirty.clear()
+        The AM calls this at the end of every step, so it is lean: each changed task rendered once as
+        JSON text (compared with what was written last, kept for the next snapshot), one ``os.write``."""
+        if self._dirty:
+            self._render_changes()
         if not self._pending:
             return
         self._append("\n".join(self._pending) + "\n")
         self._unsynced = True
         self._lines += len(self._pending)
         self._pending.clear()
-        if self._lines >= max(COMPACT_LINES, len(self.state) + len(self._written)):  # amortized: O(tasks) each
-            try:
-                self.compact()
-            except OSError as exc:  # the journal holds every position: only its length suffers
-                log.warning("cannot compact the task journal in %s (%s); it keeps growing", self.dir, exc)
+        self._check_compaction()
+        if self._compaction is None and self._lines >= max(COMPACT_LINES, self._entry_count()):  # amortized: O(tasks)
+            self._start_compaction()
+
+    def _render_changes(self) -> None:
+        entries, append = self._entries, self._pending.append
+        for task_id, task in self._dirty.items():
+            body, quoted = _body(task), _quote(task_id)
+            entry = f"{quoted}: {{{body}}}"
+            if entries.get(task_id) != entry:
+                entries[task_id] = entry
+                append(f'{{"op": "set", "id": {quoted}, {body}}}')
+        self._dirty.clear()
+
+    def _entry_count(self) -> int:
+        """Tasks a snapshot would hold (about: a task both recovered and changed counts twice)."""
+        return len(self._entries) + (len(self.state) if self._merged is not self.state else 0)
 
     def _append(self, text: str) -> None:
         """Append ``text`` (``flush`` makes it durable), or leave the journal as it was and raise (e.g.
@@ -157,18 +195,81 @@ class TaskJournal:
             raise
 
     def flush(self) -> None:
-        """``write``, then ``fsync``."""
+        """``write``, then ``fsync``, once what runs in threads is done."""
         self.write()
+        self._settle()
         self._flushed_at = time.monotonic()
         if self._unsynced:
             os.fsync(self._file.fileno())
             self._unsynced = False
 
+    # --- snapshots ---
+
+    def _start_compaction(self) -> None:
+        """Take a snapshot of what the journal says now; a thread writes it (the AM goes on appending)."""
+        text = _snapshot_text(self._all_entries(), self.checkpoints)
+        self._compaction = (_Chore(partial(_write_snapshot_text, self.dir, text)), self._size, self._lines)
+
+    def _check_compaction(self, wait: bool = False) -> None:
+        """Once the snapshot is in place, keep only the journal's lines written since it was taken."""
+        if self._compaction is None or not (wait or self._compaction[0].done):
+            return
+        chore, size, lines = self._compaction
+        chore.wait()
+        self._compaction = None
+        if chore.error is not None:  # the journal holds every position: only its length suffers
+            log.warning("cannot compact the task journal in %s (%s); it keeps growing", self.dir, chore.error)
+            return
+        try:
+            self._keep_lines_after(size)
+        except OSError as exc:  # the whole journal replays onto the new snapshot as well
+            log.warning("cannot shorten the task journal in %s (%s); it keeps growing", self.dir, exc)
+            return
+        self._lines -= lines
+
+    def _keep_lines_after(self, size: int) -> None:
+        """Replace the journal by its bytes from ``size`` on (renamed into place), synced in a thread
+        at once: its lines stay within the flush interval's reach."""
+        path, tmp = self.dir / JOURNAL, self.dir / (JOURNAL + ".tmp")
+        with open(path, "rb") as f:
+            f.seek(size)
+            tail = f.read()
+        try:
+            with open(tmp, "wb") as f:
+                f.write(tail)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, path)
+        self._file.close()
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
+        self._size = len(tail)
+        self._unsynced = True
+        self._sync_in_background()
+
+    def _settle(self) -> None:
+        """Wait for the fsync and the snapshot under way (a failed fsync is synced again by the caller)."""
+        if self._syncing is not None:
+            self._syncing.wait()
+            if self._syncing.error is not None:
+                self._unsynced = True
+            self._syncing = None
+        self._check_compaction(wait=True)
+
+    def _all_entries(self) -> dict[str, str]:
+        if self._merged is not self.state:  # recovered tasks not journaled since: rendered once, kept
+            for task_id, entry in self.state.items():
+                if task_id not in self._entries:
+                    self._entries[task_id] = f"{_quote(task_id)}: {json.dumps(entry)}"
+            self._merged = self.state
+        return self._entries
+
     def compact(self) -> None:
-        """A new snapshot of every task, then an empty journal."""
-        self.state.update((task_id, _entry(values)) for task_id, values in self._written.items())
-        self._written.clear()
-        write_snapshot(self.dir, self.state, self.checkpoints)
+        """A new snapshot of every task (changes not written yet included), then an empty journal."""
+        self._settle()
+        self._render_changes()
+        _write_snapshot_text(self.dir, _snapshot_text(self._all_entries(), self.checkpoints))
+        self._pending.clear()  # in the snapshot
         self._file.close()
         self._file = open(self.dir / JOURNAL, "w", encoding="utf-8")  # noqa: SIM115
         os.fsync(self._file.fileno())
@@ -183,30 +284,58 @@ class TaskJournal:
             self._file.close()
 
 
-# (state, records, bytes, attempts, error, holder, offset, time) of a task, as journaled
-_Entry = tuple[str, int, int, int, str, "str | None", int, int]
+class _Chore:
+    """One piece of file work (an fsync, a snapshot) done in a thread while the AM's loop goes on."""
+
+    def __init__(self, work: Callable[[], None]):
+        self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="task-journal", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except OSError as exc:
+            self.error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self) -> None:
+        self._thread.join()
 
 
-def _set_line(task_id: str, entry: _Entry) -> str:
-    """``{"op": "set", ...}`` as ``json.dumps`` would write it, built by hand (it is hot)."""
-    state, records, nbytes, attempts, error, holder, offset, event_time = entry
-    line = (f'{{"op": "set", "id": {_quote(task_id)}, "state": "{state}", "records": {records}, '
-            f'"bytes": {nbytes}, "attempts": {attempts}, "error": {_quote(error)}')
-    if holder is not None:
-        line += f', "holder": {_quote(holder)}'
-    if offset >= 0:
-        line += f', "offset": {offset}, "time": {event_time}'
-    return line + "}"
+def _fsync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def _entry(values: _Entry) -> dict[str, Any]:
-    state, records, nbytes, attempts, error, holder, offset, event_time = values
-    entry: dict[str, Any] = {"state": state, "records": records, "bytes": nbytes, "attempts": attempts, "error": error}
-    if holder is not None:
-        entry["holder"] = holder
-    if offset >= 0:
-        entry.update(offset=offset, time=event_time)
-    return entry
+# A task's entry as the snapshot and ``set`` lines write it (``"state": ..., "records": ...``), JSON
+# text built by hand: it is rendered for every task that changed, at every AM step.
+_STATE_FIELD = {state: f'"state": "{state.value}"' for state in TaskState}
+_QUEUED = '"state": "queued", "records": 0, "bytes": 0, "attempts": 0'  # (a body)
+_NO_ERROR = '""'
+
+
+def _body(task: Task) -> str:
+    state = task.state
+    body = (f'{_STATE_FIELD[state]}, "records": {task.records}, "bytes": {task.bytes_done}, '
+            f'"attempts": {task.attempts}, "error": {_quote(task.error) if task.error else _NO_ERROR}')
+    if state is TaskState.RUNNING and task.holder is not None:
+        body += f', "holder": {_quote(task.holder)}'
+    if task.offset >= 0:
+        body += f', "offset": {task.offset}, "time": {task.event_time}'
+    return body
+
+
+def _snapshot_text(entries: dict[str, str], checkpoints: dict[str, str]) -> str:
+    tasks = ", ".join([entry if entry is not _QUEUED else f"{_quote(task_id)}: {{{_QUEUED}}}"
+                       for task_id, entry in entries.items()])
+    return (f'{{"version": 1, "written_at": {time.time()!r}, "tasks": {{{tasks}}}, '
+            f'"checkpoints": {json.dumps(checkpoints)}}}')
 
 
 def recover(directory: str | Path) -> dict[str, dict[str, Any]]:
@@ -260,12 +389,17 @@ def read_checkpoints(directory: str | Path) -> dict[str, str]:
 def write_snapshot(directory: str | Path, state: dict[str, dict[str, Any]],
                    checkpoints: dict[str, str] | None = None) -> None:
     """``tasks.snapshot.json`` in ``directory``, replaced atomically (tmp file, fsync, rename)."""
+    _write_snapshot_text(directory, json.dumps({"version": 1, "written_at": time.time(), "tasks": state,
+                                                "checkpoints": checkpoints or {}}))
+
+
+def _write_snapshot_text(directory: str | Path, text: str) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / (SNAPSHOT + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"version": 1, "written_at": time.time(), "tasks": state, "checkpoints": checkpoints or {}}))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
     except OSError:

@@ -19,20 +19,37 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
+_prctl: Any = None  # libc's prctl once loaded (ctypes), False where there is none
 
-def become_subreaper() -> bool:
-    """Make orphaned descendants of this process its children (Linux); whether it worked."""
+
+def prctl(option: int, value: int) -> bool:
+    """``prctl(option, value)`` (Linux); whether it worked. The first call loads ctypes and libc
+    (a few ms): the fork server makes it before forking, so executors and trainers start warm."""
+    global _prctl
+    if _prctl is None:
+        _prctl = _load_prctl()
+    return bool(_prctl) and _prctl(option, value, 0, 0, 0) == 0
+
+
+def _load_prctl() -> Any:
     if not sys.platform.startswith("linux"):
         return False
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return False
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants of this process its children (Linux); whether it worked."""
+    return prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _processes() -> dict[int, tuple[int, str]]:

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from .proctree import Cgroup, descendants, reap, signal_all
+from .proctree import PR_SET_PDEATHSIG, Cgroup, descendants, prctl, reap, signal_all
 
 
 def _die_with_parent(cgroup: Cgroup | None) -> None:
@@ -23,14 +23,7 @@ def _die_with_parent(cgroup: Cgroup | None) -> None:
             cgroup.join()
         except OSError:
             pass  # the executor still finds the trainer's processes as its descendants
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            PR_SET_PDEATHSIG = 1
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass  # best effort: the backend still kills the executor's whole session
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # best effort: the backend still kills the executor's session
 
 
 def launch_error(argv: list[str], exc: OSError) -> str:

@@ -52,6 +52,7 @@ class LocalExecutorBackend(ExecutorBackend):
         self._waiting: list[LaunchRequest] = []  # not enough resources yet, FIFO
         self._adopted: set[str] = set()  # incarnations an earlier AM attempt launched, still running
         self._watcher: asyncio.Task | None = None
+        self._cleanups: set[asyncio.Future] = set()  # ended executors' processes being ended, cgroups removed
         self.cgroup: Cgroup | None = None  # the job's, holding one cgroup per executor incarnation
 
     async def start(self, events: BackendEvents) -> None:
@@ -171,11 +172,18 @@ class LocalExecutorBackend(ExecutorBackend):
         elif killed:
             signal_all(processes_of_job(self.job.app_id, incarnation), signal.SIGKILL)
 
+    def _clean_up_after(self, pid: int, incarnation: str, killed: bool) -> None:
+        cleanup = asyncio.ensure_future(asyncio.to_thread(self._end_trainer_processes, pid, incarnation, killed))
+        self._cleanups.add(cleanup)
+        cleanup.add_done_callback(self._cleanups.discard)
+
     def _on_exit(self, incarnation: str, code: int | None) -> None:
         if incarnation not in self._running:
             return  # not one of ours (the fork server reaped something unexpected)
         launched, pid = self._running.pop(incarnation)
-        self._end_trainer_processes(pid, incarnation, killed=code is None or code < 0)
+        # In a thread, after the AM heard of the exit: scanning /proc and waiting for the cgroup to
+        # empty take milliseconds the failover (and the replacement's launch) need not wait for.
+        self._clean_up_after(pid, incarnation, killed=code is None or code < 0)
         self.ledger.release(incarnation)
         if code is None:
             self._exited(launched.role, launched.index, incarnation, None,
@@ -244,7 +252,7 @@ class LocalExecutorBackend(ExecutorBackend):
             return
         pid = self._running[incarnation][1]
         if force:
-            self._end_trainer_processes(pid, incarnation, killed=True)
+            await asyncio.to_thread(self._end_trainer_processes, pid, incarnation, True)
         else:
             try:
                 os.kill(pid, signal.SIGTERM)  # the executor forwards it to its trainer
@@ -265,6 +273,8 @@ class LocalExecutorBackend(ExecutorBackend):
                 await asyncio.wait_for(self._server.wait(), 5)
             except asyncio.TimeoutError:
                 self._server.kill()
+        if self._cleanups:
+            await asyncio.wait(list(self._cleanups))
         self._end_job_processes()
 
     def _end_job_processes(self) -> None:
