@@ -14,6 +14,7 @@ and a failed job. The AM itself never decides policy.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -661,6 +662,9 @@ class ApplicationMaster(BackendEvents):
                 self._send(ex, self._start_command(ex))
         if record.state is JobState.STARTING and self.scheduler.job_running():
             self._set_job(JobState.RUNNING, "every executor is running and ready")
+            # What the start made (executors, their events) lives as long as the job: out of the
+            # collector's sight, or at 10,000 executors each full collection holds heartbeats.
+            gc.freeze()
         verdict = self._verdict()
         if verdict is not None:
             self.finish(verdict.state, verdict.reason)
