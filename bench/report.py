@@ -52,7 +52,7 @@ BENCHMARKS = [
               ">= 0.95x"),
     Benchmark("formats", "formats.py", "TFRecord read vs length-delimited", ">= 0.8x"),
     Benchmark("feed", "feed.py", "framed feed into a pipe vs a plain Python line loop", "-"),
-    Benchmark("feed_executor", "feed_executor.py", "the executor's feed vs `cat FILE |` (text, raw)", "-",
+    Benchmark("feed_executor", "feed_executor.py", "the executor's feed vs cat FILE into the same consumer (text, raw)", "-",
               {"SIZE_MB": "256"}),
     Benchmark("trainer_kills", "trainer_kills.py", "records fed again per trainer kill (plain stdin reader)",
               "<= 8 KiB per kill, 0 lost"),
