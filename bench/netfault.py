@@ -128,7 +128,10 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     """Close with an RST instead of a FIN (SO_LINGER 0), as a crashed peer or a firewall would."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:  # already closed (its pair's other half ended): abort is all that is left
+            pass
     writer.transport.abort()
 
 
