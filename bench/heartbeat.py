@@ -26,6 +26,7 @@ from pathlib import Path
 from aiohttp import web
 
 from primus_runtime import protocol
+from primus_runtime.am.main import tune_collector
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.server import build_app
 from primus_runtime.backends.simulated import SimulatedBackend
@@ -67,6 +68,7 @@ async def serve(kind: str, token: str) -> None:
     runner = web.AppRunner(app, access_log=None, handle_signals=False)  # as am/main.py serves
     await runner.setup()
     await web.SockSite(runner, sock, backlog=2048).start()
+    tune_collector()  # the AM process's collector settings, for both servers: the same process, two handlers
     print(address, flush=True)
     await asyncio.Event().wait()  # until the load generator's process kills us
 

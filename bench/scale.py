@@ -57,6 +57,7 @@ now = time.monotonic  # CLOCK_MONOTONIC: the same clock in every process of the 
 async def serve(token: str, data_dir: str) -> None:
     from aiohttp import web
 
+    from primus_runtime.am.main import tune_collector
     from primus_runtime.am.master import ApplicationMaster
     from primus_runtime.am.server import build_app
     from primus_runtime.backends.simulated import SimulatedBackend
@@ -81,6 +82,7 @@ async def serve(token: str, data_dir: str) -> None:
     runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock, backlog=4096).start()
+    tune_collector()  # as the AM process does (am/main.py)
     print(sock.getsockname()[1], flush=True)
     await asyncio.Event().wait()
 

@@ -46,3 +46,20 @@ def test_aiohttp_client_contexts_get_the_systems_ca_certificates_in_a_thread():
     assert out["at_import"] == 0 or out["system"] == 0  # not loaded on the AM's way to its first executor
     assert out["verified"] == out["unverified"] == out["system"]  # then as aiohttp made them
     assert out["restored"]
+
+
+def test_the_ams_collector_thresholds_still_free_cyclic_garbage():
+    """tune_collector() makes collections rarer (am/main.py GC_THRESHOLDS), not absent: a reference cycle
+    dropped while the AM goes on allocating is freed without anyone calling gc.collect()."""
+    out = _run(
+        "import gc, weakref\n"
+        "from primus_runtime.am.main import GC_THRESHOLDS, tune_collector\n"
+        "tune_collector()\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node()\n"
+        "a.other, b.other = b, a\n"
+        "gone = weakref.ref(a)\n"
+        "del a, b\n"
+        "kept = [[] for _ in range(2 * GC_THRESHOLDS[0])]  # live objects: what an AM's requests allocate\n"
+        "print(gc.isenabled(), gc.get_threshold() == GC_THRESHOLDS, gone() is None)\n")
+    assert out.split() == ["True", "True", "True"]
