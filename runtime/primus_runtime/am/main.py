@@ -173,9 +173,9 @@ def _save_history(am: ApplicationMaster, store: JobStore) -> None:
 # keep-alive connection's last request and response (~70 objects) until its next request, so with
 # 10,000 executors ~700,000 objects, replaced every heartbeat interval, all promoted to the oldest
 # generation. With CPython's thresholds a full collection (0.4 s, finding nothing: these die by
-# reference count) ran every ~2 s and held every heartbeat behind it (p99 0.4-1.3 s in bench/scale.py);
+# reference count) ran every ~2 s and held every heartbeat behind it (p99 0.37-0.49 s in bench/scale.py);
 # with these, young collections come every 50,000 allocations, full ones ~100x more rarely
-# (none in a 60 s steady state at 10,000 executors: p99 17-20 ms). Cyclic garbage still goes.
+# (none in a 60 s steady state at 10,000 executors: p99 12-20 ms). Cyclic garbage still goes.
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
