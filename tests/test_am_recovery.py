@@ -261,3 +261,74 @@ def test_journal_replay_rebuilds_the_record_before_and_after_compaction(tmp_path
         assert replayed() == expected
 
     asyncio.run(steps())
+
+
+def test_heartbeats_of_one_loop_turn_share_one_journal_write_and_answer_after_it(tmp_path):
+    """Group commit: the heartbeats handled in one turn of the AM's loop are journaled by one write,
+    and none of them is answered before the write that holds the tasks it hands out."""
+    from primus_runtime.data.journal import recover
+    from primus_runtime.models import HeartbeatRequest, RegisterRequest
+
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "input.txt").write_bytes(b"x" * 63 + b"\n" + b"y" * 63 * 64)  # 64 tasks of 64 bytes
+    spec = JobSpec.model_validate(make_spec(
+        [{"name": "worker", "replicas": 8, "command": ["true"], "consumes_input": True}],
+        am={"heartbeat_timeout": 600.0},
+        input={"sources": [{"name": "in", "path": str(data), "success_marker": None}], "task_size": "64B",
+               "max_tasks_per_executor": 2}))
+
+    async def scenario() -> None:
+        (tmp_path / "am").mkdir()
+        am = ApplicationMaster(spec, "app", SimulatedBackend(), status_path=tmp_path / "am" / "status.json")
+        await am.start("127.0.0.1:1")
+        assert am.data is not None and am.data.journal is not None
+        while not am.data.dispatcher.scan_complete:
+            await asyncio.sleep(0.05)
+        executors = list(am._live.values())
+        for ex in executors:
+            am.register(RegisterRequest(id=ex.id, role=ex.role, index=ex.index, incarnation=ex.incarnation,
+                                        host="127.0.0.1", ports=[], pid=0))
+        await asyncio.gather(*(am.heartbeat(HeartbeatRequest(
+            id=ex.id, incarnation=ex.incarnation, state="registered", cluster_version=0, wait=True))
+            for ex in executors))
+        journal, writes = am.data.journal, []
+        write = journal.write
+        journal.write = lambda: (writes.append(1), write())[1]  # type: ignore[method-assign]
+
+        async def beat(ex: Any) -> None:
+            reply = await am.heartbeat(HeartbeatRequest(id=ex.id, incarnation=ex.incarnation, state="running",
+                                                        cluster_version=10**6, need_tasks=2))
+            handed = [task["task_id"] for task in reply["tasks"]]
+            on_disk = recover(journal.dir)  # what a restarted AM would read at the moment of the answer
+            assert len(handed) == 2 and all(on_disk[t]["holder"] == ex.incarnation for t in handed), on_disk
+
+        await asyncio.gather(*(beat(ex) for ex in executors))
+        assert len(writes) == 1  # eight heartbeats, one write
+        await am.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_group_commit_outlives_a_cancelled_waiter_and_hands_a_failed_write_to_every_waiter():
+    from primus_runtime.am.group_commit import GroupCommit
+
+    async def scenario() -> None:
+        written: list[int] = []
+        commit = GroupCommit(lambda: written.append(len(written)))
+        gone = asyncio.ensure_future(commit.wait())
+        stays = asyncio.ensure_future(commit.wait())
+        await asyncio.sleep(0)  # both wait on the same commit
+        gone.cancel()  # its client left: the other still gets its write
+        await stays
+        assert written == [0] and gone.cancelled()
+
+        def full_disk() -> None:
+            raise OSError(28, "No space left on device")
+
+        failing = GroupCommit(full_disk)
+        results = await asyncio.gather(failing.wait(), failing.wait(), return_exceptions=True)
+        assert [str(r) for r in results] == ["[Errno 28] No space left on device"] * 2
+        assert failing.commits == 1 and failing.waits == 2
+
+    asyncio.run(scenario())

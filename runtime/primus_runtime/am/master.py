@@ -31,6 +31,7 @@ from ..models import HeartbeatRequest, RegisterRequest, RequestError, Unregister
 from ..spec import JobSpec
 from .autoscaler import Autoscaler, Backlog
 from .failover import Action, FailoverEngine
+from .group_commit import GroupCommit
 from .journal import JOURNAL, AMJournal, Recovered, restore
 from .membership import Membership
 from .metrics import AMMetrics
@@ -109,6 +110,7 @@ class ApplicationMaster(BackendEvents):
         self.event_log = EventLog(status_path.parent / EVENT_LOG, self.record) if status_path is not None else None
         self.journal = AMJournal(status_path.parent / JOURNAL, self.record) if status_path is not None else None
         self.metrics = AMMetrics(self)
+        self._commit = GroupCommit(self._journal)  # the heartbeats' journal writes, one per loop turn
 
     # --- life cycle -------------------------------------------------------------
 
@@ -458,7 +460,7 @@ class ApplicationMaster(BackendEvents):
             self.record.mark_ready(ex, self.scheduler.ready_reason(ex))
             changed = True
         if changed:
-            self._reconcile()
+            self._reconcile_now()  # journaled below, with this loop turn's other heartbeats
         reply = self._commands.pop(ex.incarnation, None)
         if reply is None and report.wait and ex.state is ExecutorState.REGISTERED:
             if ex.incarnation in self._start_sent:
@@ -477,9 +479,9 @@ class ApplicationMaster(BackendEvents):
             data = self.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
-        if changed or fed or reply is not None or self.record.dirty:
-            self._journal()  # a heartbeat that changed nothing has nothing to write
         self.metrics.observe_heartbeat(time.perf_counter() - started)
+        if (changed or fed or reply is not None or self.record.dirty) and self._journaling():
+            await self._commit.wait()  # written with the other heartbeats of this loop turn
         return NONE_REPLY if reply is None else reply
 
     def _drained(self, ex: Executor, report: HeartbeatRequest) -> bool:
@@ -612,6 +614,9 @@ class ApplicationMaster(BackendEvents):
     def _reconcile(self) -> None:
         self._reconcile_now()
         self._journal()
+
+    def _journaling(self) -> bool:
+        return self.journal is not None or (self.data is not None and self.data.journal is not None)
 
     def _journal(self) -> None:
         """Write what changed to the AM's and the data plane's journals: called at the end of every
