@@ -830,9 +830,10 @@ class InputSpec(StrictModel):
         "killed by a signal, out of memory, preempted or lost returns its tasks uncharged, at their position."
     )
     max_task_interruptions: int = Field(
-        10, ge=1, description="Times a task may be interrupted uncharged (the executor reading it ended: "
-        "crash, signal, preemption, loss) before on_bad_data applies: a backstop so that a task that takes down "
-        "every executor that reads it still ends."
+        10, ge=1, description="Times in a row a task may be interrupted uncharged at one position (the executor "
+        "reading it ended: crash, signal, preemption, loss, with no record read since the interruption before) "
+        "before on_bad_data applies: a backstop so that a task that takes down every executor that reads it "
+        "still ends. Interruptions with records read in between do not count."
     )
     early_exit: Literal["requeue", "accept"] = Field(
         "requeue", description="What a consuming trainer's exit 0 before the end of its input means. requeue: "

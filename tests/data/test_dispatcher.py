@@ -383,3 +383,18 @@ def test_a_restarted_am_gives_adopted_executors_their_tasks_back_and_keeps_their
     reply = d.heartbeat("b", report({"need_tasks": 2}))
     assert ids(reply) == ["c/2026-12-01/f2:0", "c/2026-12-01/f4:0"] and reply["tasks"][0]["skip"] == 9
     assert list(d.held["a"]) == ["c/2026-12-01/f1:0"]
+
+
+def test_a_file_task_whose_readers_are_killed_often_but_read_on_is_never_given_up():
+    """Trainers SIGKILLed from outside again and again (an operator, preemptions): the task moves on
+    between kills, so the backstop (10 interruptions by default) must not end the job."""
+    d, events = make(max_tasks_per_executor=1, prefetch=0)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 1))
+    task = "c/2026-12-01/f0:0"
+    for i in range(25):
+        _crash_reading(d, f"inc{i}", f"worker-{i % 3}", task, records=10 * (i + 1))
+    assert d.tasks[task].state.value == "queued" and d.tasks[task].attempts == 0
+    assert events.failed == []
+    for i in range(9):  # then 9 more at the last kill's position, no record read: the 10th in a row ends it
+        _crash_reading(d, f"stuck{i}", "worker-0", task, records=250)
+    assert len(events.failed) == 1 and "interrupted 10 times" in events.failed[0]

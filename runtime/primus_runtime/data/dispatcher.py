@@ -102,7 +102,7 @@ class Task:
     # and the timestamp (ms) of the last record delivered.
     offset: int = -1
     event_time: int = -1
-    interrupted_at: int = -1  # Kafka: the position at its last interruption (a stream is interrupted often)
+    interrupted_at: int = -1  # the position (records) at its last interruption
 
     @property
     def stream(self) -> bool:
@@ -447,8 +447,11 @@ class Dispatcher:
 
         A trainer death is charged to the task only when a trainer on another executor died at the same
         position before (no record got through in between): a poison record, not a bad executor."""
-        if task.stream and task.records != task.interrupted_at:
-            task.interruptions = 0  # a stream went on since its last interruption: not a poison record
+        if task.records != task.interrupted_at:
+            # Records got through since its last interruption (a file read further, a stream moved on):
+            # the backstop counts only interruptions in a row at one position, so that a job whose
+            # trainers are killed often (preemptions, an operator, OOM at different places) still ends.
+            task.interruptions = 0
         task.interrupted_at = task.records
         task.interruptions += 1
         if ending is Ending.CRASHED:
