@@ -82,6 +82,8 @@ class AMJournal:
     def flush(self) -> None:
         """Write what changed since the last flush (nothing to do costs a few comparisons)."""
         record = self.record
+        if self._file.closed:  # the AM closed: a heartbeat's commit that comes after has nothing to add
+            return
         if not record.dirty and self._events == len(record.events) \
                 and record.cluster_version == self._job.get("cluster_version"):
             return
