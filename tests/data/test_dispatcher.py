@@ -398,3 +398,10 @@ def test_a_file_task_whose_readers_are_killed_often_but_read_on_is_never_given_u
     for i in range(9):  # then 9 more at the last kill's position, no record read: the 10th in a row ends it
         _crash_reading(d, f"stuck{i}", "worker-0", task, records=250)
     assert len(events.failed) == 1 and "interrupted 10 times" in events.failed[0]
+
+
+def test_the_status_counts_the_partitions_listed_not_their_granularities():
+    d, _ = make()
+    for day in ("2026-12-01", "2026-12-02", "2026-12-03"):
+        d.add_partition(day, tasks(day, 2))
+    assert d.status()["partitions_listed"] == 3  # was 1: one granularity (days)

@@ -638,7 +638,7 @@ class Dispatcher:
             "records_done": self.records_done,
             "progress": round(min(discovered, 1.0), 6) if self.scan_complete else None,
             "progress_of_discovered": round(min(discovered, 1.0), 6),
-            "partitions_listed": len(self.partitions),
+            "partitions_listed": len(self.unresolved),  # every partition label listed, not granularities
             "rate_bytes_per_s": round(rate, 1),
             "eta_seconds": None if eta is None else round(eta, 1),
             "watermark": self.watermark,
