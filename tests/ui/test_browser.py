@@ -217,6 +217,7 @@ def test_restarting_an_executor_and_killing_the_job_through_the_page(module_clie
     expect(cell(row, "incarnation")).not_to_have_text(first)
     expect(cell(row, "restarts")).to_have_text("1")
     expect(cell(row, "state")).to_have_text("running")
+    expect(page.locator('.role[data-role="worker"] .role-summary')).to_contain_text("1 restart · 0 failures")
     restarting = page.locator("#event-list tr", has_text="restarting")
     expect(restarting).to_contain_text("gina")
     expect(restarting).to_contain_text("stuck on a barrier")

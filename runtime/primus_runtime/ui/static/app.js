@@ -126,6 +126,8 @@ function showFetchError(error) {
 
 // --- formatting --------------------------------------------------------------------------------------
 
+function counted(n, noun) { return `${fmtNum(n)} ${noun}${n === 1 ? "" : "s"}`; }  // "1 failure", "2 failures"
+
 function fmtNum(n) { return n == null ? "" : Number(n).toLocaleString("en-US"); }
 
 function fmtBytes(n) {
@@ -267,7 +269,7 @@ async function renderRoles(roles) {
     const states = Object.entries(role.states).filter(([, n]) => n).map(([s, n]) => `${fmtNum(n)} ${s}`).join(", ");
     const flags = [role.released ? "" : "not released", role.ignored ? "ignored" : ""].filter(Boolean).join(", ");
     setText(entry.summary, `${fmtNum(role.replicas)} wanted · ${states || "none yet"} · ${fmtNum(role.ready)} ready · ` +
-      `${role.restarts} restarts · ${role.failures} failures${flags ? " · " + flags : ""}${autoscaleText(role.autoscale)}`);
+      `${counted(role.restarts, "restart")} · ${counted(role.failures, "failure")}${flags ? " · " + flags : ""}${autoscaleText(role.autoscale)}`);
     entry.block.querySelector("[data-act=scale]").dataset.replicas = role.replicas;
   }
   await Promise.all(roles.map((role) => refreshRoleTable(page.roles.get(role.name))));
