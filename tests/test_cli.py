@@ -169,3 +169,14 @@ def test_status_of_many_executors_lists_those_not_running_and_says_how_to_list_a
         assert "not listed" not in out
     finally:
         client.kill(app)
+
+
+def test_an_event_within_one_state_is_printed_without_a_state_change():
+    from primus_runtime.cli import event_line
+
+    base = {"subject": "ps-1", "exit_code": None, "time": 0.0}
+    assert event_line({**base, "from_state": "running", "to_state": "running",
+                       "reason": "ready: port 41185 accepts connections"}) == \
+        "ps-1 (running): ready: port 41185 accepts connections"  # was "ps-1: running -> running ready: ..."
+    assert event_line({**base, "from_state": "running", "to_state": "failed", "exit_code": 3,
+                       "reason": "trainer exited 3"}) == "ps-1: running -> failed (exit 3) trainer exited 3"

@@ -220,3 +220,14 @@ def test_stopped_and_succeeded_executors_are_left_alone():
     assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.STOPPED)).action is Action.NOTHING
     spec, record, _ = build([{"name": "worker", "command": "x"}])
     assert engine.decide(record.roles["worker"], ended(record, "worker-0", S.SUCCEEDED, 0)).action is Action.NOTHING
+
+
+@pytest.mark.parametrize("ports,reason", [
+    ([4000], "ready: port 4000 accepts connections"),  # was "port 4000 accept connections"
+    ([4000, 4001], "ready: ports 4000, 4001 accept connections"),
+])
+def test_the_ready_event_names_its_ports_in_good_grammar(ports, reason):
+    spec, record, sched = build([{**PS_WORKER[0], "readiness": {"probe": "ports"}}, PS_WORKER[1]], "gang")
+    ps = record.executors["ps-0"]
+    ps.ports = ports
+    assert sched.ready_reason(ps) == reason

@@ -198,13 +198,20 @@ class _Progress:
         for event in status.get("events", []):
             if event["seq"] > self.seen_events:
                 self.seen_events = event["seq"]
-                code = f" (exit {event['exit_code']})" if event.get("exit_code") is not None else ""
-                print(f"{_clock(event['time'])} {event['subject']}: {event['from_state'] or '-'} -> "
-                      f"{event['to_state']}{code} {event['reason']}", file=self.out)
+                print(f"{_clock(event['time'])} {event_line(event)}", file=self.out)
         line = f"{status['job']['state']} | {progress_line(status)}"
         if line != self.last_line:
             self.last_line = line
             print(f"{_clock(time.time())} == {line}", file=self.out, flush=True)
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """``worker-0: registered -> running trainer started``; an event within one state (a trainer became
+    ready, a role scaled) names that state once: ``ps-0 (running): ready: port 41185 accepts connections``."""
+    if event["from_state"] == event["to_state"]:
+        return f"{event['subject']} ({event['to_state']}): {event['reason']}"
+    code = f" (exit {event['exit_code']})" if event.get("exit_code") is not None else ""
+    return f"{event['subject']}: {event['from_state'] or '-'} -> {event['to_state']}{code} {event['reason']}"
 
 
 def am_attempt_line(attempt: dict[str, Any]) -> str:

@@ -100,7 +100,9 @@ class RoleScheduler:
         started (probe spawned), which is an event already."""
         probe = self.spec.readiness_probe(ex.role)
         if probe == "ports":
-            return f"ready: port{'s' * (len(ex.ports) > 1)} {', '.join(map(str, ex.ports))} accept connections"
+            ports = ", ".join(map(str, ex.ports))
+            return f"ready: ports {ports} accept connections" if len(ex.ports) > 1 else \
+                f"ready: port {ports} accepts connections"
         if probe == "file":
             return "ready: the trainer created its ready file"
         return None
