@@ -405,3 +405,24 @@ def test_the_status_counts_the_partitions_listed_not_their_granularities():
     for day in ("2026-12-01", "2026-12-02", "2026-12-03"):
         d.add_partition(day, tasks(day, 2))
     assert d.status()["partitions_listed"] == 3  # was 1: one granularity (days)
+
+
+def test_no_eta_while_suspended_and_neither_rate_nor_eta_once_the_job_ended(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("primus_runtime.data.dispatcher.time.monotonic", lambda: clock[0])
+    d, _ = make(max_tasks_per_executor=1, prefetch=0)
+    d.add_partition("2026-12-01", tasks("2026-12-01", 2))
+    d.scan_finished()
+    [task] = ids(d.heartbeat("a", report({"need_tasks": 1})))
+    for n in range(1, 4):
+        clock[0] += 1
+        d.heartbeat("a", report({"held": [task], "reading": task, "progress": {task: {"records": n, "bytes": 10 * n}}}))
+    status = d.status()
+    assert status["rate_bytes_per_s"] > 0 and status["eta_seconds"] is not None
+    d.suspend()
+    status = d.status()
+    assert status["eta_seconds"] is None  # suspended: the input would not be read to its end
+    d.resume()
+    d.finish("killed")
+    status = d.status()
+    assert (status["rate_bytes_per_s"], status["eta_seconds"], d.rate()) == (0, None, 0)  # was the last rate

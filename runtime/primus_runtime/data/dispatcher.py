@@ -194,6 +194,7 @@ class Dispatcher:
         self.partitions: dict[str, list[str]] = {g: [] for g in granularities if g is not None}
         self._consumed = dict.fromkeys(self.partitions, 0)
         self._rate: deque[tuple[float, int]] = deque()
+        self.ended = False  # the job ended (``finish``)
         self.limit = spec.max_tasks_per_executor + spec.prefetch
         self.failure: str | None = None
         self.quarantined: list[str] = []
@@ -558,6 +559,7 @@ class Dispatcher:
         """The job ended (succeeded, failed or killed): the final data state. A killed job's input
         keeps the state it had (running, suspended...): it can be resumed from its journal. A job
         that succeeded without reading everything (input.early_exit: accept) leaves it ``incomplete``."""
+        self.ended = True  # nothing is read any more: no rate, no ETA
         if self.state in ("failed", "succeeded", "incomplete") or job_state == "killed":
             return
         if job_state != "succeeded" or self.failure is not None:
@@ -629,7 +631,7 @@ class Dispatcher:
         eta = None
         if self.consumed:
             eta = 0.0
-        elif self.scan_complete and rate > 0:
+        elif self.scan_complete and rate > 0 and not self.suspended:  # suspended, it would not end then
             eta = (self.bytes_total - self.bytes_done) / rate
         return {
             "state": self.state,
@@ -649,6 +651,9 @@ class Dispatcher:
         }
 
     def rate(self) -> float:
+        """Bytes read per second over the last RATE_WINDOW_SECONDS; 0 once the job ended."""
+        if self.ended:
+            return 0.0
         self._sample_rate()
         if len(self._rate) < 2:
             return 0.0
