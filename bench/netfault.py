@@ -63,8 +63,8 @@ class FaultProxy:
         if mode == "delay" and delay <= 0:
             raise ValueError(f"delay: must be > 0 seconds for mode 'delay', got {delay!r}")
         self.mode, self.delay = mode, delay
-        if mode == "reset":
-            self._loop.call_soon_threadsafe(self._reset_all)
+        if mode == "reset":  # done before this returns: what the caller sends next meets a reset connection
+            self._call(self._reset_open())
 
     def stop(self) -> None:
         self._call(self._shutdown())
@@ -117,6 +117,9 @@ class FaultProxy:
         finally:
             if not writer.is_closing():
                 writer.close()  # half of the pair ended: end the other half (the AM or the client sees EOF)
+
+    async def _reset_open(self) -> None:
+        self._reset_all()
 
     def _reset_all(self) -> None:
         for writer in list(self._open):
