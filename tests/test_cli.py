@@ -180,3 +180,18 @@ def test_an_event_within_one_state_is_printed_without_a_state_change():
         "ps-1 (running): ready: port 41185 accepts connections"  # was "ps-1: running -> running ready: ..."
     assert event_line({**base, "from_state": "running", "to_state": "failed", "exit_code": 3,
                        "reason": "trainer exited 3"}) == "ps-1: running -> failed (exit 3) trainer exited 3"
+
+
+def test_the_progress_line_says_stopping_once_the_outcome_is_decided():
+    import io
+
+    from primus_runtime.cli import _Progress
+
+    out = io.StringIO()
+    progress = _Progress(out)
+    job = {"state": "running", "stopping": None}
+    progress({"job": job, "roles": [], "events": []})
+    progress({"job": {**job, "stopping": "killed"}, "roles": [], "events": []})
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("== running | no executors yet")
+    assert lines[1].endswith("== stopping (killed) | no executors yet")  # was "== running" after the kill

@@ -199,7 +199,9 @@ class _Progress:
             if event["seq"] > self.seen_events:
                 self.seen_events = event["seq"]
                 print(f"{_clock(event['time'])} {event_line(event)}", file=self.out)
-        line = f"{status['job']['state']} | {progress_line(status)}"
+        job = status["job"]
+        state = f"stopping ({job['stopping']})" if job.get("stopping") else job["state"]
+        line = f"{state} | {progress_line(status)}"
         if line != self.last_line:
             self.last_line = line
             print(f"{_clock(time.time())} == {line}", file=self.out, flush=True)

@@ -366,6 +366,8 @@ class JobSummary(_Reply):
     app_id: str
     name: str
     state: JobState
+    stopping: JobState | None = Field(None, description="The outcome decided while the executors stop; "
+                                      "``state`` becomes it once they all have")
     reason: str = Field(description="Why the job reached its final state")
     attempt: int = Field(description="The AM attempt serving the job (1 until the AM was restarted)")
     am_attempts: list[AMAttempt] = Field(default_factory=list, description="Each AM restart, oldest first")

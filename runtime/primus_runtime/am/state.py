@@ -258,6 +258,7 @@ class JobRecord:
             "app_id": self.app_id,
             "name": self.name,
             "state": self.state.value,
+            "stopping": self.finishing.value if self.finishing is not None and not self.state.terminal else None,
             "reason": self.reason,
             "attempt": self.attempt,
             "created_at": self.created_at,

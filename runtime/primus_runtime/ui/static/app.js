@@ -203,7 +203,7 @@ function renderJob(job) {
   setText($("job-name"), job.name);
   setText($("app-id"), job.app_id);
   const badge = $("job-state");
-  setText(badge, job.state);
+  setText(badge, job.stopping ? `stopping (${job.stopping})` : job.state);  // the outcome, while executors stop
   badge.className = `state st-${job.state}`;
   setText($("job-reason"), job.reason);
   const end = job.finished_at || Date.now() / 1000;
