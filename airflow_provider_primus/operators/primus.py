@@ -365,6 +365,9 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
                 last_line = line
             self._progress.observe(app_id, status)
             if job["state"] == JobState.SUCCEEDED:
+                if follower.executors:  # the last lines, from the final status: the AM may be gone already
+                    for log_line in follower.new_lines(self.hook, app_id, self.hook.status(app_id)):
+                        self.log.info("%s", log_line)
                 return
             if job["state"] in FINISHED:
                 self._raise_failed(app_id, self.hook.status(app_id),  # in full: the failed executors' tails

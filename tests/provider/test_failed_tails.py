@@ -68,3 +68,19 @@ def test_a_running_job_names_its_earlier_failed_incarnations_too(primus_home, cl
     (block,) = hook.failed_executor_tails(app_id, live)
     assert block.startswith("Executor worker-0 (attempt 0) failed (exit code 3") and block.endswith("first-try-broke")
     client.kill(app_id)
+
+
+def test_a_followed_executors_last_lines_reach_the_task_log_when_its_am_is_already_gone(
+        primus_home, client, capsys, monkeypatch):
+    """The AM exits about a second after the outcome: the final poll cannot ask it for the followed
+    executor's row, and the lines written last (an evaluation's result) must still be copied."""
+    from primus_runtime.client import PrimusClient
+
+    def am_gone(*args, **kwargs):
+        raise OSError("connection refused: the AM has exited")
+
+    monkeypatch.setattr(PrimusClient, "executors", am_gone)
+    op = PrimusSubmitJobOperator(task_id="evaluate", poll_interval=0.2,
+                                 spec=make_spec([{"name": "worker", "ports": 0, "command": "echo evaluation-result"}]))
+    op.execute(make_context())
+    assert "evaluation-result" in capsys.readouterr().out  # was missing: only the rows' request was tried
