@@ -396,3 +396,27 @@ def test_the_status_is_encoded_once_for_every_poller_until_an_event():
     expired.get("k", 1, build)
     expired.get("k", 1, build)
     assert len(builds) == 5
+
+
+def test_the_am_lingers_only_for_pages_seen_lately_that_have_not_read_the_outcome():
+    from types import SimpleNamespace
+
+    from primus_runtime.ui.web import PageReaders
+
+    readers = PageReaders("primus_session", seen_within=0.3)
+    api_client = SimpleNamespace(cookies={})
+    page = SimpleNamespace(cookies={"primus_session": "s1"})
+    readers.saw(api_client, False)
+    assert readers.waiting() == 0  # an API client falls back to the job store: nobody to wait for
+    readers.saw(page, False)
+    assert readers.waiting() == 1
+    readers.saw(page, True)
+    assert readers.waiting() == 0
+    other = SimpleNamespace(cookies={"primus_session": "s2"})
+    readers.saw(other, False)
+    assert readers.waiting() == 1
+    time.sleep(0.35)  # a tab closed (or hidden: it stops polling) holds nobody once not seen lately
+    assert readers.waiting() == 0
+    readers.saw(other, False)
+    asyncio.run(readers.until_read(0.0, 0.2))  # a page that never reads the outcome: waited for within the bound
+    assert readers.waiting() == 1

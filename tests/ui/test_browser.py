@@ -228,7 +228,38 @@ def test_restarting_an_executor_and_killing_the_job_through_the_page(module_clie
     assert final["job"]["state"] == "killed" and final["job"]["reason"] == "stuck on a barrier"
     assert [e["actor"] for e in final["events"] if e["to_state"] == "stopping"] == ["gina"]
     assert module_client.status(app)["roles"][0]["failures"] == 0  # neither the restart nor the kill is charged
-    expect(page.locator("#fetch-error")).to_contain_text(f"primus ui {app}")  # the AM is gone: where to look
+    expect_final_state(page, app, "killed")
+
+
+def expect_final_state(page: Page, app: str, state: str) -> None:
+    """The page ends on the job's outcome, says so, and keeps it once the AM is gone."""
+    expect(page.locator("#job-state")).to_have_text(state, timeout=30_000)
+    expect(page.locator("#ended")).to_contain_text(f"The job ended: {state}.")
+    expect(page.locator("#ended")).to_contain_text(f"primus ui {app}")
+    expect(page.locator("#kill-job")).to_be_hidden()  # nothing left to act on
+    for row in page.locator('.role[data-role="worker"] tr[data-ex]').all():
+        expect(cell(row, "state")).not_to_have_text("running")
+    page.wait_for_timeout(3000)  # a poll would come by now: none does, and nothing turns into an error
+    expect(page.locator("#job-state")).to_have_text(state)
+    expect(page.locator("#fetch-error")).to_be_hidden()
+
+
+def test_a_job_killed_from_the_cli_ends_the_page_on_killed(module_client, page):
+    app, base, token = _running(module_client, make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    sign_in(page, base, token, "hana")
+    expect(cell(worker_row(page, "worker-1"), "state")).to_have_text("running")
+    module_client.kill(app, reason="from the command line")
+    expect_final_state(page, app, "killed")
+    expect(page.locator("#job-reason")).to_contain_text("from the command line")
+
+
+def test_a_job_that_ends_by_itself_ends_the_page_on_its_outcome(module_client, page):
+    app, base, token = _running(module_client, make_spec([{"name": "worker", "replicas": 2, "command": "sleep 6"}]))
+    sign_in(page, base, token, "ida")
+    expect(page.locator("#job-state")).to_have_text("running")
+    expect_final_state(page, app, "succeeded")
+    for index in (0, 1):
+        expect(cell(worker_row(page, f"worker-{index}"), "state")).to_have_text("succeeded")
 
 
 def test_a_task_skipped_and_requeued_through_the_page(data_job, module_client, page):

@@ -31,8 +31,10 @@ log = logging.getLogger("primus.am")
 # never retried), EXIT_CRASHED an uncaught error (the AM is restarted while am.max_attempts allows).
 EXIT_CRASHED = 70
 
-# After the job ends the API stays up this long, so watchers see the outcome live.
+# After the job ends the API stays up this long, so watchers see the outcome live; longer (at most
+# PAGE_LINGER_SECONDS in all) while a browser showing the live page has not read the outcome yet.
 LINGER_SECONDS = 1.0
+PAGE_LINGER_SECONDS = 8.0
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore,
@@ -62,9 +64,10 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     import_http_stack()
     from aiohttp import web  # imported only now, on purpose (see above)
 
-    from .server import build_app
+    from .server import PAGE_READERS, build_app
 
-    runner = web.AppRunner(build_app(am, token), access_log=None, handle_signals=False)
+    app = build_app(am, token)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     await web.SockSite(runner, sock, backlog=early.BACKLOG, ssl_context=tls).start()
     if not gc.isenabled():  # off for the start-up (am/__main__.py): what it made stays, unscanned
@@ -84,7 +87,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
             await asyncio.to_thread(_save_history, am, store)
         except Exception:  # noqa: BLE001 - the history page then lacks the task table, nothing else
             log.exception("saving the job's history failed")
-        await asyncio.sleep(LINGER_SECONDS)
+        await app[PAGE_READERS].until_read(LINGER_SECONDS, PAGE_LINGER_SECONDS)
     finally:
         await am.close()
         await runner.cleanup()

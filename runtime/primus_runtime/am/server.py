@@ -36,7 +36,15 @@ from ..models import (
 )
 from ..ui.auth import WebAuth
 from ..ui.views import LiveView, task_view
-from ..ui.web import Guard, GuardedHandler, add_page_routes, add_read_routes, error_reply, json_error_app
+from ..ui.web import (
+    Guard,
+    GuardedHandler,
+    PageReaders,
+    add_page_routes,
+    add_read_routes,
+    error_reply,
+    json_error_app,
+)
 from .master import NONE_BYTES, NONE_REPLY, ApplicationMaster
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -78,8 +86,13 @@ def parse(model: type[M], raw: bytes, what: str) -> M:
         raise RequestError(400, describe(exc, f"{what} body")) from None
 
 
+# The browsers showing the page (``serve`` lingers after the outcome until they have read it).
+PAGE_READERS = web.AppKey("page_readers", PageReaders)
+
+
 def build_app(am: ApplicationMaster, token: str) -> web.Application:
     auth = WebAuth(token, am.record.app_id)
+    readers = PageReaders(auth.cookie)
     guard = Guard(auth)
     view = LiveView(am)
     expected = ("Bearer " + token).encode()
@@ -179,6 +192,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     for path, control in control_routes:
         app.router.add_post(prefix + path, guard(control, action=True))
     app.router.add_route("GET", "/metrics", guard(metrics))
-    add_read_routes(app, view, guard)
+    add_read_routes(app, view, guard, readers)
     add_page_routes(app, auth)
+    app[PAGE_READERS] = readers
     return app

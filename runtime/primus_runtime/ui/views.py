@@ -37,6 +37,11 @@ class JobView(abc.ABC):
     live: bool
     app_id: str
 
+    @property
+    @abc.abstractmethod
+    def ended(self) -> bool:
+        """The job's outcome is known (what a live page waits for, to end on it)."""
+
     @abc.abstractmethod
     def status(self) -> dict[str, Any]:
         """The status document without ``events`` and ``history`` (``JobRecord.to_dict()`` keys)."""
@@ -133,6 +138,10 @@ class LiveView(JobView):
         self.am = am
         self.app_id = am.record.app_id
 
+    @property
+    def ended(self) -> bool:
+        return self.am.record.state.terminal
+
     def status(self) -> dict[str, Any]:
         return {**self.summary(), "executors": self.am.record.executors_view(), "events": []}
 
@@ -210,6 +219,7 @@ class ArchiveView(JobView):
     through the job's cluster client."""
 
     live = False
+    ended = True  # type: ignore[assignment]  # what its AM left is all there will be
 
     def __init__(self, status: dict[str, Any], spec: dict[str, Any], events: list[dict[str, Any]] | None,
                  samples: list[dict[str, Any]], task_table: bytes | None, partitions: dict[str, Any] | None,

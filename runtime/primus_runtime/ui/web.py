@@ -13,6 +13,7 @@ and shared by every poller for a second or until the next event (``EncodedCache`
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import hmac
@@ -56,6 +57,9 @@ _V1 = protocol.API_PREFIX
 # client polling within it shares one encoding and one hash, and what changes without an event
 # (heartbeat times, data progress) shows at most this late.
 STATUS_REUSE_SECONDS = 1.0
+# A browser that read the status within this long is showing the live page (it polls every 2 s, and
+# not at all from a hidden tab): when the job ends, the AM waits for it to read the outcome.
+PAGE_SEEN_SECONDS = 6.0
 
 
 def json_reply(data: Any, status: int = 200) -> web.Response:
@@ -98,7 +102,7 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
 @dataclass(frozen=True)
 class _Kept:
     encoded: Encoded
-    version: int
+    version: Hashable
     until: float
 
 
@@ -112,7 +116,7 @@ class EncodedCache:
         self.max_entries = max_entries
         self._kept: dict[Hashable, _Kept] = {}
 
-    def get(self, key: Hashable, version: int, build: Callable[[], Any]) -> Encoded:
+    def get(self, key: Hashable, version: Hashable, build: Callable[[], Any]) -> Encoded:
         now = time.monotonic()
         kept = self._kept.get(key)
         if kept is not None and kept.version == version and now < kept.until:
@@ -130,6 +134,42 @@ def query(model: type[M], request: web.Request) -> M:
         return model.model_validate({name: request.query[name] for name in request.query})
     except ValidationError as exc:
         raise RequestError(400, describe(exc, "query parameter")) from None
+
+
+class PageReaders:
+    """The browsers showing a live AM's page, by session, and whether each has read the job's outcome.
+
+    The AM exits a moment after the outcome, and a page polls every 2 s: without this, a page would
+    stay on ``running`` and then only say it lost the AM. So the AM keeps serving until every page
+    seen lately has read a status with the outcome (``until_read``), within a bound."""
+
+    def __init__(self, cookie: str, seen_within: float = PAGE_SEEN_SECONDS, max_kept: int = 256):
+        self.cookie = cookie
+        self.seen_within = seen_within
+        self.max_kept = max_kept
+        self._seen: dict[str, tuple[float, bool]] = {}  # session -> (when it read the status, outcome in it)
+
+    def saw(self, request: web.Request, ended: bool) -> None:
+        """``request``, a status read answered with (``ended``) or without the outcome."""
+        session = request.cookies.get(self.cookie)
+        if session is None:  # an API client: it falls back to the job store when the AM is gone
+            return
+        now = time.monotonic()
+        if session not in self._seen and len(self._seen) >= self.max_kept:
+            self._seen = {s: seen for s, seen in self._seen.items() if now - seen[0] < self.seen_within}
+        self._seen[session] = (now, ended)
+
+    def waiting(self) -> int:
+        """Pages seen lately that have not read the outcome yet."""
+        now = time.monotonic()
+        return sum(1 for at, ended in self._seen.values() if not ended and now - at < self.seen_within)
+
+    async def until_read(self, least: float, most: float) -> None:
+        """Waits ``least`` seconds, then until no page is ``waiting``, ``most`` seconds in all."""
+        await asyncio.sleep(least)
+        deadline = time.monotonic() + max(0.0, most - least)
+        while self.waiting() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
 
 
 class Guard:
@@ -175,18 +215,24 @@ class Guard:
         return check
 
 
-def add_read_routes(app: web.Application, view: JobView, guard: Guard) -> None:
+def add_read_routes(app: web.Application, view: JobView, guard: Guard, readers: PageReaders | None = None) -> None:
     """GET routes that only read the job; the same for a live AM and a finished job's history. Every
-    answer carries an ETag; a caller that sends it back in If-None-Match gets a 304 while it holds."""
+    answer carries an ETag; a caller that sends it back in If-None-Match gets a 304 while it holds.
+    ``readers``: told of each status read (a live AM lingers for its pages)."""
     statuses = EncodedCache()
 
     def status(request: web.Request, actor: str) -> Encoded:
         asked = query(StatusQuery, request)
+        ended = view.ended
 
         def build() -> dict[str, Any]:
             document = view.summary() if asked.view == "summary" else view.status()
             return {**document, "events": view.events_from(max(0, view.event_count() - asked.events))}
-        return statuses.get((asked.view, asked.events), view.event_count(), build)
+        # The outcome is part of the version: no answer kept from before it is given once it is known.
+        encoded = statuses.get((asked.view, asked.events), (view.event_count(), ended), build)
+        if readers is not None:
+            readers.saw(request, ended)
+        return encoded
 
     def job(request: web.Request, actor: str) -> Any:
         return view.summary()["job"]

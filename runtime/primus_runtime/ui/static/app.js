@@ -22,6 +22,7 @@ const LOG_CHUNK = 65536;
 const LOG_KEPT_CHARS = 1 << 20;
 const EXECUTOR_STATES = ["new", "starting", "registered", "running", "succeeded", "failed", "lost", "stopped"];
 const TERMINAL = new Set(["succeeded", "failed", "lost", "stopped"]);
+const JOB_OUTCOMES = new Set(["succeeded", "failed", "killed"]);
 
 const $ = (id) => document.getElementById(id);
 const ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
@@ -195,6 +196,19 @@ async function refreshStatus(first = false) {
   if (tasks !== null && (page.hasData || !first)) await tasks;
   if (page.hasData && page.tasks.rows.size) markOnce("primus:tasks-shown");  // its section is visible now
   document.body.classList.remove("loading");
+  if (page.live && JOB_OUTCOMES.has(status.job.state)) await endLive(status.job);
+}
+
+// The job ended: its AM serves until this page has read the outcome (am/main.py), then exits. One last
+// read of the events and charts, then the page stops polling and says that what it shows is final.
+async function endLive(job) {
+  page.stopped = true;
+  await Promise.allSettled([refreshEvents(), refreshTimeline()]);
+  document.body.classList.add("readonly", "ended");
+  $("fetch-error").hidden = true;
+  setText($("ended"), `The job ended: ${job.state}. This page shows its final state; the job's AM has exited ` +
+    `(\`primus ui ${job.app_id}\` shows this page again).`);
+  $("ended").hidden = false;
 }
 
 function renderJob(job) {
