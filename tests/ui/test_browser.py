@@ -197,6 +197,18 @@ def test_scaling_through_the_page_adds_executors_and_records_who_asked(workers, 
     expect(scale_event).to_contain_text("scaled from 2 to 3")
 
 
+def test_the_page_of_a_job_without_input_asks_for_nothing_it_does_not_have(workers, page):
+    app, base, token = workers
+    failed: list[str] = []
+    page.on("response", lambda response: failed.append(f"{response.status} {response.url}")
+            if response.status >= 400 else None)
+    sign_in(page, base, token, "fay")
+    expect(cell(worker_row(page, "worker-0"), "state")).to_have_text("running")
+    page.wait_for_timeout(4500)  # two more polls
+    expect(page.locator("#data")).to_be_hidden()
+    assert failed == []
+
+
 def test_an_action_the_server_refuses_shows_its_error(workers, page):
     app, base, token = workers
     sign_in(page, base, token, "dave")

@@ -185,15 +185,16 @@ function stateBadge(state) { return `<span class="state st-${esc(state)}">${esc(
 // --- status: job, roles, executors, data -------------------------------------------------------------
 
 async function refreshStatus(first = false) {
-  // The first time, the task page is asked for with the status (a 404 then says there is no input):
-  // a first load waits for one round trip, not two.
-  const tasks = page.hasData || first ? refreshTasks().catch((error) => { if (!first) throw error; }) : null;
+  // The task page travels with the status once the page knows the job has input (the first status says
+  // so): a job without input is never asked for tasks it does not have.
+  let tasks = page.hasData ? refreshTasks() : null;
   const status = await call(`status?view=summary&events=${first ? FIRST_EVENTS : 0}`);
   if (first) takeEvents(status.events);
   renderJob(status.job);
   await renderRoles(status.roles);
   if (status.data) renderData(status.data);
-  if (tasks !== null && (page.hasData || !first)) await tasks;
+  if (tasks === null && page.hasData) tasks = refreshTasks();
+  if (tasks !== null) await tasks;
   if (page.hasData && page.tasks.rows.size) markOnce("primus:tasks-shown");  // its section is visible now
   document.body.classList.remove("loading");
   if (page.live && JOB_OUTCOMES.has(status.job.state)) await endLive(status.job);
