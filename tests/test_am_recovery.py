@@ -332,3 +332,18 @@ def test_a_group_commit_outlives_a_cancelled_waiter_and_hands_a_failed_write_to_
         assert failing.commits == 1 and failing.waits == 2
 
     asyncio.run(scenario())
+
+
+def test_a_job_submitted_with_defaults_survives_its_am_being_sigkilled(client):
+    """Recovery is the default on the local backend: no am.max_attempts in the spec."""
+    app = client.submit({"name": "defaults", "roles": [{"name": "worker", "replicas": 2, "command": "sleep 8"}]})
+    assert client.spec(app).am.max_attempts == 3
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
+    pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
+    killed = kill_am(client, app)
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert am_pid(client, app) != killed
+    assert {e["id"]: e["pid"] for e in status["executors"]} == pids  # adopted, not started again
+    attempt, = status["job"]["am_attempts"]
+    assert attempt["attempt"] == 2 and attempt["adopted"] == 2 and attempt["gone"] == 0

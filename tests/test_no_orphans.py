@@ -85,7 +85,7 @@ def test_success_ends_what_the_trainer_left_behind(client, containment):
 
 def test_am_death_ends_what_the_trainer_moved_to_a_new_session(client, containment):
     app = client.submit(make_spec([{"name": "worker", "command": [*ESCAPER, "300"]}],
-                                  am={"heartbeat_timeout": 2.0}))
+                                  am={"heartbeat_timeout": 2.0, "max_attempts": 1}))  # no next AM attempt
     job_cgroup_dir = _check_containment(client, app, containment)
     os.kill(client.local.am_pid(app), signal.SIGKILL)
     # The executor gives up on the AM after the heartbeat timeout and ends its trainer's processes.

@@ -87,7 +87,8 @@ def test_kill_leaves_no_process_of_the_job(client):
 
 
 def test_am_death_leaves_no_orphan_executors(client):
-    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    # One attempt: nobody restarts the AM (the default restarts it: tests/test_am_recovery.py).
+    app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}], am={"max_attempts": 1}))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
     client.scale(app, "worker", 3)  # a change after the job started: only a periodic snapshot has it
     wait_for(lambda: executor(client.status(app), "worker-2")["state"] == "running", 30, "worker-2 running")

@@ -247,7 +247,7 @@ def test_the_cli_says_where_the_page_is(client, sleeper, capsys):
 
 
 def test_the_event_log_keeps_what_happened_when_the_am_is_killed(client):
-    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
+    app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}], am={"max_attempts": 1}))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
     job_dir = client.local.job(app).path
     wait_for(lambda: '"to_state":"running"' in (job_dir / "events.jsonl").read_text(), 10, "events logged")

@@ -422,13 +422,16 @@ class AMSettings(StrictModel):
     shutdown_grace: Seconds = Field(
         10.0, description="Between SIGTERM and SIGKILL when executors are stopped (kill, success, scale down)."
     )
-    max_attempts: int = Field(
-        1, ge=1, description="AM attempts: a dead AM is restarted this many times minus one (local: by a "
-        "supervisor process; YARN: a new application attempt). A restarted local AM adopts the executors "
-        "still running, whose trainers are left untouched.")
-    recovery_grace: Seconds = Field(
-        60.0, description="With max_attempts > 1: how long executors keep their trainers running while "
-        "the AM is unreachable, waiting for its next attempt to adopt them (more than heartbeat_timeout).")
+    max_attempts: int | None = Field(
+        None, ge=1, description="AM attempts: a dead AM is restarted this many times minus one (local: by a "
+        "supervisor process; Kubernetes: the AM runs as a batch Job; YARN: a new application attempt). "
+        "On local and Kubernetes the new attempt adopts the executors still running, trainers untouched, "
+        "so the default there is 3; on YARN a new attempt starts every executor again, so the default "
+        "is 1 (no restart).")
+    recovery_grace: Seconds | None = Field(
+        None, description="With max_attempts > 1: how long executors keep their trainers running while "
+        "the AM is unreachable, waiting for its next attempt to adopt them (more than heartbeat_timeout; "
+        "default 60s, or twice heartbeat_timeout when that is longer).")
     host: str | None = Field(None, description="Address the AM API binds to; default chosen by the backend.")
     port: int = Field(0, ge=0, le=65535, description="AM API port; 0 = any free port.")
     tls: bool = Field(
@@ -459,17 +462,22 @@ class AMSettings(StrictModel):
                 f"heartbeat_timeout: must be at least twice heartbeat_interval "
                 f"({self.heartbeat_interval:g}s), got {self.heartbeat_timeout:g}s"
             )
-        if self.max_attempts > 1 and self.recovery_grace <= self.heartbeat_timeout:
-            raise ValueError(
-                f"recovery_grace: must be more than heartbeat_timeout ({self.heartbeat_timeout:g}s) when "
-                f"max_attempts > 1, got {self.recovery_grace:g}s"
-            )
         return self
+
+    @property
+    def attempts(self) -> int:
+        """``max_attempts``, resolved (the job spec sets it from its backend when it is not given)."""
+        return self.max_attempts or 1
+
+    @property
+    def grace(self) -> float:
+        """``recovery_grace``, or its default."""
+        return self.recovery_grace if self.recovery_grace is not None else max(60.0, 2 * self.heartbeat_timeout)
 
     @property
     def executor_patience(self) -> float:
         """How long an executor waits for an unreachable AM before it ends its trainer."""
-        return self.recovery_grace if self.max_attempts > 1 else self.heartbeat_timeout
+        return self.grace if self.attempts > 1 else self.heartbeat_timeout
 
 
 # Each backend's own section (backends/<name>/settings.py), told apart by ``type``.
@@ -1021,11 +1029,26 @@ class JobSpec(StrictModel):
             raise ValueError("input: no role has consumes_input: true, so nobody would read it")
         if any(r.consumes_input for r in self.roles) and self.input is None:
             raise ValueError("roles: a role consumes_input but the job has no `input` section")
+        self._resolve_am_attempts()
         if self.am.tls and not backends.get(self.backend.type).serves_tls:
             able = [info.name for info in backends.BACKENDS.values() if info.serves_tls]
             raise ValueError(f"am.tls: the {self.backend.type} backend cannot serve the AM API over TLS yet "
                              f"(only {', '.join(able)}), got true")
         return self
+
+    def _resolve_am_attempts(self) -> None:
+        """Recovery by default where the next AM attempt adopts the executors still running."""
+        am = self.am
+        defaulted = am.max_attempts is None
+        if defaulted:
+            adopts = backends.get(self.backend.type).adopts_executors
+            am.max_attempts = backends.DEFAULT_AM_ATTEMPTS if adopts else 1
+        if am.attempts > 1 and am.recovery_grace is not None and am.recovery_grace <= am.heartbeat_timeout:
+            default = f" (the {self.backend.type} backend's default: {am.attempts})" if defaulted else ""
+            raise ValueError(
+                f"am.recovery_grace: must be more than heartbeat_timeout ({am.heartbeat_timeout:g}s) when "
+                f"max_attempts > 1{default}, got {am.recovery_grace:g}s"
+            )
 
     def _check_peers(self, names: list[str]) -> None:
         tensorflow = [r.name for r in self.roles if r.framework == "tensorflow" and r.name != "evaluator"]

@@ -189,7 +189,7 @@ class ApplicationMaster(BackendEvents):
         kept = [ex for ex in [*record.history, *record.executors.values()] if not ex.state.terminal]
         found = await self.backend.adopt([self._adoption(ex) for ex in kept])
         # Executors that may report late get the recovery grace, not the heartbeat timeout.
-        patience = time.monotonic() + max(0.0, self.spec.am.recovery_grace - self._timeout)
+        patience = time.monotonic() + max(0.0, self.spec.am.grace - self._timeout)
         for ex in kept:
             self._live[ex.incarnation] = ex
             ex.last_seen = patience

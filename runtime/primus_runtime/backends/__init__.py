@@ -40,6 +40,9 @@ class BackendInfo:
     shares_files_with_client: bool = False
     # Whether its submit makes the job's CA and its AM serves TLS (``am.tls``).
     serves_tls: bool = False
+    # Whether a new AM attempt adopts the executors still running (trainers untouched): such a
+    # backend restarts a dead AM by default (``am.max_attempts`` unset: DEFAULT_AM_ATTEMPTS).
+    adopts_executors: bool = False
 
     @property
     def package(self) -> str:
@@ -70,12 +73,17 @@ def _is_kubernetes(app_id: str) -> bool:
 BACKENDS: dict[str, BackendInfo] = {
     info.name: info for info in (
         BackendInfo("local", LocalBackend, _is_local, "processes on this machine", shares_files_with_client=True,
-                    serves_tls=True),
+                    serves_tls=True, adopts_executors=True),
+        # A new YARN application attempt starts every executor again (skein keeps no container
+        # across attempts): a restart costs the trainers' state, so it is the user's choice.
         BackendInfo("yarn", YarnBackend, _is_yarn, "a YARN application through skein", serves_tls=True),
-        BackendInfo("kubernetes", KubernetesBackend, _is_kubernetes, "an AM pod and executor pods"),
+        BackendInfo("kubernetes", KubernetesBackend, _is_kubernetes, "an AM pod and executor pods",
+                    adopts_executors=True),
     )
 }
 NAMES = tuple(BACKENDS)
+# AM attempts when the spec does not say, on a backend that adopts executors (1 on the others).
+DEFAULT_AM_ATTEMPTS = 3
 SETTINGS = tuple(info.settings for info in BACKENDS.values())
 
 

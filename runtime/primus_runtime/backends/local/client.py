@@ -71,9 +71,9 @@ class LocalClusterClient(ClusterClient):
         env[protocol.ENV_APP_ID] = app_id
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                              env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        if spec.am.max_attempts > 1:  # a supervisor restarts the AM (it runs the AM itself)
+        if spec.am.attempts > 1:  # a supervisor restarts the AM (it runs the AM itself)
             command = [sys.executable, str(Path(__file__).with_name("supervisor.py")), str(job.path),
-                       "--bundle", str(bundle), "--max-attempts", str(spec.am.max_attempts)]
+                       "--bundle", str(bundle), "--max-attempts", str(spec.am.attempts)]
         else:
             command = [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path),
                        "--bundle", str(bundle)]
