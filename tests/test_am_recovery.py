@@ -347,3 +347,28 @@ def test_a_job_submitted_with_defaults_survives_its_am_being_sigkilled(client):
     assert {e["id"]: e["pid"] for e in status["executors"]} == pids  # adopted, not started again
     attempt, = status["job"]["am_attempts"]
     assert attempt["attempt"] == 2 and attempt["adopted"] == 2 and attempt["gone"] == 0
+
+
+def test_a_dead_supervisor_is_replaced_and_the_am_is_still_restarted_after_it(client):
+    app = client.submit({"name": "supervised", "roles": [{"name": "worker", "replicas": 2, "command": "sleep 12"}]})
+    job = client.local.job(app)
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
+    pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
+    supervisor = int(job.am_pid.read_text())
+    assert supervisor != am_pid(client, app)  # the AM runs under its supervisor
+    os.kill(supervisor, signal.SIGKILL)
+    # The AM goes on: the job is running, not lost, and a new supervisor watches the AM.
+    assert client.status(app)["job"]["state"] == "running"
+    replaced = wait_for(lambda: next((e for e in client.status(app)["events"] if "supervisor" in e["reason"]), None),
+                        10, "the new supervisor")
+    assert f"supervisor (pid {supervisor}) died" in replaced["reason"]
+    watcher = int(job.am_pid.read_text())
+    assert watcher != supervisor and client.local.am_pid(app) == watcher
+
+    killed = kill_am(client, app)  # the new supervisor starts the next attempt, which adopts
+    status = client.wait(app, timeout=90)
+    assert status["job"]["state"] == "succeeded", status["job"]
+    assert am_pid(client, app) != killed
+    assert {e["id"]: e["pid"] for e in status["executors"]} == pids
+    attempt, = status["job"]["am_attempts"]
+    assert attempt["attempt"] == 2 and attempt["adopted"] == 2

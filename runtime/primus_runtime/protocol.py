@@ -150,6 +150,8 @@ ENV_AM_INFO_FILE = "PRIMUS_AM_INFO_FILE"
 # found dead (epoch seconds).
 ENV_AM_ATTEMPT = "PRIMUS_AM_ATTEMPT"
 ENV_AM_DOWN_SINCE = "PRIMUS_AM_DOWN_SINCE"
+# Local backend: the AM's first process forks its supervisor (JSON: job_dir, bundle, max_attempts).
+ENV_AM_SUPERVISOR = "PRIMUS_AM_SUPERVISOR"
 # Set for the AM process by a backend that knows the AM's address before it starts (Kubernetes: the
 # pod IP and port): ``host:port`` it listens on before importing anything else (``am/early.py``).
 ENV_AM_LISTEN = "PRIMUS_AM_LISTEN"

@@ -12,6 +12,19 @@ gc.disable()
 # scans every installed distribution's entry points on each AM start.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
+if "PRIMUS_AM_SUPERVISOR" in os.environ:  # protocol.ENV_AM_SUPERVISOR: local, am.max_attempts > 1
+    # The parent of a fork becomes the AM's supervisor (backends/local/supervisor.py), the child runs on
+    # as AM attempt 1. Loaded by path: importing the package ``backends`` would import the spec's stack.
+    import importlib.util
+
+    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "backends", "local",
+                         "supervisor.py")
+    _spec = importlib.util.spec_from_file_location("primus_local_supervisor", _path)
+    assert _spec is not None and _spec.loader is not None
+    _supervisor = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_supervisor)
+    _supervisor.supervise_this_process()
+
 from .early import listen  # noqa: E402 - standard library only
 
 listen()  # before the AM's stack is imported: executors already connecting wait in the backlog

@@ -4,10 +4,14 @@ local processes, and clients read the address and status files there."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import logging
 import os
 import ssl
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,10 +22,13 @@ from ...am.master import ApplicationMaster
 from ...spec import JobSpec
 from ..base import JobStore
 from .executors import LocalExecutorBackend
-from .jobs import LOCAL_HOST, JobDir
+from .jobs import LOCAL_HOST, JobDir, pid_alive
 from .settings import LocalBackend
 
 log = logging.getLogger("primus.am")
+
+# How often a supervised AM checks that its supervisor still lives (and starts a new one if not).
+SUPERVISOR_CHECK_SECONDS = 1.0
 
 
 class JobDirStore(JobStore):
@@ -53,8 +60,39 @@ async def run_am(args: list[str]) -> int:
     recovered = journal.load(job.path / journal.JOURNAL) if attempt > 1 else None
     am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status, attempt=attempt, recovered=recovered)
     host = spec.am.host or LOCAL_HOST
-    return await serve(am, job.token.read_text().strip(), host, None, JobDirStore(job),
-                       tls=_tls_context(job, host) if spec.am.tls else None)
+    supervision = asyncio.ensure_future(keep_supervised(am, job, parsed.bundle)) if spec.am.attempts > 1 else None
+    try:
+        return await serve(am, job.token.read_text().strip(), host, None, JobDirStore(job),
+                           tls=_tls_context(job, host) if spec.am.tls else None)
+    finally:
+        if supervision is not None:
+            supervision.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await supervision
+
+
+async def keep_supervised(am: ApplicationMaster, job: JobDir, bundle: Path) -> None:
+    """A dead supervisor would leave the next AM death with nobody to start another attempt: this AM
+    starts a new supervisor, which watches it (``supervisor.py --watch``) and becomes ``am.pid``."""
+    while not am.record.state.terminal:
+        await asyncio.sleep(SUPERVISOR_CHECK_SECONDS)
+        try:
+            supervisor = int(job.am_pid.read_text())
+        except (OSError, ValueError):
+            supervisor = None
+        if supervisor is None or pid_alive(supervisor) or am.record.state.terminal:
+            continue
+        with open(job.am_log, "ab") as out:
+            watcher = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("supervisor.py")), str(job.path), "--bundle", str(bundle),
+                 "--max-attempts", str(am.spec.am.attempts), "--watch", str(os.getpid()),
+                 "--attempt", str(am.record.attempt)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        job.am_pid.write_text(str(watcher.pid))
+        reason = (f"the AM's supervisor (pid {supervisor}) died: a new one (pid {watcher.pid}) watches this AM "
+                  f"and starts the next attempt if it dies")
+        log.warning("%s", reason)
+        am.record.add_event("job", am.record.state.value, am.record.state.value, reason)
 
 
 def _tls_context(job: JobDir, host: str) -> ssl.SSLContext:

@@ -71,12 +71,11 @@ class LocalClusterClient(ClusterClient):
         env[protocol.ENV_APP_ID] = app_id
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                              env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        if spec.am.attempts > 1:  # a supervisor restarts the AM (it runs the AM itself)
-            command = [sys.executable, str(Path(__file__).with_name("supervisor.py")), str(job.path),
-                       "--bundle", str(bundle), "--max-attempts", str(spec.am.attempts)]
-        else:
-            command = [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path),
-                       "--bundle", str(bundle)]
+        if spec.am.attempts > 1:  # the AM's process forks a supervisor that restarts the AM (supervisor.py)
+            env[protocol.ENV_AM_SUPERVISOR] = json.dumps({"job_dir": str(job.path), "bundle": str(bundle),
+                                                          "max_attempts": spec.am.attempts})
+        command = [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path),
+                   "--bundle", str(bundle)]
         with open(job.am_log, "ab") as log:
             proc = subprocess.Popen(
                 command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -118,12 +117,19 @@ class LocalClusterClient(ClusterClient):
         return str(job.ca_cert) if job.ca_cert.exists() else None
 
     def am_pid(self, app_id: str) -> int | None:
+        """The pid in ``am.pid`` (the AM, or its supervisor) while it lives, else the AM's own while it
+        lives (a supervisor that died leaves its AM running, which starts a new one within a second):
+        None when neither does, the job is over or lost."""
         job = self.job(app_id)
         try:
             pid = int(job.am_pid.read_text())
         except (OSError, ValueError):
             return None
-        return pid if pid_alive(pid) else None
+        if pid_alive(pid):
+            return pid
+        info = job.read_json(job.am_info) or {}
+        am = info.get("pid")
+        return am if isinstance(am, int) and am != pid and pid_alive(am) else None
 
     def final_status(self, app_id: str) -> dict[str, Any] | None:
         job = self.job(app_id)

@@ -1,8 +1,10 @@
 """The local backend's AM supervisor: restarts a dead AM, up to ``am.max_attempts``.
 
-``python supervisor.py JOB_DIR --bundle BUNDLE --max-attempts N`` (run by path, standard library
-and ``primus_runtime``'s stdlib-only modules: it lives as long as the job and stays small). The
-client starts it instead of the AM when ``am.max_attempts > 1``; ``am.pid`` is then its pid.
+Standard library and ``primus_runtime``'s stdlib-only modules: it lives as long as the job and stays
+small. With ``am.max_attempts > 1`` the client starts the AM with ``$PRIMUS_AM_SUPERVISOR`` set, and
+the AM's entry point, first thing, forks (``supervise_this_process``): the parent becomes this
+supervisor, the child carries on as the first AM attempt. So supervision costs a fork, not another
+interpreter's start on the way to the first executor. ``am.pid`` is the supervisor's pid.
 
 It runs the AM as its child. When the AM ends other than by itself after the job's end (killed,
 crashed, even while saving the outcome), it starts the next attempt with ``PRIMUS_AM_ATTEMPT`` and ``PRIMUS_AM_DOWN_SINCE``; that
@@ -11,6 +13,12 @@ executors orphaned by the dead AM (and its fork server) become its children, and
 one's exit code in ``reaped.jsonl`` for the AM that watches them now. SIGTERM and SIGINT are passed
 on to the AM (which stops the job) and end the supervision. Out of attempts with the job
 unfinished, it stops what is left of the job (SIGTERM, SIGKILL after 10 s).
+
+If the supervisor itself dies, the AM it ran goes on, and starts a new one within a second
+(``backends/local/am.py``): ``python supervisor.py JOB_DIR --bundle B --max-attempts N --watch PID
+--attempt K``, run by path, which watches that AM (not its child: through a pidfd) and supervises
+the attempts after it as above. What such an AM's executors exit with is then not known (they are
+reaped by whoever adopts orphans above the job): they are judged by what they reported.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import select  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -45,18 +54,29 @@ class Supervisor:
         self.job_dir = job_dir
         self.bundle = bundle
         self.max_attempts = max_attempts
-        self.am: subprocess.Popen | None = None
+        self.am_pid: int | None = None  # the AM attempt running now
         self.stopping = False
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True  # the user stops the job: no further attempt
-        if self.am is not None and self.am.returncode is None:
-            self.am.send_signal(signum)
+        if self.am_pid is not None:
+            try:
+                os.kill(self.am_pid, signum)
+            except ProcessLookupError:
+                pass
 
-    def run(self) -> int:
-        attempt, down_since = 1, None
+    def run(self, attempt: int = 1, child: int | None = None, watched: int | None = None) -> int:
+        """Supervise from ``attempt`` on: the AM forked as ``child``, or ``watched`` (an AM that is not
+        this process's child), or else a new one started here."""
+        down_since = None
         while True:
-            code = self.run_am(attempt, down_since)
+            if child is not None or watched is not None:
+                self.am_pid = child or watched
+                code = self.reap_until(child) if child is not None else self.watch(watched or 0)
+                child = watched = None
+            else:
+                code = self.run_am(attempt, down_since)
+            self.am_pid = None
             # 0 and 1 are the AM's own exits once the job ended; killed or crashed, even after the
             # outcome was known, the next attempt finishes what it did not (the status, the history).
             if self.stopping or (code in (0, 1) and self.has_outcome()) or code == CANNOT_RUN_HERE:
@@ -76,16 +96,33 @@ class Supervisor:
             attempt += 1
 
     def run_am(self, attempt: int, down_since: float | None) -> int:
-        env = dict(os.environ)
+        env = {name: value for name, value in os.environ.items() if name != protocol.ENV_AM_SUPERVISOR}
         env[protocol.ENV_AM_ATTEMPT] = str(attempt)
         if down_since is not None:
             env[protocol.ENV_AM_DOWN_SINCE] = repr(down_since)
-        self.am = subprocess.Popen(
+        am = subprocess.Popen(
             [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(self.job_dir), "--bundle", self.bundle],
             env=env, stdin=subprocess.DEVNULL)
-        code = self.reap_until(self.am.pid)
-        self.am.returncode = code  # reaped here, not by Popen
+        self.am_pid = am.pid
+        code = self.reap_until(am.pid)
+        am.returncode = code  # reaped here, not by Popen
         return code
+
+    def watch(self, pid: int) -> int:
+        """Waits for ``pid`` (not a child: its exit code is not ours to read) to end; -9 (killed)
+        unless it recorded the job's outcome, which is what its own exit would have meant."""
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return 0 if self.has_outcome() else -signal.SIGKILL
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            while not poller.poll(1000):  # readable once the process ended
+                self.reap_orphans()
+        finally:
+            os.close(fd)
+        return 0 if self.has_outcome() else -signal.SIGKILL
 
     def reap_until(self, am_pid: int) -> int:
         """Reap children until the AM ends (its exit code); every other one's code goes to reaped.jsonl."""
@@ -94,8 +131,22 @@ class Supervisor:
             code = os.waitstatus_to_exitcode(status)
             if pid == am_pid:
                 return code
-            with open(self.job_dir / "reaped.jsonl", "a") as out:
-                out.write(json.dumps({"pid": pid, "code": code, "time": time.time()}) + "\n")
+            self.record_reaped(pid, code)
+
+    def reap_orphans(self) -> None:
+        """Records the exit of every child that ended (executors of attempts this process started)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.record_reaped(pid, os.waitstatus_to_exitcode(status))
+
+    def record_reaped(self, pid: int, code: int) -> None:
+        with open(self.job_dir / "reaped.jsonl", "a") as out:
+            out.write(json.dumps({"pid": pid, "code": code, "time": time.time()}) + "\n")
 
     def has_outcome(self) -> bool:
         try:
@@ -136,18 +187,35 @@ def children() -> list[int]:
     return found
 
 
+def supervise_this_process() -> None:
+    """The AM's entry point calls this first thing when ``$PRIMUS_AM_SUPERVISOR`` is set: the process
+    forks; the child returns, to run as AM attempt 1, and the parent supervises it and exits with it."""
+    settings = json.loads(os.environ.pop(protocol.ENV_AM_SUPERVISOR))
+    child = os.fork()
+    if child == 0:
+        return
+    sys.exit(_supervise(Supervisor(Path(settings["job_dir"]), settings["bundle"], int(settings["max_attempts"])),
+                        child=child))
+
+
+def _supervise(supervisor: Supervisor, attempt: int = 1, child: int | None = None, watched: int | None = None) -> int:
+    if not become_subreaper():
+        log("cannot become a child subreaper: executors orphaned by a dead AM cannot be watched")
+    signal.signal(signal.SIGTERM, supervisor.on_signal)
+    signal.signal(signal.SIGINT, supervisor.on_signal)
+    return supervisor.run(attempt, child=child, watched=watched)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="supervisor.py")
     parser.add_argument("job_dir", type=Path)
     parser.add_argument("--bundle", required=True)
     parser.add_argument("--max-attempts", type=int, required=True)
+    parser.add_argument("--watch", type=int, help="the pid of an AM running now (its supervisor died)")
+    parser.add_argument("--attempt", type=int, default=1, help="that AM's attempt")
     args = parser.parse_args(argv)
-    if not become_subreaper():
-        log("cannot become a child subreaper: executors orphaned by a dead AM cannot be watched")
     supervisor = Supervisor(args.job_dir, args.bundle, args.max_attempts)
-    signal.signal(signal.SIGTERM, supervisor.on_signal)
-    signal.signal(signal.SIGINT, supervisor.on_signal)
-    return supervisor.run()
+    return _supervise(supervisor, args.attempt, watched=args.watch)
 
 
 if __name__ == "__main__":
