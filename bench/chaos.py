@@ -6,6 +6,10 @@ fault while the records flow:
 
 executor_sigkill, trainer_sigkill, exactly_once_kills
     SIGKILL an executor process, a trainer process; trainers of an exactly-once job, twice;
+kill_storm
+    STORM_KILLS (30) SIGKILLs of a random reading trainer, one every STORM_INTERVAL (1) s, in a job of
+    3 workers reading 200,000 records in 256 KiB tasks with the default input settings (tasks that
+    make progress between kills are never given up);
 executor_sigstop
     SIGSTOP an executor for longer than ``am.heartbeat_timeout``, then SIGCONT: the zombie must be
     fenced (lost, its trainer killed, its tasks moved, its late reports refused);
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -65,6 +70,8 @@ PACE = float(os.environ.get("PACE", "2000"))
 TIMEOUT = float(os.environ.get("TIMEOUT", "60"))
 AM = {"heartbeat_interval": "0.25s", "heartbeat_timeout": "3s", "shutdown_grace": "2s"}
 HEARTBEAT_TIMEOUT = 3.0
+STORM_KILLS = int(os.environ.get("STORM_KILLS", "30"))
+STORM_INTERVAL = float(os.environ.get("STORM_INTERVAL", "1"))
 
 
 @dataclass
@@ -99,6 +106,7 @@ class Chaos:
         self.app = ""
         self.outcome = Outcome(name)
         self.faulted_at: list[tuple[float, str, str | None]] = []  # (wall time, executor id, old incarnation)
+        self.timeout = TIMEOUT  # how long finish() waits for the job's end
 
     def submit(self) -> str:
         self.app = self.client.submit(self.spec)
@@ -126,8 +134,14 @@ class Chaos:
         return wait_until(lambda: next(iter(trainer_pids(self.app, incarnation)), None),
                           f"{self.name}: the trainer of {incarnation}")
 
+    def all_events(self) -> list[dict[str, Any]]:
+        """Every event of the job, from its event log (a status carries only the latest ones)."""
+        log = self.client.local.job(self.app).path / "events.jsonl"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [event for event in map(json.loads, lines) if event.get("kind") == "event"]
+
     def finish(self) -> Outcome:
-        status = self.client.wait(self.app, timeout=TIMEOUT)
+        status = self.client.wait(self.app, timeout=self.timeout)
         if status["job"]["state"] not in ("succeeded", "failed", "killed"):
             self.client.kill(self.app, "chaos: gave up waiting", timeout=30)
             status = self.client.status(self.app)
@@ -137,7 +151,7 @@ class Chaos:
         self.outcome.state, self.outcome.reason = status["job"]["state"], status["job"]["reason"]
         self.outcome.lost = len(set(self.expected) - counts.keys())
         self.outcome.duplicates = sum(n - 1 for n in counts.values() if n > 1)
-        self.outcome.recovery += recoveries(status["events"], self.faulted_at)
+        self.outcome.recovery += recoveries(self.all_events(), self.faulted_at)
         return self.outcome
 
 
@@ -236,6 +250,31 @@ def exactly_once_kills(chaos: Chaos) -> None:
         victim = chaos.executor(executor_id)
         os.kill(chaos.trainer_pid(victim["incarnation"]), signal.SIGKILL)
         chaos.fault(executor_id, victim["incarnation"])
+
+
+def kill_storm(chaos: Chaos) -> None:
+    """Issue 24's repro: a random reading trainer SIGKILLed every STORM_INTERVAL s, STORM_KILLS times,
+    with the default input settings (max_task_interruptions and the rest): the job must succeed."""
+    chaos.spec["roles"][0]["replicas"] = 3
+    chaos.spec["input"]["task_size"] = "256Ki"
+    chaos.timeout = TIMEOUT + STORM_KILLS * STORM_INTERVAL * 4
+    chaos.submit()
+    chaos.wait_reading()
+    pick = random.Random(24)
+    while chaos.outcome.faults < STORM_KILLS and not chaos.client.local.final_status(chaos.app):
+        time.sleep(STORM_INTERVAL)
+        reading = [(e, trainer_pids(chaos.app, e["incarnation"])) for e in chaos.status()["executors"]
+                   if e["state"] == "running"]
+        reading = [(e, pids) for e, pids in reading if pids]
+        if not reading:
+            continue
+        victim, pids = pick.choice(reading)
+        try:
+            os.kill(pids[0], signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        chaos.fault(victim["id"], victim["incarnation"])
+    chaos.outcome.checks[f"{STORM_KILLS} kills done while reading"] = chaos.outcome.faults >= STORM_KILLS
 
 
 def executor_sigstop(chaos: Chaos) -> None:
@@ -400,6 +439,7 @@ SCENARIOS: dict[str, Scenario] = {
     "executor_sigkill": Scenario(executor_sigkill),
     "trainer_sigkill": Scenario(trainer_sigkill),
     "exactly_once_kills": Scenario(exactly_once_kills, exactly_once=True),
+    "kill_storm": Scenario(kill_storm, records=200_000),
     "executor_sigstop": Scenario(executor_sigstop),
     "net_delay": Scenario(_network("delay", 2.0, delay=0.3)),
     "net_drop": Scenario(_network("drop", HEARTBEAT_TIMEOUT / 2)),
@@ -434,7 +474,8 @@ def report(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         failed = [name for name, ok in o.checks.items() if not ok]
         note = ("FAILED: " + "; ".join(failed)) if failed else (o.reason if not o.survived else "ok")
-        recovery = ", ".join(f"{s:.2f}" for s in o.recovery) or "-"
+        recovery = ", ".join(f"{s:.2f}" for s in o.recovery) or "-" if len(o.recovery) <= 4 else \
+            f"{statistics.median(o.recovery):.2f} median, {max(o.recovery):.2f} max of {len(o.recovery)}"
         lines.append(f"{o.scenario:<20} {o.state:<10} {o.faults:>6} {_n(o.lost):>5} {_n(o.duplicates):>5} "
                      f"{recovery:>10}  {note}")
     ran = [o for o in outcomes if o.state != "not run"]

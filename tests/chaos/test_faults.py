@@ -28,6 +28,12 @@ def test_a_killed_executor_or_trainer_is_replaced_and_no_record_is_lost(name, tm
     assert len(outcome.recovery) == 1, outcome  # a new incarnation of the one hit ran its trainer
 
 
+def test_thirty_trainer_kills_a_second_apart_with_default_input_settings_lose_nothing(tmp_path):
+    """Issue 24's repro at its full size: 200,000 records, 3 workers, a kill every second, 30 times."""
+    outcome = _run("kill_storm", tmp_path, records=200_000)
+    assert outcome.faults == 30 and len(outcome.recovery) == 30, outcome
+
+
 def test_exactly_once_survives_trainer_kills_without_duplicates(tmp_path):
     outcome = _run("exactly_once_kills", tmp_path)
     assert outcome.faults == 2 and outcome.duplicates == 0, outcome

@@ -50,12 +50,15 @@ def test_ps_worker_succeeds_with_owned_labelled_pods(primus, k8s_core, k8s_names
     # Looked at while they run: once the workers are done the AM stops the ps and deletes their pods.
     pods = wait_for(lambda: len(found := pods_of(k8s_core, namespace, app)) == 4 and found, timeout=120,
                     what="the job's four executor pods")
-    am = k8s_core.read_namespaced_pod(app, namespace)
+    # By default the AM is restarted (am.max_attempts 3): it runs as a batch Job's pod, and that Job owns
+    # the job's objects (tests/k8s/test_am_recovery_k8s.py: with one attempt, a bare AM pod owns them).
+    am = client.BatchV1Api(k8s_core.api_client).read_namespaced_job(app, namespace)
+    assert am.spec.backoff_limit == 2
     assert sorted((p.metadata.labels[m.LABEL_ROLE], p.metadata.labels[m.LABEL_INDEX]) for p in pods) == [
         ("ps", "0"), ("ps", "1"), ("worker", "0"), ("worker", "1")]
     for pod in pods:
         owner = pod.metadata.owner_references[0]
-        assert (owner.kind, owner.name, owner.uid, owner.block_owner_deletion) == ("Pod", app, am.metadata.uid, True)
+        assert (owner.kind, owner.name, owner.uid) == ("Job", app, am.metadata.uid)
         assert pod.metadata.labels["tags.primus.io/run_id"] == "manual__2026-12-03T10-00-00-00-00"
     status = primus.wait(app_id, timeout=180)
     assert status["job"]["state"] == "succeeded", status["job"]
