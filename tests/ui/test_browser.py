@@ -251,6 +251,7 @@ def expect_final_state(page: Page, app: str, state: str) -> None:
     expect(page.locator("#kill-job")).to_be_hidden()  # nothing left to act on
     for row in page.locator('.role[data-role="worker"] tr[data-ex]').all():
         expect(cell(row, "state")).not_to_have_text("running")
+        expect(cell(row, "state")).not_to_contain_text("stopping")  # ended: no longer "stopped (stopping)"
     page.wait_for_timeout(3000)  # a poll would come by now: none does, and nothing turns into an error
     expect(page.locator("#job-state")).to_have_text(state)
     expect(page.locator("#fetch-error")).to_be_hidden()

@@ -397,7 +397,8 @@ function executorCells(ex, now) {
     `<span title="attempt ${esc(ex.attempt)}">${esc(ex.incarnation)}</span>`,
     esc(ex.host || ""),
     esc((ex.ports || []).join(",")),
-    `${esc(ex.state)}${ex.stop_reason ? ` <span class="muted" title="${esc(ex.stop_reason)}">(stopping)</span>` : ""}`,
+    `${esc(ex.state)}${ex.stop_reason && !TERMINAL.has(ex.state) ?  // asked to stop, not stopped yet
+      ` <span class="muted" title="${esc(ex.stop_reason)}">(stopping)</span>` : ""}`,
     ex.ready ? "yes" : "",
     esc(ex.restarts ?? ""),
     exit,
