@@ -15,7 +15,7 @@ private network namespace (scripts/in-netns.sh, root) and starts and stops its o
 (default 3) after a warm-up, each a Primus run then a direct run; the last line is the ratio of
 the medians, Primus / direct (goal: at most 1.5).
 
-    python bench/k8s_submit.py            # EXECUTORS=8 RUNS=3 REPLACEMENTS=5
+    python bench/k8s_submit.py            # EXECUTORS=8 RUNS=3 REPLACEMENTS=5 AM_ATTEMPTS (spec default)
 """
 
 from __future__ import annotations
@@ -74,6 +74,8 @@ def primus_spec(marker_dir: Path, namespace: str) -> dict:
                    "resources": {"cpu": 0.1, "memory": "64Mi"}, "failover": {"restart": "on_failure",
                                                                             "max_failures_per_index": 100}}],
         "backend": {"type": "kubernetes", "namespace": namespace, "image": "primus-runtime:bench"},
+        # AM_ATTEMPTS=1: a bare AM pod, not restarted (the default, 3, runs the AM as a Job's pod)
+        **({"am": {"max_attempts": int(os.environ["AM_ATTEMPTS"])}} if os.environ.get("AM_ATTEMPTS") else {}),
     }
 
 

@@ -69,7 +69,7 @@ def test_quickstart_dag_runs_on_the_kubernetes_connection(k8s_cluster, k8s_core,
     (am,) = k8s_core.list_namespaced_pod(k8s_namespace, label_selector=f"{m.LABEL_COMPONENT}=am").items
     assert json.loads(am.metadata.annotations[m.ANNOTATION_TAGS])["run_id"] == run_id
     assert am.status.phase == "Succeeded"
-    app_id = m.app_id(k8s_namespace, am.metadata.name)
+    app_id = m.app_id(k8s_namespace, am.metadata.labels[m.LABEL_APP])  # a Job's pod by default: app-xxxxx
     assert f"Submitted Primus job {app_id}" in output
     assert "[worker-0 stdout]" in output  # the trainer's log, read through the API server
     # The status the task logged came through the API server's proxy to the AM (pod IPs are not

@@ -164,7 +164,7 @@ def test_cli_status_logs_and_kill(primus, k8s_cluster, k8s_core, k8s_namespace, 
              timeout=60, what="every executor pod ended")
     # Without the AM: deleting its pod takes everything it owns along (the garbage collector).
     left = k8s_core.list_namespaced_pod(k8s_namespace, label_selector=f"{m.LABEL_APP}={app}").items
-    assert app in [p.metadata.name for p in left]  # the AM pod stays after the job, with its log
+    assert "am" in [p.metadata.labels[m.LABEL_COMPONENT] for p in left]  # the AM pod stays, with its log
     assert primus.cluster("kubernetes").force_kill(app_id) == len(left)
     wait_for(lambda: not k8s_core.list_namespaced_pod(k8s_namespace, label_selector=f"{m.LABEL_APP}={app}").items
              and not [c for c in k8s_core.list_namespaced_config_map(k8s_namespace).items

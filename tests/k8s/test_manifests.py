@@ -56,11 +56,13 @@ def test_label_values_are_valid(value):
     assert LABEL_VALUE.match(m.label_value(value)) and len(m.label_value(value)) <= 63
 
 
-def test_submit_objects_come_in_order_with_the_am_pod_last_and_rbac_exactly_what_the_am_needs():
+def test_submit_objects_come_in_order_with_the_am_last_and_rbac_exactly_what_the_am_needs():
     spec = job()
     objects = m.submit_objects(spec, "primus-x-abc123", "tok", "digest1")
+    # The AM is restarted by default (am.max_attempts 3): a Job runs it, and its journal has a ConfigMap.
+    assert spec.am.max_attempts == 3
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
-                                            "ConfigMap", "Service", "Pod"]
+                                            "ConfigMap", "Service", "ConfigMap", "Job"]
     assert all(o["metadata"]["namespace"] == "ml" for o in objects)
     role = objects[1]
     assert {(r["resources"][0], tuple(r["verbs"])) for r in role["rules"]} == {
@@ -213,7 +215,7 @@ def test_cli_prints_the_submit_manifests_as_yaml(tmp_path, capsys):
     assert cli_main(["k8s", "manifests", str(spec)]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret", "ConfigMap",
-                                         "Service", "ConfigMap", "Pod"]
+                                         "Service", "ConfigMap", "ConfigMap", "Job"]
     import base64
 
     assert base64.b64decode(docs[7]["binaryData"][m.file_key("train.py")]) == b"print('hi')\n"
