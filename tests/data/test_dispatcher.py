@@ -385,6 +385,26 @@ def test_a_restarted_am_gives_adopted_executors_their_tasks_back_and_keeps_their
     assert list(d.held["a"]) == ["c/2026-12-01/f1:0"]
 
 
+def test_an_adopted_executor_that_ends_before_the_scan_lists_its_tasks_gets_no_finished_task_read_again():
+    earlier = {"c/2026-12-01/f0:0": {"state": "running", "records": 3, "bytes": 30, "attempts": 0, "holder": "a"},
+               "c/2026-12-01/f1:0": {"state": "running", "records": 5, "bytes": 50, "attempts": 0, "holder": "a"}}
+    spec = InputSpec.model_validate({"sources": [{"name": "c", "path": "/d/{{YYYY}}{{MM}}{{DD}}"}],
+                                     "time_range": {"start": "2026-12-01", "end": "2026-12-01"}})
+    d = Dispatcher(spec, Events(), recovered=earlier)
+    d.adopted = {"a"}
+    d.heartbeat("a", report({"held": ["c/2026-12-01/f1:0"], "done": ["c/2026-12-01/f0:0"],
+                             "progress": {"c/2026-12-01/f1:0": {"records": 8, "bytes": 80}}}))
+    d.release("a", Ending.SUCCEEDED, "trainer exited 0")  # it ends before the restarted AM lists the tasks again
+    d.add_partition("2026-12-01", tasks("2026-12-01", 3))
+    t = d.tasks
+    assert t["c/2026-12-01/f0:0"].state.value == "done"  # it said so: never read again
+    assert "a" not in d.held
+    reply = d.heartbeat("b", report({"need_tasks": 3}))
+    # f1 goes back first, at the position "a" reported last (8 records), then f2; f0 is not handed out.
+    assert ids(reply) == ["c/2026-12-01/f1:0", "c/2026-12-01/f2:0"] and reply["tasks"][0]["skip"] == 8
+    assert d.counts[d.tasks["c/2026-12-01/f0:0"].state] == 1 and d.bytes_done == 100 + 80
+
+
 def test_a_file_task_whose_readers_are_killed_often_but_read_on_is_never_given_up():
     """Trainers SIGKILLed from outside again and again (an operator, preemptions): the task moves on
     between kills, so the backstop (10 interruptions by default) must not end the job."""

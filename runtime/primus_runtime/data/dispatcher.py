@@ -234,8 +234,11 @@ class Dispatcher:
                     if old is TaskState.QUARANTINED:
                         self.quarantined.append(task.id)
                     task.bytes_done = task.size if old is TaskState.DONE else task.bytes_done
-                elif old is TaskState.RUNNING and earlier.get("holder") in self.adopted:
-                    task.state, task.holder = old, str(earlier["holder"])  # still being read by it
+                elif old is TaskState.RUNNING and (earlier.get("holder") in self.adopted or
+                                                   self._early.get(task.id, {}).get("holder") == earlier.get("holder")):
+                    # Still being read by an adopted executor; or by one that reported on it, then ended,
+                    # before this listing: what it said (done, say) holds all the same.
+                    task.state, task.holder = old, str(earlier["holder"])
                     self.held.setdefault(task.holder, {})[task.id] = None
                     if task.id in self._early:
                         reported.append(task)
@@ -258,6 +261,8 @@ class Dispatcher:
                     self.store.changed(task)
         for task in reported:
             self._apply_early(task, self._early.pop(task.id))
+            if task.state is TaskState.RUNNING and task.holder not in self.adopted:  # its reader ended meanwhile
+                self._requeue_unheld(task)
         self._advance_watermark()
         if self.state == "scanning" and self.tasks:
             self.state = "suspended" if self.suspended else "running"
@@ -415,6 +420,18 @@ class Dispatcher:
         elif "failed" in early:
             self.held[early["holder"]].pop(task.id, None)
             self._attempt_failed(task, early["failed"])
+
+    def _requeue_unheld(self, task: Task) -> None:
+        """``task``, held by an executor that ended before the scan listed it, to the front of the
+        queue at its reported position."""
+        assert task.holder is not None
+        held = self.held.get(task.holder, {})
+        held.pop(task.id, None)
+        if not held:
+            self.held.pop(task.holder, None)
+        self._set(task, TaskState.QUEUED)
+        task.holder = None
+        self._queue_of(task).appendleft(task.id)
 
     def release(self, holder: str, ending: Ending, reason: str, slot: str = "") -> None:
         """An executor ended: its tasks go back to the front of the queue, at their reported position,
