@@ -172,9 +172,15 @@ def test_task_table_pages_and_task_actions(client, tmp_path):
     assert client.data(app)["quarantined"] == [queued["id"]]
     requeued = session.post(url + "/api/v1/data/tasks/requeue", json={"task": queued["id"]}, headers=act).json()
     assert requeued["state"] == "queued" and client.data(app)["quarantined"] == []
-    # Skipping the task being read restarts its executor (uncharged); its other tasks are kept.
+    # Skipping the task being read restarts its executor (uncharged); its other tasks are kept. A caller
+    # told that nobody reads it (the page's row was older) is refused, and nobody is restarted.
     now = session.get(url + "/api/v1/data/tasks", params={"state": "running"}).json()["tasks"][0]
-    session.post(url + "/api/v1/data/tasks/skip", json={"task": now["id"]}, headers=act)
+    stale = session.post(url + "/api/v1/data/tasks/skip", json={"task": now["id"], "holder": ""}, headers=act)
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["error"] == (f"task {now['id']} is read by worker-0 now, not by no executor as you were told: "
+                                     f"skipping it now restarts worker-0; look again and confirm")
+    assert client.status(app)["roles"][0]["restarts"] == 0 and client.data(app)["quarantined"] == []
+    session.post(url + "/api/v1/data/tasks/skip", json={"task": now["id"], "holder": "worker-0"}, headers=act)
     wait_for(lambda: client.status(app)["roles"][0]["restarts"] == 1, 30, "its reader restarted")
     events = session.get(url + "/api/v1/events", params={"subject": "task/"}).json()["events"]
     assert [(e["to_state"], e["actor"]) for e in events] == [("quarantined", "dana"), ("queued", "dana"),

@@ -261,6 +261,10 @@ class TaskActionRequest(_Control):
 
     task: str = Field(min_length=1, max_length=_MAX_TEXT, description="The task id (as in the task table)")
     reason: str = Field("", max_length=_MAX_TEXT, description="Recorded with the event")
+    holder: str | None = Field(
+        None, max_length=_MAX_TEXT, description="skip: the executor the caller was told reads the task ('' for "
+        "none). If another one reads it now (or none does), the skip is refused (409), so that no executor is "
+        "restarted that the caller was not told of; omitted, nothing is checked.")
 
 
 class RestartRequest(_Control):

@@ -316,13 +316,25 @@ class ApplicationMaster(BackendEvents):
         self.record.touch(ex)
         self._stop(ex, why)
 
-    def request_task(self, action: str, task_id: str, reason: str = "", actor: str | None = None) -> Task:
+    def request_task(self, action: str, task_id: str, reason: str = "", actor: str | None = None,
+                     expected_holder: str | None = None) -> Task:
         """A user's ``requeue`` or ``skip`` of one input task; the task as it is now. Skipping a task an
-        executor reads restarts that executor: its trainer must stop getting the task's records."""
+        executor reads restarts that executor: its trainer must stop getting the task's records.
+        ``expected_holder``: the executor id the user was told reads it ('' none); a skip is refused if
+        that is no longer so (the task was handed out or handed back meanwhile)."""
         if self.data is None:
             raise RequestError(404, "this job has no input")
         self._check_not_finished()
         dispatcher = self.data.dispatcher
+        if action == "skip" and expected_holder is not None and task_id in dispatcher.tasks:
+            incarnation = dispatcher.tasks[task_id].holder
+            ex = self._live.get(incarnation) if incarnation is not None else None
+            now = ex.id if ex is not None else ""
+            if now != expected_holder:
+                will = f"skipping it now restarts {now}" if now else "skipping it now restarts nobody"
+                raise RequestError(409, f"task {task_id} is read by {now or 'no executor'} now, not by "
+                                        f"{expected_holder or 'no executor'} as you were told: {will}; look again "
+                                        f"and confirm")
         try:
             if action == "requeue":
                 return dispatcher.requeue(task_id, f"re-queued on request{': ' + reason if reason else ''}", actor)

@@ -161,7 +161,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     def task_action(action: str) -> GuardedHandler:
         async def act(request: web.Request, actor: str) -> web.Response:
             body = parse(TaskActionRequest, await request.read(), action)
-            task = am.request_task(action, body.task, body.reason, actor)
+            task = am.request_task(action, body.task, body.reason, actor, body.holder)
             return _json(task_view(task, view.holder_name(task.holder)))
 
         return act

@@ -790,12 +790,21 @@ const ACTIONS = {
     act(`Re-queue ${el.dataset.task}`, "data/tasks/requeue", {task: el.dataset.task, reason},
       (t) => `${t.id} is ${t.state}`);
   },
-  skip(el) {
-    const holder = el.dataset.holder;
-    const reason = askReason(`Skip task ${el.dataset.task} (quarantine it: it is not read)?` +
-      (holder ? ` Executor ${holder} is reading it and will be restarted.` : ""));
+  async skip(el) {
+    // The row may be seconds old: ask about the task as it is now, and the server refuses the skip if its
+    // reader changed again before the answer (nobody is restarted unasked).
+    const id = el.dataset.task;
+    let holder = el.dataset.holder;
+    try {
+      const now = (await call(`data/tasks?q=${enc(id)}&limit=20`)).tasks.find((t) => t.id === id);
+      if (now) holder = now.holder || "";
+    } catch (error) {
+      if (error instanceof SignedOut) return;
+    }
+    const reason = askReason(`Skip task ${id} (quarantine it: the rest of it is not read)?` +
+      (holder ? ` Executor ${holder} is reading it now and will be restarted.` : " No executor is reading it now."));
     if (reason === null) return;
-    act(`Skip ${el.dataset.task}`, "data/tasks/skip", {task: el.dataset.task, reason},
+    act(`Skip ${id}`, "data/tasks/skip", {task: id, reason, holder: holder || ""},
       (t) => `${t.id} is ${t.state}`);
   },
   log(el) { openLog(el.dataset.ex, el.dataset.stream); },
