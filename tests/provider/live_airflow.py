@@ -425,8 +425,16 @@ class LiveAirflow:
         return self._token
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
-        """``method`` on ``/api/v2`` + ``path`` (JSON in, JSON out)."""
-        return self._request(method, "/api/v2" + path, body)
+        """``method`` on ``/api/v2`` + ``path`` (JSON in, JSON out). A "Database error" (SQLite locked by
+        the scheduler's writes on a loaded machine: the request was rolled back) is tried again, twice."""
+        for attempt in range(3):
+            try:
+                return self._request(method, "/api/v2" + path, body)
+            except ApiError as exc:
+                if exc.status != 500 or "Database error" not in str(exc) or attempt == 2:
+                    raise
+                time.sleep(1.0)
+        raise AssertionError("unreachable")
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> dict[str, Any]:
         """The DAG, once the dag-processor has parsed it (and it is not paused)."""
