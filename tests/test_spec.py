@@ -187,3 +187,23 @@ def test_preemption_signals_are_named_as_the_executor_reads_them():
     spec = JobSpec.from_dict(spec_with(roles=[{**WORKER, "preemption": {"signal": "usr1", "grace": "30s"}}]))
     assert spec.roles[0].preemption.signal == "SIGUSR1"
     assert spec.roles[0].preemption.grace == 30.0
+
+
+def test_a_syntax_error_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: j\nroles:\n  - name: worker\n    command: [python\n    replicas: 2\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    [problem] = info.value.problems
+    # Where yaml found it (line 5, column 13, 1-based: the colon after `replicas`), and the construct it was in.
+    assert problem == (f"{path}:5:13: not valid yaml: expected ',' or ']', but got ':' "
+                       f"(while parsing a flow sequence started at 4:14)")
+    (tmp_path / "bell.yaml").write_text("name: j\x07\n")  # a reader error: no line, a position
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "bell.yaml")
+    assert info.value.problems == [f"{tmp_path / 'bell.yaml'}: not valid yaml: unacceptable character #x0007: "
+                                   f"special characters are not allowed in \"{tmp_path / 'bell.yaml'}\", position 7"]
+    (tmp_path / "job.json").write_text('{"name": "j",\n "roles" []}')
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "job.json")
+    assert info.value.problems == [f"{tmp_path / 'job.json'}:2:10: not valid json: Expecting ':' delimiter"]

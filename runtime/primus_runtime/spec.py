@@ -1113,11 +1113,13 @@ class JobSpec(StrictModel):
             raise SpecError([f"{path}: cannot read ({exc.strerror})"]) from None
         try:
             if path.suffix in (".yaml", ".yml"):
-                import yaml
-
-                data = yaml.safe_load(text)
+                data = _load_yaml(text, path)
             else:
                 data = json.loads(text)
+        except SpecError:
+            raise
+        except json.JSONDecodeError as exc:
+            raise SpecError([f"{path}:{exc.lineno}:{exc.colno}: not valid json: {exc.msg}"]) from None
         except Exception as exc:  # noqa: BLE001 - any parser error is the user's file
             raise SpecError([f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}"]) from None
         if not isinstance(data, dict):
@@ -1142,6 +1144,33 @@ class JobSpec(StrictModel):
             role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f
                              for f in role.get("files", [])]
         return JobSpec.model_validate(data)
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    """The YAML document in ``text``; a syntax error as one ``FILE:LINE:COLUMN: ...`` problem."""
+    import io
+
+    import yaml
+
+    stream = io.StringIO(text)
+    # yaml names a stream by its `name`, else "<unicode string>": the file it came from is what helps.
+    stream.name = str(path)
+    try:
+        return yaml.safe_load(stream)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        if mark is None:
+            raise SpecError([f"{path}: not valid yaml: {' '.join(str(exc).split())}"]) from None
+        # yaml's own text spans several lines (with a caret under a copy of the line): one line per
+        # problem here, as an editor or terminal can jump to (marks count from 0).
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}"
+        what = exc.problem or exc.context or "syntax error"
+        context = exc.context_mark
+        if exc.problem and exc.context and context is not None:
+            what += f" ({exc.context} started at {context.line + 1}:{context.column + 1})"
+        raise SpecError([f"{where}: not valid yaml: {what}"]) from None
+    except yaml.YAMLError as exc:  # e.g. a character YAML refuses: its position, on one line
+        raise SpecError([f"{path}: not valid yaml: {' '.join(str(exc).split())}"]) from None
 
 
 def _input_paths_from(data: dict[str, Any], base: Path) -> dict[str, Any]:
