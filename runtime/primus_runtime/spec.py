@@ -22,15 +22,16 @@ anything is submitted. ``JobSpec.json_schema()`` exports the JSON Schema.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from . import backends
 from .backends import KubernetesBackend, LocalBackend, YarnBackend
@@ -1098,7 +1099,7 @@ class JobSpec(StrictModel):
         try:
             spec = cls.model_validate(data)
         except ValidationError as exc:
-            raise SpecError(format_validation_error(exc)) from None
+            raise SpecError(format_validation_error(exc, cls)) from None
         if base_dir is not None:
             spec = spec._with_absolute_files(Path(base_dir))
         return spec
@@ -1249,8 +1250,9 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(spec)"
 
 
-def format_validation_error(exc: ValidationError) -> list[str]:
-    """One line per problem: ``path: what is wrong, got value``."""
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+    """One line per problem: ``path: what is wrong, got value``. ``model``: the model validated, whose
+    field names an unknown key is compared with (``did you mean 'replicas'?``)."""
     problems: dict[str, None] = {}
     for err in exc.errors():
         path = _path(err["loc"])
@@ -1268,8 +1270,37 @@ def format_validation_error(exc: ValidationError) -> list[str]:
         else:
             shown = repr(value)
             line = f"{path}: {msg}, got {shown if len(shown) <= 80 else shown[:77] + '...'}"
+        if err["type"] == "extra_forbidden" and model is not None and err["loc"]:
+            line += _nearest_field(model, err["loc"])
         problems.setdefault(line, None)
     return list(problems)
+
+
+def _nearest_field(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """``; did you mean 'replicas'?`` for the unknown key at the end of ``loc``: the closest field name
+    (or alias) of the model that holds it, found by following ``loc`` from ``model``; "" if none is close."""
+    holders: list[type[BaseModel]] = [model]
+    for part in loc[:-1]:
+        if isinstance(part, int) or (isinstance(part, str) and _UNION_MEMBER.match(part)):
+            continue  # a list index, or a union member's label: the same model(s) hold what follows
+        inner = [m for holder in holders if part in holder.model_fields
+                 for m in _models_in(holder.model_fields[part].annotation)]
+        # Not a field: a discriminated union's tag (`backend` -> `local`), which picks one of its models.
+        holders = inner or [m for m in holders if m.model_fields.get("type") is not None
+                            and m.model_fields["type"].default == part]
+        if not holders:
+            return ""
+    names = {known for holder in holders for name, field in holder.model_fields.items()
+             for known in (name, field.alias) if known}
+    close = difflib.get_close_matches(str(loc[-1]), sorted(names), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type holds: ``Role`` for ``list[Role]``, each member of a union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 _NAMES_ITS_FIELD = re.compile(r"^[a-z_][\w.\[\]]*: ")
