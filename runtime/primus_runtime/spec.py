@@ -876,6 +876,12 @@ class InputSpec(StrictModel):
     poll_interval: Seconds = Field(
         5.0, description="How often a partition waiting for its marker, or an open range, is checked again."
     )
+    wait_timeout: Seconds | None = Field(
+        None, description="How long a partition may keep the scan waiting (for its success_marker, or for its "
+        "directory in a source without one) once its day or hour is over (UTC); then the job fails, naming the "
+        "path awaited. null: as long as it takes, e.g. for a job started before its data lands, which an open "
+        "time_range always is."
+    )
     work_preserve_dir: str | None = Field(
         None, description="Directory for the AM's task journal; a job started with the same directory "
         "resumes where the last one stopped, mid-file. A local path, file://, hdfs:// or webhdfs://host:port "
