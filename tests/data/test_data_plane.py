@@ -384,15 +384,6 @@ def test_a_job_without_input_has_no_data(client):
     assert status["data"] is None
 
 
-def test_a_missing_input_path_fails_the_job_with_a_clear_error(client, dirs):
-    data, out = dirs
-    spec = data_spec(out, data, replicas=1, sources=[{"name": "clicks", "path": str(data / "nowhere")}],
-                     time_range=None)
-    status = client.wait(client.submit(spec), timeout=30)
-    assert status["job"]["state"] == "failed"
-    assert f"input path {data / 'nowhere'} does not exist" in status["job"]["reason"], status["job"]
-
-
 def test_a_partition_awaited_longer_than_wait_timeout_fails_the_job_naming_its_marker(client, dirs):
     data, out = dirs
     first = write_day(data, 1)

@@ -153,3 +153,11 @@ def test_wait_timeout_counts_from_the_end_of_a_partition_not_over_yet(tmp_path):
     assert not events.failed and dispatcher.failure is None
     assert dispatcher.waiting_for == f"source s: waiting for {tmp_path}/20990101/_SUCCESS"
 
+
+def test_a_source_without_a_time_range_whose_path_is_missing_fails_the_scan(tmp_path):
+    """The AM's own check (submit refuses such a path first; it may go away after)."""
+    spec = InputSpec.model_validate({"sources": [{"name": "s", "path": str(tmp_path / "nowhere")}]})
+    events = Events()
+    asyncio.run(Scanner(spec, Dispatcher(spec, events)).run())
+    assert events.failed == [f"input: scanning failed: FileNotFoundError: source s: input path "
+                             f"{tmp_path / 'nowhere'} does not exist"]
