@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import backends
-from .data.source import Partition, partitions
+from .data.source import Partition, partitions, utc_now
 from .hadoop import is_hdfs
 from .spec import FileSource, JobSpec, TimeRange, local_path
 
@@ -46,7 +46,7 @@ def check(job: JobSpec) -> Findings:
     if job.input is not None and backends.get(job.backend.type).shares_files_with_client:
         # Elsewhere the AM reads its nodes' files, not this machine's (a local path is refused at submit
         # unless node_local, a promise about those nodes).
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)  # partitions are UTC, naive
+        now = utc_now()
         for i, source in enumerate(job.input.sources):
             if not is_hdfs(source.path):
                 _check_source(f"input.sources[{i}].path", source, job.input.time_range,

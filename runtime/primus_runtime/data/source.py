@@ -9,6 +9,8 @@ waits for each partition's success marker, lists the files matching the source's
 (never ``_SUCCESS``, ``_temporary``, or names starting with ``.`` or ``_``), splits them
 into tasks with ``formats.plan_splits`` and hands the partition to the dispatcher, sources
 in spec order and files by path. An open-ended range keeps waiting for the next partition.
+With ``input.wait_timeout``, a partition still awaited that long after its day or hour ended
+fails the job, naming the marker (or directory) awaited.
 
 Every filesystem call goes through fsspec (local paths and ``file://``; ``hdfs://`` and
 ``webhdfs://`` through WebHDFS, ``hadoop.hdfs_filesystem``, whose requests time out) and runs
@@ -148,7 +150,7 @@ class Scanner:
             now = time.monotonic()
             if limit is not None and deadline is None:
                 end = partition.end
-                not_over = 0.0 if end is None else (end - _utc_now()).total_seconds()
+                not_over = 0.0 if end is None else (end - utc_now()).total_seconds()
                 deadline = now + max(not_over, 0.0) + limit
             if deadline is not None and now >= deadline:
                 raise WaitTimedOut(f"waited {limit:g} s for {awaited} (source {source.name}, "
@@ -188,7 +190,7 @@ class WaitTimedOut(Exception):
     """A partition kept the scan waiting longer than ``input.wait_timeout``: the job fails with this reason."""
 
 
-def _utc_now() -> dt.datetime:
+def utc_now() -> dt.datetime:
     """Now, in UTC and naive, as partition times are."""
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
