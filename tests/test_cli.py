@@ -58,6 +58,20 @@ def test_invalid_spec_is_one_clear_error_and_nothing_is_submitted(tmp_path, home
     assert code == 2 and "roles[0].replicas" in err
 
 
+def test_validate_reports_a_files_entry_that_does_not_exist_as_submit_would(tmp_path, home):
+    (tmp_path / "train.py").write_text("")
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "x", "files": ["train.py", "vocab.txt"]}])
+    missing = f"roles[0].files[1]: no such file or directory, got {str(tmp_path / 'vocab.txt')!r}"
+    code, out, err = primus(home, "validate", str(spec))
+    # Relative entries are taken from the spec file's directory, as submit takes them.
+    assert code == 2 and out == "" and missing in err, err
+    code, out, err = primus(home, "submit", str(spec))
+    assert code == 2 and out == "" and missing in err, err
+    (tmp_path / "vocab.txt").write_text("")
+    code, out, err = primus(home, "validate", str(spec))
+    assert code == 0 and "valid" in out and err == "", err
+
+
 def test_unsatisfiable_resources_are_rejected_before_submit(tmp_path, home):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "x", "resources": {"gpu": 1}}],
                       backend={"type": "local", "gpus": []})

@@ -187,3 +187,48 @@ def test_preemption_signals_are_named_as_the_executor_reads_them():
     spec = JobSpec.from_dict(spec_with(roles=[{**WORKER, "preemption": {"signal": "usr1", "grace": "30s"}}]))
     assert spec.roles[0].preemption.signal == "SIGUSR1"
     assert spec.roles[0].preemption.grace == 30.0
+
+
+def test_a_syntax_error_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: j\nroles:\n  - name: worker\n    command: [python\n    replicas: 2\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    [problem] = info.value.problems
+    # Where yaml found it (line 5, column 13, 1-based: the colon after `replicas`), and the construct it was in.
+    assert problem == (f"{path}:5:13: not valid yaml: expected ',' or ']', but got ':' "
+                       f"(while parsing a flow sequence started at 4:14)")
+    (tmp_path / "bell.yaml").write_text("name: j\x07\n")  # a reader error: no line, a position
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "bell.yaml")
+    assert info.value.problems == [f"{tmp_path / 'bell.yaml'}: not valid yaml: unacceptable character #x0007: "
+                                   f"special characters are not allowed in \"{tmp_path / 'bell.yaml'}\", position 7"]
+    (tmp_path / "job.json").write_text('{"name": "j",\n "roles" []}')
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "job.json")
+    assert info.value.problems == [f"{tmp_path / 'job.json'}:2:10: not valid json: Expecting ':' delimiter"]
+
+
+UNKNOWN_FIELDS = [
+    (spec_with(roles=[{**WORKER, "replica": 2}]), "roles[0].replica: unknown field, got 2; did you mean 'replicas'?"),
+    (spec_with(roles=[{**WORKER, "resource": {"cpu": 2}}]),
+     "roles[0].resource: unknown field; did you mean 'resources'?"),
+    (spec_with(roles=[{**WORKER, "failover": {"max_failure_per_index": 1}}]),
+     "roles[0].failover.max_failure_per_index: unknown field, got 1; did you mean 'max_failures_per_index'?"),
+    (spec_with(am={"heartbeat_intervall": 1}),
+     "am.heartbeat_intervall: unknown field, got 1; did you mean 'heartbeat_interval'?"),
+    (spec_with(backend={"type": "local", "gpu": [0]}), "backend.gpu: unknown field; did you mean 'gpus'?"),
+    (spec_with(roles=[{**WORKER, "consumes_input": True}],
+               input={"sources": [{"name": "c", "path": "/d", "succes_marker": "_DONE"}]}),
+     "input.sources[0].succes_marker: unknown field, got '_DONE'; did you mean 'success_marker'?"),
+    (spec_with(nmae="job"), "nmae: unknown field, got 'job'; did you mean 'name'?"),
+    # Nothing near it: no guess.
+    (spec_with(roles=[{**WORKER, "colour": "red"}]), "roles[0].colour: unknown field, got 'red'"),
+]
+
+
+@pytest.mark.parametrize("data,expected", UNKNOWN_FIELDS, ids=[e.split(":")[0] for _, e in UNKNOWN_FIELDS])
+def test_an_unknown_field_suggests_the_nearest_known_one(data, expected):
+    with pytest.raises(SpecError) as info:
+        JobSpec.from_dict(data)
+    assert expected in info.value.problems, info.value.problems

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import backends, hadoop
+from . import backends, hadoop, preflight
 from .api_client import AMRejected, AMUntrusted
 from .backends.base import ClientOptions
 from .client import (
@@ -172,7 +172,7 @@ def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
             raise SpecError([f"--backend {args.backend}: backend.{problem}; put a backend section with it in the spec"
                              for problem in format_validation_error(exc)]) from None
         spec = spec.model_copy(update={"backend": section})
-    app_id = client.submit(spec)
+    app_id = client.submit(spec, on_warning=_warn)
     print(app_id, flush=True)
     if not args.wait:
         return EXIT_OK
@@ -410,8 +410,18 @@ def cmd_hdfs(client: PrimusClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _warn(warning: str) -> None:
+    """A spec's probable mistake (``preflight``), from validate and submit: on stderr, the job goes on."""
+    print(f"primus: warning: {warning}", file=sys.stderr)
+
+
 def cmd_validate(client: PrimusClient, args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
+    found = preflight.check(spec)  # what submit would refuse or warn about on this machine
+    if found.problems:
+        raise SpecError(found.problems)
+    for warning in found.warnings:
+        _warn(warning)
     print(f"{args.spec}: valid ({len(spec.roles)} roles: "
           + ", ".join(f"{r.name} x{r.replicas}" for r in spec.roles) + ")")
     return EXIT_OK

@@ -8,13 +8,14 @@ the AM is gone it reads the status the AM left behind.
 from __future__ import annotations
 
 import getpass
+import logging
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from . import backends, protocol
+from . import backends, preflight, protocol
 from .api_client import AMRejected
 from .backends.base import ClientOptions, ClusterClient
 from .backends.local.client import LocalClusterClient
@@ -23,6 +24,8 @@ from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, JobState
 from .ui.auth import make_ticket
+
+log = logging.getLogger("primus.client")
 
 
 def role_progress(role: dict[str, Any]) -> str:
@@ -161,12 +164,17 @@ class PrimusClient:
 
     # --- submit ---
 
-    def submit(self, spec: JobSpec | dict[str, Any] | str | Path) -> str:
-        """Validate the spec and start its AM; the application id."""
+    def submit(self, spec: JobSpec | dict[str, Any] | str | Path,
+               on_warning: Callable[[str], None] | None = None) -> str:
+        """Validate the spec and start its AM; the application id. What is probably a mistake but
+        may not be (``preflight``) goes to ``on_warning``, by default this module's log."""
         job = load_spec(spec)
-        problems = job.backend.submit_problems() + local_paths_on_a_cluster(job)
+        found = preflight.check(job)
+        problems = job.backend.submit_problems() + local_paths_on_a_cluster(job) + found.problems
         if problems:
             raise SpecError(problems)
+        for warning in found.warnings:
+            (on_warning or log.warning)(warning)
         return self.cluster(job.backend.type).submit(job)
 
     # --- status ---

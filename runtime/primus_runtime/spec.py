@@ -22,15 +22,16 @@ anything is submitted. ``JobSpec.json_schema()`` exports the JSON Schema.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from . import backends
 from .backends import KubernetesBackend, LocalBackend, YarnBackend
@@ -883,6 +884,12 @@ class InputSpec(StrictModel):
     poll_interval: Seconds = Field(
         5.0, description="How often a partition waiting for its marker, or an open range, is checked again."
     )
+    wait_timeout: Seconds | None = Field(
+        None, description="How long a partition may keep the scan waiting (for its success_marker, or for its "
+        "directory in a source without one) once its day or hour is over (UTC); then the job fails, naming the "
+        "path awaited. null: as long as it takes, e.g. for a job started before its data lands, which an open "
+        "time_range always is."
+    )
     work_preserve_dir: str | None = Field(
         None, description="Directory for the AM's task journal; a job started with the same directory "
         "resumes where the last one stopped, mid-file. A local path, file://, hdfs:// or webhdfs://host:port "
@@ -1121,7 +1128,7 @@ class JobSpec(StrictModel):
         try:
             spec = cls.model_validate(data)
         except ValidationError as exc:
-            raise SpecError(format_validation_error(exc)) from None
+            raise SpecError(format_validation_error(exc, cls)) from None
         if base_dir is not None:
             spec = spec._with_absolute_files(Path(base_dir))
         return spec
@@ -1136,11 +1143,13 @@ class JobSpec(StrictModel):
             raise SpecError([f"{path}: cannot read ({exc.strerror})"]) from None
         try:
             if path.suffix in (".yaml", ".yml"):
-                import yaml
-
-                data = yaml.safe_load(text)
+                data = _load_yaml(text, path)
             else:
                 data = json.loads(text)
+        except SpecError:
+            raise
+        except json.JSONDecodeError as exc:
+            raise SpecError([f"{path}:{exc.lineno}:{exc.colno}: not valid json: {exc.msg}"]) from None
         except Exception as exc:  # noqa: BLE001 - any parser error is the user's file
             raise SpecError([f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}"]) from None
         if not isinstance(data, dict):
@@ -1165,6 +1174,33 @@ class JobSpec(StrictModel):
             role["files"] = [str((base / f).resolve()) if not Path(f).is_absolute() else f
                              for f in role.get("files", [])]
         return JobSpec.model_validate(data)
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    """The YAML document in ``text``; a syntax error as one ``FILE:LINE:COLUMN: ...`` problem."""
+    import io
+
+    import yaml
+
+    stream = io.StringIO(text)
+    # yaml names a stream by its `name`, else "<unicode string>": the file it came from is what helps.
+    stream.name = str(path)
+    try:
+        return yaml.safe_load(stream)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        if mark is None:
+            raise SpecError([f"{path}: not valid yaml: {' '.join(str(exc).split())}"]) from None
+        # yaml's own text spans several lines (with a caret under a copy of the line): one line per
+        # problem here, as an editor or terminal can jump to (marks count from 0).
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}"
+        what = exc.problem or exc.context or "syntax error"
+        context = exc.context_mark
+        if exc.problem and exc.context and context is not None:
+            what += f" ({exc.context} started at {context.line + 1}:{context.column + 1})"
+        raise SpecError([f"{where}: not valid yaml: {what}"]) from None
+    except yaml.YAMLError as exc:  # e.g. a character YAML refuses: its position, on one line
+        raise SpecError([f"{path}: not valid yaml: {' '.join(str(exc).split())}"]) from None
 
 
 def _input_paths_from(data: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -1243,8 +1279,9 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out or "(spec)"
 
 
-def format_validation_error(exc: ValidationError) -> list[str]:
-    """One line per problem: ``path: what is wrong, got value``."""
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+    """One line per problem: ``path: what is wrong, got value``. ``model``: the model validated, whose
+    field names an unknown key is compared with (``did you mean 'replicas'?``)."""
     problems: dict[str, None] = {}
     for err in exc.errors():
         path = _path(err["loc"])
@@ -1262,8 +1299,37 @@ def format_validation_error(exc: ValidationError) -> list[str]:
         else:
             shown = repr(value)
             line = f"{path}: {msg}, got {shown if len(shown) <= 80 else shown[:77] + '...'}"
+        if err["type"] == "extra_forbidden" and model is not None and err["loc"]:
+            line += _nearest_field(model, err["loc"])
         problems.setdefault(line, None)
     return list(problems)
+
+
+def _nearest_field(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """``; did you mean 'replicas'?`` for the unknown key at the end of ``loc``: the closest field name
+    (or alias) of the model that holds it, found by following ``loc`` from ``model``; "" if none is close."""
+    holders: list[type[BaseModel]] = [model]
+    for part in loc[:-1]:
+        if isinstance(part, int) or (isinstance(part, str) and _UNION_MEMBER.match(part)):
+            continue  # a list index, or a union member's label: the same model(s) hold what follows
+        inner = [m for holder in holders if part in holder.model_fields
+                 for m in _models_in(holder.model_fields[part].annotation)]
+        # Not a field: a discriminated union's tag (`backend` -> `local`), which picks one of its models.
+        holders = inner or [m for m in holders if m.model_fields.get("type") is not None
+                            and m.model_fields["type"].default == part]
+        if not holders:
+            return ""
+    names = {known for holder in holders for name, field in holder.model_fields.items()
+             for known in (name, field.alias) if known}
+    close = difflib.get_close_matches(str(loc[-1]), sorted(names), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type holds: ``Role`` for ``list[Role]``, each member of a union."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 _NAMES_ITS_FIELD = re.compile(r"^[a-z_][\w.\[\]]*: ")

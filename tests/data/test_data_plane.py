@@ -384,13 +384,18 @@ def test_a_job_without_input_has_no_data(client):
     assert status["data"] is None
 
 
-def test_a_missing_input_path_fails_the_job_with_a_clear_error(client, dirs):
+def test_a_partition_awaited_longer_than_wait_timeout_fails_the_job_naming_its_marker(client, dirs):
     data, out = dirs
-    spec = data_spec(out, data, replicas=1, sources=[{"name": "clicks", "path": str(data / "nowhere")}],
-                     time_range=None)
-    status = client.wait(client.submit(spec), timeout=30)
-    assert status["job"]["state"] == "failed"
-    assert f"input path {data / 'nowhere'} does not exist" in status["job"]["reason"], status["job"]
+    first = write_day(data, 1)
+    write_day(data, 2, marker=False)  # day 2's files are there, its marker never comes
+    write_day(data, 3)
+    status = client.wait(client.submit(data_spec(out, data, replicas=1, wait_timeout="1s")), timeout=60)
+    awaited = data / "20261202" / "_SUCCESS"
+    assert status["job"]["state"] == "failed", status["job"]
+    assert status["job"]["reason"] == f"input: waited 1 s for {awaited} (source clicks, input.wait_timeout 1)"
+    assert status["data"]["state"] == "failed"
+    # Nothing after the missing partition was read (the job may end before day 1 is read through).
+    assert set(all_lines(out)) <= set(first)
 
 
 def test_an_empty_input_fails_the_job_with_a_clear_error(client, dirs):

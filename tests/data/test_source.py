@@ -132,3 +132,32 @@ def test_a_waiting_partition_holds_back_later_partitions_of_every_source(tmp_pat
     assert [(t.source, t.partition) for t in dispatcher.tasks.values()] == [
         ("daily", "2026-12-01"), ("hourly", "2026-12-01T22"), ("hourly", "2026-12-01T23"),
         ("daily", "2026-12-02"), ("hourly", "2026-12-02T00"), ("hourly", "2026-12-02T01")]
+
+
+def test_wait_timeout_counts_from_the_end_of_a_partition_not_over_yet(tmp_path):
+    """A partition whose day has not ended cannot be complete: waiting for it is no mistake, and
+    input.wait_timeout starts counting only once its day is over (UTC)."""
+    spec = InputSpec.model_validate({"sources": [{"name": "s", "path": str(tmp_path) + "/{{YYYY}}{{MM}}{{DD}}"}],
+                                     "time_range": {"start": "2099-01-01", "end": "2099-01-01"},
+                                     "poll_interval": 0.05, "wait_timeout": 0.1})
+    events = Events()
+    dispatcher = Dispatcher(spec, events)
+
+    async def run() -> None:
+        scan = asyncio.ensure_future(Scanner(spec, dispatcher).run())
+        await asyncio.sleep(0.5)  # several wait_timeouts, several polls
+        assert not scan.done()
+        scan.cancel()
+
+    asyncio.run(run())
+    assert not events.failed and dispatcher.failure is None
+    assert dispatcher.waiting_for == f"source s: waiting for {tmp_path}/20990101/_SUCCESS"
+
+
+def test_a_source_without_a_time_range_whose_path_is_missing_fails_the_scan(tmp_path):
+    """The AM's own check (submit refuses such a path first; it may go away after)."""
+    spec = InputSpec.model_validate({"sources": [{"name": "s", "path": str(tmp_path / "nowhere")}]})
+    events = Events()
+    asyncio.run(Scanner(spec, Dispatcher(spec, events)).run())
+    assert events.failed == [f"input: scanning failed: FileNotFoundError: source s: input path "
+                             f"{tmp_path / 'nowhere'} does not exist"]

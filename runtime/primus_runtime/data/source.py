@@ -9,6 +9,8 @@ waits for each partition's success marker, lists the files matching the source's
 (never ``_SUCCESS``, ``_temporary``, or names starting with ``.`` or ``_``), splits them
 into tasks with ``formats.plan_splits`` and hands the partition to the dispatcher, sources
 in spec order and files by path. An open-ended range keeps waiting for the next partition.
+With ``input.wait_timeout``, a partition still awaited that long after its day or hour ended
+fails the job, naming the marker (or directory) awaited.
 
 Every filesystem call goes through fsspec (local paths and ``file://``; ``hdfs://`` and
 ``webhdfs://`` through WebHDFS, ``hadoop.hdfs_filesystem``, whose requests time out) and runs
@@ -25,6 +27,7 @@ import fnmatch
 import functools
 import logging
 import posixpath
+import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +53,13 @@ class Partition:
     @property
     def granularity(self) -> str | None:
         return None if self.time is None else label_granularity(self.label)
+
+    @property
+    def end(self) -> dt.datetime | None:
+        """When its day or hour is over (UTC, naive as ``time``): before then its data cannot be complete."""
+        if self.time is None:
+            return None
+        return self.time + (dt.timedelta(hours=1) if self.granularity == "hour" else dt.timedelta(days=1))
 
     def render(self, template: str) -> str:
         if self.time is None:
@@ -107,6 +117,8 @@ class Scanner:
                 self.dispatcher.scan_finished()
         except asyncio.CancelledError:
             raise
+        except WaitTimedOut as exc:
+            self.dispatcher.fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - a scan that cannot go on fails the job with the reason
             log.exception("scan failed")
             self.dispatcher.scan_failed(f"{type(exc).__name__}: {exc}")
@@ -119,20 +131,34 @@ class Scanner:
             if partition.time is None and not await asyncio.to_thread(_exists, fs, path):
                 raise FileNotFoundError(f"source {source.name}: input path {url} does not exist")
             if source.success_marker is not None:
-                marker = posixpath.join(path, source.success_marker)
-                while not await asyncio.to_thread(_exists, fs, marker):
-                    self.dispatcher.waiting(f"source {source.name}: waiting for {marker}")
-                    await asyncio.sleep(self.spec.poll_interval)
+                await self._wait_for(fs, posixpath.join(path, source.success_marker), source, partition)
             elif partition.time is not None:
-                while not await asyncio.to_thread(_exists, fs, path):
-                    self.dispatcher.waiting(f"source {source.name}: waiting for {path}")
-                    await asyncio.sleep(self.spec.poll_interval)
+                await self._wait_for(fs, path, source, partition)
             self.dispatcher.waiting(None)
             return await asyncio.to_thread(self.build_tasks, fs, path, source, partition, _url_base(url))
-        except FileNotFoundError:
+        except (FileNotFoundError, WaitTimedOut):
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. the NameNode is unreachable: say where and what
             raise OSError(f"source {source.name}: cannot read {url}: {type(exc).__name__}: {exc}") from exc
+
+    async def _wait_for(self, fs: Any, awaited: str, source: FileSource, partition: Partition) -> None:
+        """Until ``awaited`` exists, checked every ``poll_interval``; ``WaitTimedOut`` once it kept the scan
+        waiting ``wait_timeout`` past the partition's end (a partition not over yet is no one's mistake)."""
+        limit = self.spec.wait_timeout
+        deadline: float | None = None
+        while not await asyncio.to_thread(_exists, fs, awaited):
+            now = time.monotonic()
+            if limit is not None and deadline is None:
+                end = partition.end
+                not_over = 0.0 if end is None else (end - utc_now()).total_seconds()
+                deadline = now + max(not_over, 0.0) + limit
+            if deadline is not None and now >= deadline:
+                raise WaitTimedOut(f"waited {limit:g} s for {awaited} (source {source.name}, "
+                                   f"input.wait_timeout {limit:g})")
+            self.dispatcher.waiting(f"source {source.name}: waiting for {awaited}")
+            # Not past the deadline: a wait_timeout shorter than poll_interval is kept to.
+            pause = self.spec.poll_interval if deadline is None else min(self.spec.poll_interval, deadline - now)
+            await asyncio.sleep(pause)
 
     def build_tasks(self, fs: Any, path: str, source: FileSource, partition: Partition,
                     url_base: str = "") -> list[Task]:
@@ -158,6 +184,15 @@ class Scanner:
                 tasks.append(Task(f"{prefix}{name}:{split.start}", partition.label, source.name, url, fmt,
                                   compression, split.start, split.end, max(share, 1)))
         return tasks
+
+
+class WaitTimedOut(Exception):
+    """A partition kept the scan waiting longer than ``input.wait_timeout``: the job fails with this reason."""
+
+
+def utc_now() -> dt.datetime:
+    """Now, in UTC and naive, as partition times are."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
 def _fsspec_for(url: str) -> tuple[Any, str]:
