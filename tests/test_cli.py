@@ -71,6 +71,20 @@ def test_unknown_job_exits_4(home):
         assert code == 4 and "no job 'nope'" in err, command
 
 
+def test_logs_of_an_executor_the_job_does_not_have_names_those_it_has(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "ps", "command": "true", "success_percent": 0},
+                                 {"name": "worker", "replicas": 2, "command": "echo hi"}])
+    _, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    code, out, err = primus(home, "logs", app, "--role", "worker", "--index", "9")
+    assert (code, out) == (2, "")  # was 4, "no job 'APP worker-9'": the job exists
+    assert err == f"primus: job {app} has no executor worker-9: its executors are ps-0, worker-0 to worker-1\n"
+    code, _, err = primus(home, "logs", app, "--role", "trainer")
+    assert code == 2 and err == f"primus: job {app} has no role 'trainer': its executors are ps-0, worker-0 to worker-1\n"
+    code, out, _ = primus(home, "logs", app, "--role", "worker", "--index", "1")
+    assert (code, out) == (0, "hi\n")
+
+
 def test_kill_and_scale_from_the_cli(tmp_path, home, client):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}])
     code, out, _ = primus(home, "submit", str(spec))

@@ -1,8 +1,9 @@
 """``primus``: submit and manage Primus jobs from a shell.
 
 Exit codes: 0 success (or a job that succeeded), 1 the job failed or was
-lost, 2 bad usage or an invalid spec, 3 the job was killed, 4 no such job,
-5 the AM refused or could not be reached. Errors are one line on stderr.
+lost, 2 bad usage, an invalid spec, or a log the job does not have (no such
+executor, or not launched), 3 the job was killed, 4 no such job, 5 the AM
+refused or could not be reached. Errors are one line on stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .backends.base import ClientOptions
 from .client import (
     JobNotFound,
     JobUnreachable,
+    NoSuchLog,
     PrimusClient,
     data_progress,
     kafka_progress,
@@ -48,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(client, args) or 0)
     except SpecError as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NoSuchLog as exc:
         print(f"primus: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobNotFound as exc:

@@ -76,6 +76,15 @@ def progress_line(status: dict[str, Any]) -> str:
     return line
 
 
+def executor_ranges(replicas: dict[str, int]) -> str:
+    """``ps-0, worker-0 to worker-3`` for roles of 1 and 4 replicas (``role: none`` for one scaled to 0)."""
+    def one(role: str, count: int) -> str:
+        if count < 2:
+            return protocol.executor_id(role, 0) if count else f"{role}: none"
+        return f"{protocol.executor_id(role, 0)} to {protocol.executor_id(role, count - 1)}"
+    return ", ".join(one(role, count) for role, count in replicas.items())
+
+
 IDS_PER_REQUEST = EXECUTOR_IDS_MAX_LENGTH  # characters of ids one GET /executors carries
 
 
@@ -121,6 +130,11 @@ class JobNotFound(LookupError):
     def __init__(self, app_id: str):
         super().__init__(f"no job {app_id!r}")
         self.app_id = app_id
+
+
+class NoSuchLog(LookupError):
+    """The job exists but has not the log asked for: no such role or executor, or an executor not
+    launched yet."""
 
 
 class JobUnreachable(RuntimeError):
@@ -224,19 +238,21 @@ class PrimusClient:
         last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
         return last
 
-    def incarnations(self, app_id: str, state: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Every executor incarnation of the job (those in ``state``, one or any of several): the earlier
-        ones (replaced by a restart) in the order they were replaced, then the current ones; live from
-        the AM, else from its status file."""
+    def incarnations(self, app_id: str, state: str | Iterable[str] | None = None,
+                     ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every executor incarnation of the job (those in ``state``, one or any of several, of the
+        executors ``ids``): the earlier ones (replaced by a restart) in the order they were replaced,
+        then the current ones; live from the AM, else from its status file."""
         states = state if isinstance(state, str) or state is None else ",".join(state)
+        wanted_ids = None if ids is None else ",".join(ids)
         reply = self._api(app_id, "GET", "/executors?" + urllib.parse.urlencode(
-            {"history": 1, **({"state": states} if states else {})}))
+            {"history": 1, **({"state": states} if states else {}), **({"ids": wanted_ids} if wanted_ids else {})}))
         if reply is None:
             reply = self.status_without_am(app_id)
         everyone = [*(reply.get("history") or []), *reply.get("executors", [])]
         # Filtered here too: a status file (and an AM of an older runtime) has every incarnation.
-        wanted = None if states is None else set(states.split(","))
-        return [ex for ex in everyone if wanted is None or ex.get("state") in wanted]
+        matches = ExecutorsQuery(state=states, ids=wanted_ids).matcher()
+        return [ex for ex in everyone if matches(ex["role"], ex.get("state", ""), ex["id"])]
 
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
              on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -349,24 +365,46 @@ class PrimusClient:
 
     def log_path(self, app_id: str, role: str | None = None, index: int | None = None,
                  stream: str = "stdout", wait: float = 0.0) -> str:
-        """The log file of an executor's current incarnation (or the AM log without a role).
+        """The log file of an executor's current incarnation, else of its latest one (or the AM log
+        without a role). ``NoSuchLog`` when the job has no such executor, or it has no log yet.
 
         ``wait``: seconds to wait for an executor that has not been launched yet."""
         cluster = self._known(app_id)
         if role is None:
             return cluster.am_log(app_id)
+        index = index or 0
+        executor_id = protocol.executor_id(role, index)
         deadline = time.monotonic() + wait
         while True:
-            ids = None if index is None else [protocol.executor_id(role, index)]
-            for ex in self.executors(app_id, role=role, ids=ids)["executors"]:
-                if ex.get("logs"):
-                    return ex["logs"][stream]
-            latest = cluster.executor_log(app_id, role, index or 0, stream)
+            rows = self.incarnations(app_id, ids=[executor_id])
+            logged = next((ex for ex in reversed(rows) if ex.get("logs")), None)  # the current, or the latest
+            if logged is not None:
+                return logged["logs"][stream]
+            latest = cluster.executor_log(app_id, role, index, stream)
             if latest is not None:
                 return latest
-            if time.monotonic() > deadline or self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
-                raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
+            summary = self.status(app_id, summary=True)
+            if not rows:  # nothing of that name now, nor earlier: one the job may yet have, or never
+                missing = self._missing_executor(app_id, summary, role, index)
+                if missing is not None:
+                    raise NoSuchLog(missing)
+            ended = summary["job"]["state"] in JOB_FINISHED
+            if time.monotonic() > deadline or ended:
+                job_state = summary["job"]["state"]
+                state = f"it is {rows[-1]['state']}" if rows else \
+                    f"the job ended: {job_state}" if ended else f"the job is {job_state}"
+                raise NoSuchLog(f"{executor_id} of job {app_id} has no log: it "
+                                f"{'was never launched' if ended else 'has not been launched yet'} ({state})")
             time.sleep(0.2)
+
+    def _missing_executor(self, app_id: str, summary: dict[str, Any], role: str, index: int) -> str | None:
+        """Why the job cannot have executor ``role``-``index``, naming those it has; None if it may."""
+        replicas = {r["name"]: r["replicas"] for r in summary.get("roles") or []} \
+            or {r.name: r.replicas for r in self.spec(app_id).roles}  # before the AM made them
+        if role in replicas and index < replicas[role]:
+            return None
+        what = f"executor {protocol.executor_id(role, index)}" if role in replicas else f"role {role!r}"
+        return f"job {app_id} has no {what}: its executors are {executor_ranges(replicas)}"
 
     def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
         offset = 0
