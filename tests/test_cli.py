@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -96,6 +97,22 @@ def test_kill_and_scale_from_the_cli(tmp_path, home, client):
     assert code == 0 and "killed" in out
     code, _, err = primus(home, "scale", app, "worker", "3")
     assert code == 5 and "killed" in err
+
+
+def test_a_reader_gone_ends_the_output_quietly(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "replicas": 3, "command": "echo hi"}])
+    _, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    for command in (["status", app], ["logs", app], ["schema"]):
+        reader, writer = os.pipe()
+        os.close(reader)  # `| head -4` once head has exited: every write to the pipe fails (EPIPE)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *command],
+                                  stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+        finally:
+            os.close(writer)
+        # was "primus: [Errno 32] Broken pipe", exit 5 (a connection error)
+        assert (proc.returncode, proc.stderr) == (141, ""), command
 
 
 def test_list_filters_by_tag(tmp_path, home):

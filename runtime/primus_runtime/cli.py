@@ -3,13 +3,17 @@
 Exit codes: 0 success (or a job that succeeded), 1 the job failed or was
 lost, 2 bad usage, an invalid spec, or a log the job does not have (no such
 executor, or not launched), 3 the job was killed, 4 no such job, 5 the AM
-refused or could not be reached. Errors are one line on stderr.
+refused or could not be reached, 141 (128 + SIGPIPE, as a shell reports for
+``cat``) its output's reader went away (``primus status APP | head -4``), said
+nowhere. Errors are one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -35,6 +39,7 @@ from .spec import AUTOSCALE_TARGETS, JobSpec, SpecError, format_validation_error
 from .states import JOB_FINISHED, JOB_OUTCOMES, ExecutorState, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
+EXIT_STDOUT_CLOSED = 128 + 13  # what a shell reports for a command ended by SIGPIPE
 # `primus status` lists every executor up to this many; beyond, the first this many not running (the
 # ones to look at) and how to list them all: a job of 10,000 executors is not 10,000 lines.
 EXECUTORS_LISTED = 50
@@ -48,7 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     client = PrimusClient(options=ClientOptions(home=args.home, kube_config=args.kubeconfig,
                                                 kube_context=args.context, namespace=args.namespace))
     try:
-        return int(args.func(client, args) or 0)
+        code = int(args.func(client, args) or 0)
+        sys.stdout.flush()  # here, where a reader gone is handled, not at the interpreter's exit
+        return code
+    except BrokenPipeError as exc:
+        if not stdout_closed():  # a connection's, not the output's: said as any connection error
+            print(f"primus: {exc}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        # The reader of the output went away (`| head`): nothing more to say, and nowhere to say it.
+        # Python would still flush stdout at exit and complain: it writes to /dev/null from now on.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_STDOUT_CLOSED
     except SpecError as exc:
         print(f"primus: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -76,6 +91,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return 130
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader went away: poll reports an error on it."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError):  # no stdout, or not a descriptor
+        return False
 
 
 def _parser() -> argparse.ArgumentParser:
