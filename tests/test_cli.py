@@ -7,9 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import make_spec, wait_for
+from primus_runtime.api_client import AMRejected
 
 
 def primus(home, *args, timeout=120):
@@ -113,6 +115,39 @@ def test_a_reader_gone_ends_the_output_quietly(tmp_path, home):
             os.close(writer)
         # was "primus: [Errno 32] Broken pipe", exit 5 (a connection error)
         assert (proc.returncode, proc.stderr) == (141, ""), command
+
+
+def test_control_of_an_ended_job_says_it_ended(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}])
+    _, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    wait_for(lambda: client.local.am_pid(app) is None, 30, "the AM's exit")
+    code, _, err = primus(home, "scale", app, "worker", "2")
+    # was "job APP is succeeded: its AM is not running"
+    assert (code, err) == (5, f"primus: job {app} has ended (succeeded): it cannot be scaled\n")
+    code, _, err = primus(home, "data", "suspend", app)
+    assert (code, err) == (5, f"primus: job {app} has ended (succeeded): its input cannot be suspended\n")
+    code, out, _ = primus(home, "kill", app)
+    assert code == 0 and out.startswith(f"{app} had already ended (succeeded: ") and out.endswith(
+        "): nothing to kill\n"), out
+
+
+def test_the_am_refuses_control_of_an_ending_job_or_an_ended_executor_in_words(tmp_path, home, client):
+    app = client.submit(make_spec([{"name": "ps", "command": "trap '' TERM; sleep 60", "success_percent": 100},
+                                   {"name": "worker", "command": "true", "success_percent": 0}],
+                                  am={"shutdown_grace": 10}))
+    wait_for(lambda: [ex["state"] for ex in client.status(app)["executors"]] == ["running", "succeeded"], 30,
+             "ps-0 running, worker-0 done")
+    with pytest.raises(AMRejected) as refused:
+        client.cluster_for(app).am_request(app, "POST", "/executors/worker-0/restart", {}, 10)
+    assert refused.value.message == "worker-0 has ended (succeeded): it cannot be restarted"  # was "is succeeded"
+    assert client.request_kill(app, "enough")  # ps-0 ignores SIGTERM: the job stops for shutdown_grace
+    code, _, err = primus(home, "scale", app, "ps", "2")
+    # was "the AM refused: job is already killed"
+    assert (code, err) == (5, f"primus: the AM refused: job {app} is already stopping (killed): it cannot be scaled\n")
+    with pytest.raises(AMRejected) as refused:
+        client.cluster_for(app).am_request(app, "POST", "/executors/ps-0/drain", {}, 10)
+    assert refused.value.message == f"job {app} is already stopping (killed): its executors cannot be drained"
 
 
 def test_list_filters_by_tag(tmp_path, home):

@@ -367,9 +367,13 @@ def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_kill(client: PrimusClient, args: argparse.Namespace) -> int:
-    status = client.kill(args.app_id, reason=args.reason)
+    before = client.status(args.app_id, summary=True)["job"]["state"]
+    status = client.kill(args.app_id, reason=args.reason)  # still: an AM that lingers too long is ended
     job = status["job"]
-    print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
+    if before in JOB_OUTCOMES:  # not this kill's doing
+        print(f"{args.app_id} had already ended ({job['state']}: {job.get('reason', '')}): nothing to kill")
+    else:
+        print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
     return EXIT_OK if job["state"] in JOB_OUTCOMES else EXIT_FAILED
 
 

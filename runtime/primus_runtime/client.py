@@ -339,10 +339,10 @@ class PrimusClient:
         return True
 
     def succeed(self, app_id: str, reason: str = "") -> None:
-        self._require_api(app_id, "POST", "/job/succeed", {"reason": reason})
+        self._require_api(app_id, "POST", "/job/succeed", {"reason": reason}, "it cannot be marked succeeded")
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
-        return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas})
+        return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas}, "it cannot be scaled")
 
     def data(self, app_id: str) -> dict[str, Any] | None:
         """The input's progress (the ``data`` part of the status); None for a job without input."""
@@ -350,16 +350,17 @@ class PrimusClient:
 
     def data_suspend(self, app_id: str) -> dict[str, Any]:
         """Stop handing out input tasks (executors finish those they hold); the data status."""
-        return self._require_api(app_id, "POST", "/data/suspend", {})
+        return self._require_api(app_id, "POST", "/data/suspend", {}, "its input cannot be suspended")
 
     def data_resume(self, app_id: str) -> dict[str, Any]:
         """Hand out input tasks again; the data status."""
-        return self._require_api(app_id, "POST", "/data/resume", {})
+        return self._require_api(app_id, "POST", "/data/resume", {}, "its input cannot be resumed")
 
     def data_savepoint(self, app_id: str, directory: str | Path) -> dict[str, Any]:
         """Save every input task's position to ``directory`` (for ``input.restore_from``); what was saved."""
         where = str(directory) if "://" in str(directory) else str(Path(directory).absolute())  # hdfs://...
-        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": where})
+        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": where},
+                                 "only its AM could save its input's positions")
 
     # --- logs ---
 
@@ -446,9 +447,13 @@ class PrimusClient:
         """The AM's answer, or None when the AM is not (or no longer) serving."""
         return self._known(app_id).am_request(app_id, method, path, body, self.timeout)
 
-    def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any], cannot: str) -> dict[str, Any]:
+        """The AM's answer; when none comes, ``JobUnreachable`` saying why: the job has ended (``cannot``
+        says what that rules out: ``it cannot be scaled``), or its AM does not answer (yet)."""
         reply = self._api(app_id, method, path, body)
         if reply is None:
             state = self.status(app_id, summary=True)["job"]["state"]
-            raise JobUnreachable(f"job {app_id} is {state}: its AM is not running")
+            if state in JOB_FINISHED:  # the AM's own words for a request it refuses once the job ended
+                raise JobUnreachable(f"job {app_id} has ended ({state}): {cannot}")
+            raise JobUnreachable(f"job {app_id} is {state}: its AM does not answer (yet)")
         return reply
