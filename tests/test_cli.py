@@ -14,9 +14,9 @@ from conftest import make_spec, wait_for
 from primus_runtime.api_client import AMRejected
 
 
-def primus(home, *args, timeout=120):
+def primus(home, *args, timeout=120, env=None):
     proc = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -148,6 +148,20 @@ def test_the_am_refuses_control_of_an_ending_job_or_an_ended_executor_in_words(t
     with pytest.raises(AMRejected) as refused:
         client.cluster_for(app).am_request(app, "POST", "/executors/ps-0/drain", {}, 10)
     assert refused.value.message == f"job {app} is already stopping (killed): its executors cannot be drained"
+
+
+def test_actions_from_the_cli_are_recorded_as_the_os_user_s(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}])
+    as_alice = {**os.environ, "LOGNAME": "alice"}  # getpass.getuser()'s first source
+    _, out, _ = primus(home, "submit", str(spec), env=as_alice)
+    app = out.strip()
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    assert primus(home, "scale", app, "worker", "2", env=as_alice)[0] == 0
+    assert primus(home, "kill", app, "--reason", "enough", env=as_alice)[0] == 0
+    events = client.status(app)["events"]
+    scaled = next(e for e in events if e["subject"] == "role/worker")
+    killed = next(e for e in events if e["subject"] == "job" and e["to_state"] == "stopping")
+    assert (scaled["actor"], killed["actor"]) == ("alice", "alice")  # was "token": any holder of the job token
 
 
 def test_list_filters_by_tag(tmp_path, home):

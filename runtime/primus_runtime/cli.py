@@ -323,7 +323,6 @@ def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
         print(f"{args.app_id} is running; its page (a one-time sign-in link, valid 5 minutes):\n{link}")
         return EXIT_OK
     import asyncio
-    import getpass
 
     from .ui.history import NoHistory, archive_view, start_history_server
 
@@ -334,7 +333,7 @@ def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
     async def serve() -> None:
-        runner, link = await start_history_server(view, args.host, args.port, getpass.getuser())
+        runner, link = await start_history_server(view, args.host, args.port, client.user or "anonymous")
         print(f"{args.app_id} ended {view.status()['job']['state']}; its page as it ended (one-time sign-in "
               f"link; Ctrl-C stops the server):\n{link}", flush=True)
         try:

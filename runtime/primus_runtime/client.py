@@ -22,7 +22,7 @@ from .hadoop import is_hdfs
 from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, JobState
-from .ui.auth import make_ticket
+from .ui.auth import clean_name, make_ticket
 
 
 def role_progress(role: dict[str, Any]) -> str:
@@ -126,6 +126,16 @@ def local_paths_on_a_cluster(job: JobSpec) -> list[str]:
     return problems
 
 
+def os_user() -> str | None:
+    """This process's user, as the AM records it with the actions it asks for (ASCII: it travels in
+    a header); None when the system cannot tell (a container's uid without a name)."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry
+        return None
+    return clean_name(name).encode("ascii", "backslashreplace").decode()
+
+
 class JobNotFound(LookupError):
     def __init__(self, app_id: str):
         super().__init__(f"no job {app_id!r}")
@@ -144,12 +154,16 @@ class JobUnreachable(RuntimeError):
 class PrimusClient:
     """Jobs of every backend. A job id says its backend (``backends.of_app_id``); each backend's
     ``ClusterClient`` is made on first use from ``options`` (the local one from ``home``, YARN's from
-    the Hadoop configuration, Kubernetes' from a kubeconfig or an API client)."""
+    the Hadoop configuration, Kubernetes' from a kubeconfig or an API client). ``user``: the name the
+    AMs record with the actions asked through this client (default: the OS user, as a page records
+    the name signed in)."""
 
     def __init__(self, home: str | Path | None = None, timeout: float = 10.0,
-                 hadoop_conf_dir: str | None = None, options: ClientOptions | None = None):
+                 hadoop_conf_dir: str | None = None, options: ClientOptions | None = None,
+                 user: str | None = None):
         self.options = options or ClientOptions(home=str(home) if home else None, hadoop_conf_dir=hadoop_conf_dir)
         self.timeout = timeout
+        self.user = user or os_user()
         self._clusters: dict[str, ClusterClient] = {}
 
     @property
@@ -426,7 +440,7 @@ class PrimusClient:
 
     def page_link(self, app_id: str, user: str | None = None) -> str | None:
         """A one-time sign-in link (valid a few minutes) to the page of the job's running AM, for
-        ``user`` (default: this process's user); None when the AM is not running. Give it to one
+        ``user`` (default: the client's ``user``, the OS user); None when the AM is not running. Give it to one
         person: it signs them in as ``user``, whose name goes with their actions."""
         cluster = self._known(app_id)
         if self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
@@ -435,7 +449,7 @@ class PrimusClient:
         endpoint = cluster.am_endpoint(app_id) if page is not None else None
         if page is None or endpoint is None:
             return None
-        return f"{page}ui/login?ticket={make_ticket(endpoint[1], user or getpass.getuser())}"
+        return f"{page}ui/login?ticket={make_ticket(endpoint[1], user or self.user or 'anonymous')}"
 
     def _known(self, app_id: str) -> ClusterClient:
         cluster = self.cluster_for(app_id)
@@ -445,7 +459,7 @@ class PrimusClient:
 
     def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The AM's answer, or None when the AM is not (or no longer) serving."""
-        return self._known(app_id).am_request(app_id, method, path, body, self.timeout)
+        return self._known(app_id).am_request(app_id, method, path, body, self.timeout, self.user)
 
     def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any], cannot: str) -> dict[str, Any]:
         """The AM's answer; when none comes, ``JobUnreachable`` saying why: the job has ended (``cannot``
