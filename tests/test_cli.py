@@ -51,6 +51,22 @@ def test_submit_wait_exits_1_when_the_job_fails(tmp_path, home):
     assert code == 1 and "failed" in err.splitlines()[-1] and "exit 9" in err.splitlines()[-1]
 
 
+def test_a_failed_job_shows_the_stderr_tail_of_its_failed_executor(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "failover": {"restart": "never"},
+                                  "command": "for i in $(seq 1 12); do echo line-$i >&2; done; echo boom >&2; exit 3"}])
+    code, out, err = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    heading = (f"  Executor worker-0 (attempt 0) failed (exit code 3, trainer exited 3); last stderr lines (all: "
+               f"primus --home {home} logs {app} --role worker --index 0 --stream stderr):")
+    tail = [heading] + [f"    line-{i}" for i in range(4, 13)] + ["    boom"]  # the last 10 lines
+    lines = err.splitlines()
+    assert code == 1 and lines[-12:-1] == tail, err  # was only the outcome: the cause one `primus logs` away
+    assert lines[-1].startswith(f"{app}: failed: worker-0 failed (exit 3")  # the outcome stays the last line
+    code, out, _ = primus(home, "status", app)
+    lines = out.splitlines()
+    assert code == 0 and lines[lines.index(heading):lines.index(heading) + 11] == tail, out
+
+
 def test_invalid_spec_is_one_clear_error_and_nothing_is_submitted(tmp_path, home):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "x", "replicas": -1}])
     code, out, err = primus(home, "submit", str(spec))

@@ -44,6 +44,9 @@ EXIT_STDOUT_CLOSED = 128 + 13  # what a shell reports for a command ended by SIG
 # ones to look at) and how to list them all: a job of 10,000 executors is not 10,000 lines.
 EXECUTORS_LISTED = 50
 NOT_RUNNING = tuple(state.value for state in ExecutorState if state is not ExecutorState.RUNNING)
+# A failed job's status and `submit --wait` show the stderr tail of its first failed executors: this
+# many lines of each, for at most this many (the page shows any one's whole log; `primus logs` too).
+FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS = 10, 5
 _OUTCOME_EXIT = {JobState.SUCCEEDED: EXIT_OK, JobState.FAILED: EXIT_FAILED, JobState.LOST: EXIT_FAILED,
                  JobState.KILLED: EXIT_KILLED}
 
@@ -212,8 +215,22 @@ def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
         print(f"\nstopped watching; the job goes on. `primus kill {app_id}` stops it.", file=sys.stderr)
         return 130
     job = status["job"]
-    print(f"{app_id}: {job['state']}: {job.get('reason', '')}", file=sys.stderr)
+    for line in failure_lines(client, app_id, status):
+        print(line, file=sys.stderr)
+    print(f"{app_id}: {job['state']}: {job.get('reason', '')}", file=sys.stderr)  # last: what scripts read
     return _OUTCOME_EXIT.get(job["state"], EXIT_FAILED)
+
+
+def failure_lines(client: PrimusClient, app_id: str, status: dict[str, Any]) -> list[str]:
+    """For a job that failed (or was lost), what its failed executors wrote last to stderr: a heading
+    naming each (its attempt, exit code and reason) and the tail of its stderr, indented under it."""
+    if status["job"]["state"] not in (JobState.FAILED, JobState.LOST):
+        return []
+    lines = []
+    for block in client.failed_executor_tails(app_id, status, FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS):
+        heading, *tail = block.split("\n")
+        lines += ["  " + heading, *("    " + line for line in tail)]
+    return lines
 
 
 class _Progress:
@@ -286,6 +303,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     for attempt in job.get("am_attempts") or ():
         print("  " + am_attempt_line(attempt))
     for line in executor_lines(client, args.app_id, status, every=args.executors):
+        print(line)
+    for line in failure_lines(client, args.app_id, status):
         print(line)
     link = client.page_link(args.app_id) if job["state"] not in JOB_FINISHED else None
     if link is not None:

@@ -7,6 +7,7 @@ the AM is gone it reads the status the AM left behind.
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import time
 import urllib.parse
@@ -15,13 +16,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from . import backends, protocol
-from .api_client import AMRejected
+from .api_client import AMRejected, AMUnavailable
 from .backends.base import ClientOptions, ClusterClient
 from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
 from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
 from .spec import JobSpec, SpecError, load_spec
-from .states import JOB_FINISHED, JobState
+from .states import JOB_FINISHED, ExecutorState, JobState
 from .ui.auth import clean_name, make_ticket
 
 
@@ -83,6 +84,18 @@ def executor_ranges(replicas: dict[str, int]) -> str:
             return protocol.executor_id(role, 0) if count else f"{role}: none"
         return f"{protocol.executor_id(role, 0)} to {protocol.executor_id(role, count - 1)}"
     return ", ".join(one(role, count) for role, count in replicas.items())
+
+
+#: The states of an executor incarnation that failed (its stderr tail is what a failed job shows).
+FAILED_STATES = (ExecutorState.FAILED.value, ExecutorState.LOST.value)
+#: What reading a failed executor's log may end with: a log gone with its pod or node, a path the
+#: cluster refuses, an AM that refuses or stops answering. A courtesy's errors: said in its place.
+LOG_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, LookupError, AMRejected, AMUnavailable)
+
+
+def last_lines(data: bytes, lines: int) -> str:
+    """The last ``lines`` lines of a log's bytes (an unfinished last line counts)."""
+    return "\n".join(data.decode(errors="replace").rstrip("\n").split("\n")[-lines:])
 
 
 IDS_PER_REQUEST = EXECUTOR_IDS_MAX_LENGTH  # characters of ids one GET /executors carries
@@ -420,6 +433,52 @@ class PrimusClient:
             return None
         what = f"executor {protocol.executor_id(role, index)}" if role in replicas else f"role {role!r}"
         return f"job {app_id} has no {what}: its executors are {executor_ranges(replicas)}"
+
+    def failed_executor_tails(self, app_id: str, status: dict[str, Any], lines: int, max_executors: int,
+                              errors: tuple[type[BaseException], ...] = LOG_READ_ERRORS,
+                              warn: Callable[[str], None] | None = None) -> builtins.list[str]:  # (self.list)
+        """What the failed executors of a job said: one text block per failed or lost incarnation,
+        the current ones and the earlier ones its failover restarted, in the order they ended, each
+        with the last ``lines`` lines of its stderr; at most ``max_executors`` blocks (the first
+        failures, usually the cause), then one line saying how many more failed and how to read them.
+
+        ``status`` is the job's status: a status file names the earlier incarnations itself, else
+        they are asked for. Reading a log is a courtesy: ``errors`` met reading one are said in its
+        block; met listing the earlier incarnations, they go to ``warn`` and the current ones are shown."""
+        if "history" in status:
+            everyone = [*(status["history"] or []), *status["executors"]]
+        else:
+            try:
+                everyone = self.incarnations(app_id, state=FAILED_STATES)  # not every row of a big job
+            except errors as exc:  # never hide the job's failure behind this one
+                if warn is not None:
+                    warn(f"cannot list the earlier incarnations of job {app_id} ({exc}): the current ones only")
+                everyone = list(status.get("executors") or [])
+        failed = sorted((ex for ex in everyone if ex.get("state") in FAILED_STATES),
+                        key=lambda ex: ex.get("finished_at") or 0.0)
+        blocks = [self._failure_block(app_id, ex, lines, errors) for ex in failed[:max_executors]]
+        rest = failed[max_executors:]
+        if rest:
+            names = ", ".join(f"{ex['id']} (attempt {ex.get('attempt', '?')})" for ex in rest[:20])
+            read_one = self.cluster_for(app_id).cli_command("logs", app_id, "--role", "ROLE", "--index", "INDEX",
+                                                            "--stream", "stderr")
+            blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
+                          f"{names}{', ...' if len(rest) > 20 else ''}; read one with `{read_one}`")
+        return blocks
+
+    def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int,
+                       errors: tuple[type[BaseException], ...]) -> str:
+        path = (ex.get("logs") or {}).get("stderr")
+        cluster = self.cluster_for(app_id)
+        try:
+            tail = last_lines(cluster.read_log(app_id, path), lines) if path else "(no log: it never started)"
+        except errors as exc:  # the outcome matters, the log is a courtesy
+            tail = f"(log not readable: {exc})"
+        every_line = cluster.cli_command("logs", app_id, "--role", ex["role"], "--index", str(ex["index"]),
+                                         "--stream", "stderr")
+        return (f"Executor {ex['id']} (attempt {ex.get('attempt', 0)}) {ex['state']} (exit code {ex.get('exit_code')}, "
+                f"{ex.get('reason') or 'no reason'}); last stderr lines (all: {every_line}):\n"
+                f"{tail or '(empty)'}")
 
     def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
         offset = 0
