@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -65,6 +66,23 @@ def test_a_failed_job_shows_the_stderr_tail_of_its_failed_executor(tmp_path, hom
     code, out, _ = primus(home, "status", app)
     lines = out.splitlines()
     assert code == 0 and lines[lines.index(heading):lines.index(heading) + 11] == tail, out
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])  # 2: the AM runs under the supervisor, which would restart it
+def test_an_am_port_in_use_fails_the_job_naming_the_port(tmp_path, home, max_attempts):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}],
+                          am={"port": port, "max_attempts": max_attempts})
+        code, out, err = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    reason = f"the AM cannot listen on port {port} of 127.0.0.1: address already in use (am.port)"
+    # was "lost: the AM exited without recording an outcome; see am.log", the cause ending a traceback there
+    assert code == 1 and err.splitlines()[-1] == f"{app}: failed: {reason}", err
+    code, out, _ = primus(home, "status", app)
+    assert code == 0 and out.splitlines()[0].split("  ")[2:] == ["failed", reason]
 
 
 def test_invalid_spec_is_one_clear_error_and_nothing_is_submitted(tmp_path, home):

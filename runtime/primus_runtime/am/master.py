@@ -150,6 +150,12 @@ class ApplicationMaster(BackendEvents):
         if self._launching:  # the first executors are on their way before start() returns
             await asyncio.wait(list(self._launching))
 
+    def cannot_start(self, reason: str) -> None:
+        """The job fails before anything of it ran (its AM cannot serve its API): the outcome, now."""
+        self._set_job(JobState.FAILED, reason)
+        self._log_history()
+        self.done.set()
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
