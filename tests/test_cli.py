@@ -85,6 +85,26 @@ def test_an_am_port_in_use_fails_the_job_naming_the_port(tmp_path, home, max_att
     assert code == 0 and out.splitlines()[0].split("  ")[2:] == ["failed", reason]
 
 
+def test_a_job_whose_am_died_without_a_word_shows_the_am_log_and_no_history(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}])
+    # The AM inherits the submitter's environment: an attempt number it cannot read crashes it at its
+    # start, before it saved any status (as an AM killed at its start, or broken by its installation).
+    crashing = {**os.environ, "PRIMUS_AM_ATTEMPT": "x"}
+    code, out, err = primus(home, "submit", str(spec), "--wait", env=crashing)
+    app = out.strip()
+    logs = f"primus --home {home} logs {app}"
+    lines = err.splitlines()
+    # was "...; see am.log", the cause at the end of a traceback there
+    assert code == 1 and lines[-1] == f"{app}: lost: the AM exited without recording an outcome; its log: {logs}"
+    assert f"  The AM's log, last lines (all: {logs}):" in lines
+    assert lines[-2] == "    ValueError: invalid literal for int() with base 10: 'x'"
+    code, out, _ = primus(home, "status", app)
+    assert code == 0 and "    ValueError: invalid literal for int() with base 10: 'x'" in out.splitlines()
+    assert out.splitlines()[-1] == "  page: none: its AM saved no status to show"  # was "primus ui APP (its history)"
+    code, _, err = primus(home, "ui", app)
+    assert code == 1 and "left no status" in err
+
+
 def test_invalid_spec_is_one_clear_error_and_nothing_is_submitted(tmp_path, home):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "x", "replicas": -1}])
     code, out, err = primus(home, "submit", str(spec))

@@ -223,11 +223,18 @@ def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
 
 def failure_lines(client: PrimusClient, app_id: str, status: dict[str, Any]) -> list[str]:
     """For a job that failed (or was lost), what its failed executors wrote last to stderr: a heading
-    naming each (its attempt, exit code and reason) and the tail of its stderr, indented under it."""
-    if status["job"]["state"] not in (JobState.FAILED, JobState.LOST):
+    naming each (its attempt, exit code and reason) and the tail of its stderr, indented under it; for a
+    lost job, whose AM ended without saying why, the tail of the AM's log as well."""
+    state = status["job"]["state"]
+    if state not in (JobState.FAILED, JobState.LOST):
         return []
+    blocks = client.failed_executor_tails(app_id, status, FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS)
+    am_tail = client.am_log_tail(app_id, FAILED_TAIL_LINES) if state == JobState.LOST else None
+    if am_tail is not None:
+        every_line = client.cluster_for(app_id).cli_command("logs", app_id)
+        blocks.append(f"The AM's log, last lines (all: {every_line}):\n{am_tail}")
     lines = []
-    for block in client.failed_executor_tails(app_id, status, FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS):
+    for block in blocks:
         heading, *tail = block.split("\n")
         lines += ["  " + heading, *("    " + line for line in tail)]
     return lines
@@ -309,6 +316,8 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     link = client.page_link(args.app_id) if job["state"] not in JOB_FINISHED else None
     if link is not None:
         print(f"  page: {link}  (one-time sign-in link)")
+    elif job["state"] in JOB_FINISHED and not client.has_history(args.app_id):
+        print("  page: none: its AM saved no status to show")  # `primus ui` would say just that
     else:
         print(f"  page: primus ui {args.app_id}  ({'its history' if job['state'] in JOB_FINISHED else 'once its AM runs'})")
     return EXIT_OK

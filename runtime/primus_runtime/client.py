@@ -261,9 +261,16 @@ class PrimusClient:
             spec = self.spec(app_id)
             return {"job": {"app_id": app_id, "name": spec.name, "state": JobState.PENDING.value, "reason": "AM starting",
                             "tags": spec.tags}, "roles": [], "executors": [], "events": [], "data": None}
-        last = cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
-        last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
+        last = cluster.last_status(app_id) or {"job": {"app_id": app_id, "name": self.spec(app_id).name},
+                                               "roles": [], "executors": []}
+        last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; its log: "
+                                                             + cluster.cli_command("logs", app_id))
         return last
+
+    def has_history(self, app_id: str) -> bool:
+        """Whether the job's AM saved a status: what ``primus ui`` shows once the AM is gone."""
+        cluster = self._known(app_id)
+        return cluster.final_status(app_id) is not None or cluster.last_status(app_id) is not None
 
     def incarnations(self, app_id: str, state: str | Iterable[str] | None = None,
                      ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -465,6 +472,15 @@ class PrimusClient:
             blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
                           f"{names}{', ...' if len(rest) > 20 else ''}; read one with `{read_one}`")
         return blocks
+
+    def am_log_tail(self, app_id: str, lines: int) -> str | None:
+        """The last ``lines`` lines of the AM's log (of a lost job: why its AM ended may be there, ending
+        a traceback); None when it cannot be read (gone with its container) or is empty."""
+        try:
+            cluster = self._known(app_id)
+            return last_lines(cluster.read_log(app_id, cluster.am_log(app_id)), lines) or None
+        except LOG_READ_ERRORS:
+            return None
 
     def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int,
                        errors: tuple[type[BaseException], ...]) -> str:
