@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def test_a_failed_job_shows_the_stderr_tail_of_its_failed_executor(tmp_path, hom
     code, out, err = primus(home, "submit", str(spec), "--wait")
     app = out.strip()
     heading = (f"  Executor worker-0 (attempt 0) failed (exit code 3, trainer exited 3); last stderr lines (all: "
-               f"primus --home {home} logs {app} --role worker --index 0 --stream stderr):")
+               f"primus --home {home} logs {app} --role worker --index 0 --stream stderr --attempt 0):")
     tail = [heading] + [f"    line-{i}" for i in range(4, 13)] + ["    boom"]  # the last 10 lines
     lines = err.splitlines()
     assert code == 1 and lines[-12:-1] == tail, err  # was only the outcome: the cause one `primus logs` away
@@ -140,6 +141,43 @@ def test_logs_of_an_executor_the_job_does_not_have_names_those_it_has(tmp_path, 
     assert code == 2 and err == f"primus: job {app} has no role 'trainer': its executors are ps-0, worker-0 to worker-1\n"
     code, out, _ = primus(home, "logs", app, "--role", "worker", "--index", "1")
     assert (code, out) == (0, "hi\n")
+
+
+def test_logs_of_an_earlier_executor_attempt(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "failover": {"max_failures_per_index": 1},
+                                  "command": 'if [ "$PRIMUS_ATTEMPT" = 0 ]; then echo first-try-broke >&2; exit 3; fi; '
+                                             'echo second-try >&2; sleep 300'}])
+    _, out, _ = primus(home, "submit", str(spec))
+    app = out.strip()
+    wait_for(lambda: [(ex["state"], ex["restarts"]) for ex in client.status(app)["executors"]] == [("running", 1)],
+             60, "worker-0 restarted and running")
+    stderr = ["logs", app, "--role", "worker", "--stream", "stderr"]
+    code, out, _ = primus(home, *stderr, "--attempt", "0")
+    assert (code, out) == (0, "first-try-broke\n")  # was: no --attempt, only the current incarnation's log
+    assert wait_for(lambda: primus(home, *stderr)[1], 30, "the current incarnation's stderr") == "second-try\n"
+    code, _, err = primus(home, *stderr, "--attempt", "5")
+    assert code == 2 and err == f"primus: worker-0 of job {app} has no attempt 5: its attempts are 0, 1\n"
+    client.kill(app)
+
+
+def test_logs_of_each_am_attempt(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}],
+                      am={"max_attempts": 2, "recovery_grace": "30s"})
+    _, out, _ = primus(home, "submit", str(spec))
+    app = out.strip()
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    os.kill(json.loads(client.local.job(app).am_info.read_text())["pid"], signal.SIGKILL)
+    wait_for(lambda: [a.get("recovered_at") is not None for a in client.status(app)["job"].get("am_attempts", [])]
+             == [True], 60, "AM attempt 2 recovered the job")
+    code, first, _ = primus(home, "logs", app, "--attempt", "1")  # was: no --attempt, am.log whole
+    assert code == 0 and "AM API at" in first and "took over" not in first
+    assert first.endswith("supervisor: AM attempt 1 killed by signal 9 with the job unfinished: starting attempt 2\n")
+    code, second, _ = primus(home, "logs", app, "--attempt", "2")
+    assert code == 0 and "AM attempt 2: adopting 1 executor(s)" in second
+    assert primus(home, "logs", app)[1].startswith(first + second)
+    code, _, err = primus(home, "logs", app, "--attempt", "3")
+    assert code == 2 and err == f"primus: job {app} has had 2 AM attempts, not 3: they count from 1\n"
+    client.kill(app)
 
 
 def test_kill_and_scale_from_the_cli(tmp_path, home, client):

@@ -137,6 +137,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--stream", choices=("stdout", "stderr", "executor"), default="stdout")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    p.add_argument("--attempt", type=int, help="an earlier one: with --role, the executor's incarnation (0 the "
+                   "first, 1 after one restart: its `restarts`); without, the AM's attempt (1 the first)")
     p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("kill", help="stop a job (graceful, then forced)")
@@ -385,8 +387,15 @@ def cmd_history(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
+    if args.role is None and args.attempt is not None:  # a part of the AM's log: it grows no more
+        if args.follow:
+            print("primus: logs --attempt without --role is an AM attempt's log, which is not followed: "
+                  "drop --follow, or --attempt for the AM's log as it grows", file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.buffer.write(client.am_attempt_log(args.app_id, args.attempt))
+        return EXIT_OK
     path = client.log_path(args.app_id, args.role, args.index if args.role else None, args.stream,
-                           wait=60.0 if args.follow else 0.0)
+                           wait=60.0 if args.follow else 0.0, attempt=args.attempt)
     for chunk in client.follow_log(args.app_id, path, follow=args.follow):
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()

@@ -399,9 +399,10 @@ class PrimusClient:
     # --- logs ---
 
     def log_path(self, app_id: str, role: str | None = None, index: int | None = None,
-                 stream: str = "stdout", wait: float = 0.0) -> str:
-        """The log file of an executor's current incarnation, else of its latest one (or the AM log
-        without a role). ``NoSuchLog`` when the job has no such executor, or it has no log yet.
+                 stream: str = "stdout", wait: float = 0.0, attempt: int | None = None) -> str:
+        """The log file of an executor's current incarnation, else of its latest one, or of the one of
+        ``attempt`` (0 the first, as ``restarts`` counts); the AM log without a role. ``NoSuchLog`` when
+        the job has no such executor or attempt, or it has no log yet.
 
         ``wait``: seconds to wait for an executor that has not been launched yet."""
         cluster = self._known(app_id)
@@ -412,10 +413,17 @@ class PrimusClient:
         deadline = time.monotonic() + wait
         while True:
             rows = self.incarnations(app_id, ids=[executor_id])
+            if attempt is not None and rows:
+                of_attempt = [ex for ex in rows if ex.get("attempt") == attempt]
+                if not of_attempt:
+                    attempts = ", ".join(map(str, sorted({ex.get("attempt", 0) for ex in rows})))
+                    raise NoSuchLog(f"{executor_id} of job {app_id} has no attempt {attempt}: its attempts are "
+                                    f"{attempts}")
+                rows = of_attempt
             logged = next((ex for ex in reversed(rows) if ex.get("logs")), None)  # the current, or the latest
             if logged is not None:
                 return logged["logs"][stream]
-            latest = cluster.executor_log(app_id, role, index, stream)
+            latest = cluster.executor_log(app_id, role, index, stream) if attempt is None else None
             if latest is not None:
                 return latest
             summary = self.status(app_id, summary=True)
@@ -468,10 +476,23 @@ class PrimusClient:
         if rest:
             names = ", ".join(f"{ex['id']} (attempt {ex.get('attempt', '?')})" for ex in rest[:20])
             read_one = self.cluster_for(app_id).cli_command("logs", app_id, "--role", "ROLE", "--index", "INDEX",
-                                                            "--stream", "stderr")
+                                                            "--stream", "stderr", "--attempt", "ATTEMPT")
             blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
                           f"{names}{', ...' if len(rest) > 20 else ''}; read one with `{read_one}`")
         return blocks
+
+    def am_attempt_log(self, app_id: str, attempt: int) -> bytes:
+        """What the AM's attempt ``attempt`` (1 the first) wrote to its log. ``NoSuchLog`` for an attempt
+        the job did not have, or on a backend that keeps the latest attempt's log only."""
+        cluster = self._known(app_id)
+        parts = cluster.am_log_attempts(app_id)
+        if parts is None:
+            raise NoSuchLog(f"the {self.spec(app_id).backend.type} backend keeps the log of the latest AM attempt "
+                            f"only: {cluster.cli_command('logs', app_id)}")
+        if not 1 <= attempt <= len(parts):
+            raise NoSuchLog(f"job {app_id} has had {len(parts)} AM attempt{'s' if len(parts) != 1 else ''}, "
+                            f"not {attempt}: they count from 1")
+        return parts[attempt - 1]
 
     def am_log_tail(self, app_id: str, lines: int) -> str | None:
         """The last ``lines`` lines of the AM's log (of a lost job: why its AM ended may be there, ending
@@ -491,7 +512,7 @@ class PrimusClient:
         except errors as exc:  # the outcome matters, the log is a courtesy
             tail = f"(log not readable: {exc})"
         every_line = cluster.cli_command("logs", app_id, "--role", ex["role"], "--index", str(ex["index"]),
-                                         "--stream", "stderr")
+                                         "--stream", "stderr", "--attempt", str(ex.get("attempt", 0)))
         return (f"Executor {ex['id']} (attempt {ex.get('attempt', 0)}) {ex['state']} (exit code {ex.get('exit_code')}, "
                 f"{ex.get('reason') or 'no reason'}); last stderr lines (all: {every_line}):\n"
                 f"{tail or '(empty)'}")

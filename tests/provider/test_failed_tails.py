@@ -56,7 +56,7 @@ def test_tails_are_bounded_and_the_others_named_with_the_command_to_read_them(pr
     assert first.startswith("Executor worker-0 (attempt 0) failed") and first.endswith(
         "attempt-0 line-28\nattempt-0 line-29\nattempt-0 line-30")  # the first failure: usually the cause
     assert more == (f"1 more failed executor incarnation not shown: worker-0 (attempt 1); read one with "
-                    f"`primus --home {primus_home} logs {app_id} --role ROLE --index INDEX --stream stderr`")
+                    f"`primus --home {primus_home} logs {app_id} --role ROLE --index INDEX --stream stderr --attempt ATTEMPT`")
 
 
 def test_a_running_job_names_its_earlier_failed_incarnations_too(primus_home, client):

@@ -295,6 +295,11 @@ class ClusterClient(abc.ABC):
     def am_log(self, app_id: str) -> str:
         """Where the AM's log is, for ``read_log``."""
 
+    def am_log_attempts(self, app_id: str) -> list[bytes] | None:
+        """What each AM attempt wrote to its log, in order (the first attempt's first); None where the
+        backend reads only the latest attempt's (``am_log``)."""
+        return None
+
     def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
         """The log of the executor's latest incarnation when the status names none (the AM is gone)."""
         return None
