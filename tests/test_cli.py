@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import make_spec, wait_for
+from primus_runtime.api_client import AMRejected
 
 
-def primus(home, *args, timeout=120):
+def primus(home, *args, timeout=120, env=None):
     proc = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -46,6 +51,59 @@ def test_submit_wait_exits_1_when_the_job_fails(tmp_path, home):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "exit 9", "failover": {"restart": "never"}}])
     code, _, err = primus(home, "submit", str(spec), "--wait")
     assert code == 1 and "failed" in err.splitlines()[-1] and "exit 9" in err.splitlines()[-1]
+
+
+def test_a_failed_job_shows_the_stderr_tail_of_its_failed_executor(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "failover": {"restart": "never"},
+                                  "command": "for i in $(seq 1 12); do echo line-$i >&2; done; echo boom >&2; exit 3"}])
+    code, out, err = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    heading = (f"  Executor worker-0 (attempt 0) failed (exit code 3, trainer exited 3); last stderr lines (all: "
+               f"primus --home {home} logs {app} --role worker --index 0 --stream stderr --attempt 0):")
+    tail = [heading] + [f"    line-{i}" for i in range(4, 13)] + ["    boom"]  # the last 10 lines
+    lines = err.splitlines()
+    assert code == 1 and lines[-12:-1] == tail, err  # was only the outcome: the cause one `primus logs` away
+    assert lines[-1].startswith(f"{app}: failed: worker-0 failed (exit 3")  # the outcome stays the last line
+    code, out, _ = primus(home, "status", app)
+    lines = out.splitlines()
+    assert code == 0 and lines[lines.index(heading):lines.index(heading) + 11] == tail, out
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2])  # 2: the AM runs under the supervisor, which would restart it
+def test_an_am_port_in_use_fails_the_job_naming_the_port(tmp_path, home, max_attempts):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}],
+                          am={"port": port, "max_attempts": max_attempts})
+        code, out, err = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    reason = f"the AM cannot listen on port {port} of 127.0.0.1: address already in use (am.port)"
+    # was "lost: the AM exited without recording an outcome; see am.log", the cause ending a traceback there
+    assert code == 1 and err.splitlines()[-1] == f"{app}: failed: {reason}", err
+    code, out, _ = primus(home, "status", app)
+    assert code == 0 and out.splitlines()[0].split("  ")[2:] == ["failed", reason]
+
+
+def test_a_job_whose_am_died_without_a_word_shows_the_am_log_and_no_history(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}])
+    # The AM inherits the submitter's environment: an attempt number it cannot read crashes it at its
+    # start, before it saved any status (as an AM killed at its start, or broken by its installation).
+    crashing = {**os.environ, "PRIMUS_AM_ATTEMPT": "x"}
+    code, out, err = primus(home, "submit", str(spec), "--wait", env=crashing)
+    app = out.strip()
+    logs = f"primus --home {home} logs {app}"
+    lines = err.splitlines()
+    # was "...; see am.log", the cause at the end of a traceback there
+    assert code == 1 and lines[-1] == f"{app}: lost: the AM exited without recording an outcome; its log: {logs}"
+    assert f"  The AM's log, last lines (all: {logs}):" in lines
+    assert lines[-2] == "    ValueError: invalid literal for int() with base 10: 'x'"
+    code, out, _ = primus(home, "status", app)
+    assert code == 0 and "    ValueError: invalid literal for int() with base 10: 'x'" in out.splitlines()
+    assert out.splitlines()[-1] == "  page: none: its AM saved no status to show"  # was "primus ui APP (its history)"
+    code, _, err = primus(home, "ui", app)
+    assert code == 1 and "left no status" in err
 
 
 def test_invalid_spec_is_one_clear_error_and_nothing_is_submitted(tmp_path, home):
@@ -85,6 +143,57 @@ def test_unknown_job_exits_4(home):
         assert code == 4 and "no job 'nope'" in err, command
 
 
+def test_logs_of_an_executor_the_job_does_not_have_names_those_it_has(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "ps", "command": "true", "success_percent": 0},
+                                 {"name": "worker", "replicas": 2, "command": "echo hi"}])
+    _, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    code, out, err = primus(home, "logs", app, "--role", "worker", "--index", "9")
+    assert (code, out) == (2, "")  # was 4, "no job 'APP worker-9'": the job exists
+    assert err == f"primus: job {app} has no executor worker-9: its executors are ps-0, worker-0 to worker-1\n"
+    code, _, err = primus(home, "logs", app, "--role", "trainer")
+    assert code == 2 and err == f"primus: job {app} has no role 'trainer': its executors are ps-0, worker-0 to worker-1\n"
+    code, out, _ = primus(home, "logs", app, "--role", "worker", "--index", "1")
+    assert (code, out) == (0, "hi\n")
+
+
+def test_logs_of_an_earlier_executor_attempt(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "failover": {"max_failures_per_index": 1},
+                                  "command": 'if [ "$PRIMUS_ATTEMPT" = 0 ]; then echo first-try-broke >&2; exit 3; fi; '
+                                             'echo second-try >&2; sleep 300'}])
+    _, out, _ = primus(home, "submit", str(spec))
+    app = out.strip()
+    wait_for(lambda: [(ex["state"], ex["restarts"]) for ex in client.status(app)["executors"]] == [("running", 1)],
+             60, "worker-0 restarted and running")
+    stderr = ["logs", app, "--role", "worker", "--stream", "stderr"]
+    code, out, _ = primus(home, *stderr, "--attempt", "0")
+    assert (code, out) == (0, "first-try-broke\n")  # was: no --attempt, only the current incarnation's log
+    assert wait_for(lambda: primus(home, *stderr)[1], 30, "the current incarnation's stderr") == "second-try\n"
+    code, _, err = primus(home, *stderr, "--attempt", "5")
+    assert code == 2 and err == f"primus: worker-0 of job {app} has no attempt 5: its attempts are 0, 1\n"
+    client.kill(app)
+
+
+def test_logs_of_each_am_attempt(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}],
+                      am={"max_attempts": 2, "recovery_grace": "30s"})
+    _, out, _ = primus(home, "submit", str(spec))
+    app = out.strip()
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    os.kill(json.loads(client.local.job(app).am_info.read_text())["pid"], signal.SIGKILL)
+    wait_for(lambda: [a.get("recovered_at") is not None for a in client.status(app)["job"].get("am_attempts", [])]
+             == [True], 60, "AM attempt 2 recovered the job")
+    code, first, _ = primus(home, "logs", app, "--attempt", "1")  # was: no --attempt, am.log whole
+    assert code == 0 and "AM API at" in first and "took over" not in first
+    assert first.endswith("supervisor: AM attempt 1 killed by signal 9 with the job unfinished: starting attempt 2\n")
+    code, second, _ = primus(home, "logs", app, "--attempt", "2")
+    assert code == 0 and "AM attempt 2: adopting 1 executor(s)" in second
+    assert primus(home, "logs", app)[1].startswith(first + second)
+    code, _, err = primus(home, "logs", app, "--attempt", "3")
+    assert code == 2 and err == f"primus: job {app} has had 2 AM attempts, not 3: they count from 1\n"
+    client.kill(app)
+
+
 def test_kill_and_scale_from_the_cli(tmp_path, home, client):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}])
     code, out, _ = primus(home, "submit", str(spec))
@@ -96,6 +205,69 @@ def test_kill_and_scale_from_the_cli(tmp_path, home, client):
     assert code == 0 and "killed" in out
     code, _, err = primus(home, "scale", app, "worker", "3")
     assert code == 5 and "killed" in err
+
+
+def test_a_reader_gone_ends_the_output_quietly(tmp_path, home):
+    spec = write_spec(tmp_path, [{"name": "worker", "replicas": 3, "command": "echo hi"}])
+    _, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    for command in (["status", app], ["logs", app], ["schema"]):
+        reader, writer = os.pipe()
+        os.close(reader)  # `| head -4` once head has exited: every write to the pipe fails (EPIPE)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *command],
+                                  stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+        finally:
+            os.close(writer)
+        # was "primus: [Errno 32] Broken pipe", exit 5 (a connection error)
+        assert (proc.returncode, proc.stderr) == (141, ""), command
+
+
+def test_control_of_an_ended_job_says_it_ended(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}])
+    _, out, _ = primus(home, "submit", str(spec), "--wait")
+    app = out.strip()
+    wait_for(lambda: client.local.am_pid(app) is None, 30, "the AM's exit")
+    code, _, err = primus(home, "scale", app, "worker", "2")
+    # was "job APP is succeeded: its AM is not running"
+    assert (code, err) == (5, f"primus: job {app} has ended (succeeded): it cannot be scaled\n")
+    code, _, err = primus(home, "data", "suspend", app)
+    assert (code, err) == (5, f"primus: job {app} has ended (succeeded): its input cannot be suspended\n")
+    code, out, _ = primus(home, "kill", app)
+    assert code == 0 and out.startswith(f"{app} had already ended (succeeded: ") and out.endswith(
+        "): nothing to kill\n"), out
+
+
+def test_the_am_refuses_control_of_an_ending_job_or_an_ended_executor_in_words(tmp_path, home, client):
+    app = client.submit(make_spec([{"name": "ps", "command": "trap '' TERM; sleep 60", "success_percent": 100},
+                                   {"name": "worker", "command": "true", "success_percent": 0}],
+                                  am={"shutdown_grace": 10}))
+    wait_for(lambda: [ex["state"] for ex in client.status(app)["executors"]] == ["running", "succeeded"], 30,
+             "ps-0 running, worker-0 done")
+    with pytest.raises(AMRejected) as refused:
+        client.cluster_for(app).am_request(app, "POST", "/executors/worker-0/restart", {}, 10)
+    assert refused.value.message == "worker-0 has ended (succeeded): it cannot be restarted"  # was "is succeeded"
+    assert client.request_kill(app, "enough")  # ps-0 ignores SIGTERM: the job stops for shutdown_grace
+    code, _, err = primus(home, "scale", app, "ps", "2")
+    # was "the AM refused: job is already killed"
+    assert (code, err) == (5, f"primus: the AM refused: job {app} is already stopping (killed): it cannot be scaled\n")
+    with pytest.raises(AMRejected) as refused:
+        client.cluster_for(app).am_request(app, "POST", "/executors/ps-0/drain", {}, 10)
+    assert refused.value.message == f"job {app} is already stopping (killed): its executors cannot be drained"
+
+
+def test_actions_from_the_cli_are_recorded_as_the_os_user_s(tmp_path, home, client):
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}])
+    as_alice = {**os.environ, "LOGNAME": "alice"}  # getpass.getuser()'s first source
+    _, out, _ = primus(home, "submit", str(spec), env=as_alice)
+    app = out.strip()
+    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    assert primus(home, "scale", app, "worker", "2", env=as_alice)[0] == 0
+    assert primus(home, "kill", app, "--reason", "enough", env=as_alice)[0] == 0
+    events = client.status(app)["events"]
+    scaled = next(e for e in events if e["subject"] == "role/worker")
+    killed = next(e for e in events if e["subject"] == "job" and e["to_state"] == "stopping")
+    assert (scaled["actor"], killed["actor"]) == ("alice", "alice")  # was "token": any holder of the job token
 
 
 def test_list_filters_by_tag(tmp_path, home):

@@ -29,9 +29,9 @@ from primus_runtime.api_client import (
 )
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.backends.local.jobs import default_home
-from primus_runtime.client import JobNotFound, PrimusClient, as_summary
+from primus_runtime.client import LOG_READ_ERRORS, JobNotFound, PrimusClient, as_summary
 from primus_runtime.spec import JobSpec, SpecError
-from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED, ExecutorState
+from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
 
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
 CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
@@ -46,9 +46,8 @@ SpecLike: TypeAlias = JobSpec | dict[str, Any] | str | os.PathLike
 #: lines of each, for at most this many incarnations (the rest are named, with the command to read them).
 FAILED_TAIL_LINES = 20
 FAILED_TAIL_EXECUTORS = 10
-_FAILED_STATES = (ExecutorState.FAILED.value, ExecutorState.LOST.value)
 #: What reading a failed executor's log may end with (a log gone with its pod, an unknown path...).
-_LOG_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, LookupError, *READ_ERRORS)
+_LOG_READ_ERRORS: tuple[type[BaseException], ...] = (*LOG_READ_ERRORS, *READ_ERRORS)
 
 #: Per backend: the connection fields (keys of its extra) that matter to it, for the error that a
 #: connection is missing; ``work_preserve_root`` is optional everywhere.
@@ -241,45 +240,12 @@ class PrimusHook(BaseHook):
 
     def failed_executor_tails(self, app_id: str, status: dict[str, Any], lines: int = FAILED_TAIL_LINES,
                               max_executors: int = FAILED_TAIL_EXECUTORS) -> list[str]:
-        """What the failed executors of a job said: one text block per failed or lost incarnation,
-        the current ones and the earlier ones its failover restarted, in the order they ended, each
-        with the last ``lines`` lines of its stderr; at most ``max_executors`` blocks (the first
-        failures, usually the cause), then one line saying how many more failed and how to read them.
-
-        ``status`` is the job's status: a status file names the earlier incarnations itself, else
-        they are asked for. Reading a log is a courtesy: an unreadable one says why in its block."""
-        everyone = [*(status["history"] or []), *status["executors"]] if "history" in status \
-            else self._incarnations(app_id, status)
-        failed = sorted((ex for ex in everyone if ex.get("state") in _FAILED_STATES),
-                        key=lambda ex: ex.get("finished_at") or 0.0)
-        blocks = [self._failure_block(app_id, ex, lines) for ex in failed[:max_executors]]
-        rest = failed[max_executors:]
-        if rest:
-            names = ", ".join(f"{ex['id']} (attempt {ex.get('attempt', '?')})" for ex in rest[:20])
-            blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
-                          f"{names}{', ...' if len(rest) > 20 else ''}; read one with "
-                          f"`primus logs {app_id} --role ROLE --index INDEX --stream stderr`")
-        return blocks
-
-    def _incarnations(self, app_id: str, status: dict[str, Any]) -> list[dict[str, Any]]:
-        try:
-            return self.client.incarnations(app_id, state=_FAILED_STATES)  # not every row of a big job
-        except _LOG_READ_ERRORS as exc:  # never hide the job's failure behind this one
-            self.log.warning("Cannot list the earlier incarnations of Primus job %s (%s): the current ones only",
-                             app_id, exc)
-            return list(status.get("executors", []))
-
-    def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int) -> str:
-        path = (ex.get("logs") or {}).get("stderr")
-        try:
-            tail = _last_lines(self.client.cluster_for(app_id).read_log(app_id, path), lines) if path \
-                else "(no log: it never started)"
-        except _LOG_READ_ERRORS as exc:  # the outcome matters, the log is a courtesy
-            tail = f"(log not readable: {exc})"
-        return (f"Executor {ex['id']} (attempt {ex.get('attempt', 0)}) {ex['state']} (exit code {ex.get('exit_code')}, "
-                f"{ex.get('reason') or 'no reason'}); last stderr lines "
-                f"(all: primus logs {app_id} --role {ex['role']} --index {ex['index']} --stream stderr):\n"
-                f"{tail or '(empty)'}")
+        """What the failed executors of a job said: one text block per failed or lost incarnation, with
+        the last ``lines`` lines of its stderr, at most ``max_executors`` of them, as ``primus status``
+        shows a failed job (``PrimusClient.failed_executor_tails``)."""
+        return self.client.failed_executor_tails(
+            app_id, status, lines, max_executors, errors=_LOG_READ_ERRORS,
+            warn=lambda message: self.log.warning("Primus: %s", message))
 
     def job_url(self, app_id: str, wait: float = 10.0) -> str | None:
         """The job's web page (served by its AM; it asks for the job token, or a one-time link from
@@ -304,11 +270,6 @@ class PrimusHook(BaseHook):
         if configured:
             return configured if "://" in configured else str(Path(configured).expanduser())
         return self.client.cluster(self.settings["backend"]).default_work_preserve_root()
-
-
-def _last_lines(data: bytes, lines: int) -> str:
-    """The last ``lines`` lines of a log's bytes (an unfinished last line counts)."""
-    return "\n".join(data.decode(errors="replace").rstrip("\n").split("\n")[-lines:])
 
 
 def missing_connection_message(conn_id: str) -> str:

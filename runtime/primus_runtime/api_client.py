@@ -8,6 +8,8 @@ import json
 import ssl
 from typing import Any
 
+from .protocol import USER_HEADER
+
 
 class AMUnavailable(Exception):
     """The AM did not answer (connection refused or reset, timeout, 5xx)."""
@@ -75,12 +77,15 @@ def transport_error(address: str, exc: BaseException) -> AMUnavailable | AMUntru
 
 class AMClient:
     """Speaks to the AM at ``address`` (``host:port``); over TLS when given the job's CA file, then
-    trusting only that CA and checking the certificate names ``host``."""
+    trusting only that CA and checking the certificate names ``host``. ``user``: who asks, recorded
+    with the actions it takes (else the AM records ``token``)."""
 
-    def __init__(self, address: str, token: str, ca_file: str | None = None):
+    def __init__(self, address: str, token: str, ca_file: str | None = None, user: str | None = None):
         host, _, port = address.rpartition(":")
         self.host, self.port = host, int(port)
         self._headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+        if user:
+            self._headers[USER_HEADER] = user
         self._tls = verifying_context(ca_file) if ca_file else None
         self._conn: http.client.HTTPConnection | None = None
 

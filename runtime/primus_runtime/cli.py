@@ -1,14 +1,19 @@
 """``primus``: submit and manage Primus jobs from a shell.
 
 Exit codes: 0 success (or a job that succeeded), 1 the job failed or was
-lost, 2 bad usage or an invalid spec, 3 the job was killed, 4 no such job,
-5 the AM refused or could not be reached. Errors are one line on stderr.
+lost, 2 bad usage, an invalid spec, or a log the job does not have (no such
+executor, or not launched), 3 the job was killed, 4 no such job, 5 the AM
+refused or could not be reached, 141 (128 + SIGPIPE, as a shell reports for
+``cat``) its output's reader went away (``primus status APP | head -4``), said
+nowhere. Errors are one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -22,6 +27,7 @@ from .backends.base import ClientOptions
 from .client import (
     JobNotFound,
     JobUnreachable,
+    NoSuchLog,
     PrimusClient,
     data_progress,
     kafka_progress,
@@ -33,10 +39,14 @@ from .spec import AUTOSCALE_TARGETS, JobSpec, SpecError, format_validation_error
 from .states import JOB_FINISHED, JOB_OUTCOMES, ExecutorState, JobState
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_KILLED, EXIT_NOT_FOUND, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
+EXIT_STDOUT_CLOSED = 128 + 13  # what a shell reports for a command ended by SIGPIPE
 # `primus status` lists every executor up to this many; beyond, the first this many not running (the
 # ones to look at) and how to list them all: a job of 10,000 executors is not 10,000 lines.
 EXECUTORS_LISTED = 50
 NOT_RUNNING = tuple(state.value for state in ExecutorState if state is not ExecutorState.RUNNING)
+# A failed job's status and `submit --wait` show the stderr tail of its first failed executors: this
+# many lines of each, for at most this many (the page shows any one's whole log; `primus logs` too).
+FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS = 10, 5
 _OUTCOME_EXIT = {JobState.SUCCEEDED: EXIT_OK, JobState.FAILED: EXIT_FAILED, JobState.LOST: EXIT_FAILED,
                  JobState.KILLED: EXIT_KILLED}
 
@@ -46,8 +56,21 @@ def main(argv: list[str] | None = None) -> int:
     client = PrimusClient(options=ClientOptions(home=args.home, kube_config=args.kubeconfig,
                                                 kube_context=args.context, namespace=args.namespace))
     try:
-        return int(args.func(client, args) or 0)
+        code = int(args.func(client, args) or 0)
+        sys.stdout.flush()  # here, where a reader gone is handled, not at the interpreter's exit
+        return code
+    except BrokenPipeError as exc:
+        if not stdout_closed():  # a connection's, not the output's: said as any connection error
+            print(f"primus: {exc}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        # The reader of the output went away (`| head`): nothing more to say, and nowhere to say it.
+        # Python would still flush stdout at exit and complain: it writes to /dev/null from now on.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_STDOUT_CLOSED
     except SpecError as exc:
+        print(f"primus: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NoSuchLog as exc:
         print(f"primus: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except JobNotFound as exc:
@@ -71,6 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return 130
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader went away: poll reports an error on it."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError):  # no stdout, or not a descriptor
+        return False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,6 +137,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--stream", choices=("stdout", "stderr", "executor"), default="stdout")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    p.add_argument("--attempt", type=int, help="an earlier one: with --role, the executor's incarnation (0 the "
+                   "first, 1 after one restart: its `restarts`); without, the AM's attempt (1 the first)")
     p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("kill", help="stop a job (graceful, then forced)")
@@ -182,8 +217,29 @@ def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
         print(f"\nstopped watching; the job goes on. `primus kill {app_id}` stops it.", file=sys.stderr)
         return 130
     job = status["job"]
-    print(f"{app_id}: {job['state']}: {job.get('reason', '')}", file=sys.stderr)
+    for line in failure_lines(client, app_id, status):
+        print(line, file=sys.stderr)
+    print(f"{app_id}: {job['state']}: {job.get('reason', '')}", file=sys.stderr)  # last: what scripts read
     return _OUTCOME_EXIT.get(job["state"], EXIT_FAILED)
+
+
+def failure_lines(client: PrimusClient, app_id: str, status: dict[str, Any]) -> list[str]:
+    """For a job that failed (or was lost), what its failed executors wrote last to stderr: a heading
+    naming each (its attempt, exit code and reason) and the tail of its stderr, indented under it; for a
+    lost job, whose AM ended without saying why, the tail of the AM's log as well."""
+    state = status["job"]["state"]
+    if state not in (JobState.FAILED, JobState.LOST):
+        return []
+    blocks = client.failed_executor_tails(app_id, status, FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS)
+    am_tail = client.am_log_tail(app_id, FAILED_TAIL_LINES) if state == JobState.LOST else None
+    if am_tail is not None:
+        every_line = client.cluster_for(app_id).cli_command("logs", app_id)
+        blocks.append(f"The AM's log, last lines (all: {every_line}):\n{am_tail}")
+    lines = []
+    for block in blocks:
+        heading, *tail = block.split("\n")
+        lines += ["  " + heading, *("    " + line for line in tail)]
+    return lines
 
 
 class _Progress:
@@ -257,9 +313,13 @@ def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
         print("  " + am_attempt_line(attempt))
     for line in executor_lines(client, args.app_id, status, every=args.executors):
         print(line)
+    for line in failure_lines(client, args.app_id, status):
+        print(line)
     link = client.page_link(args.app_id) if job["state"] not in JOB_FINISHED else None
     if link is not None:
         print(f"  page: {link}  (one-time sign-in link)")
+    elif job["state"] in JOB_FINISHED and not client.has_history(args.app_id):
+        print("  page: none: its AM saved no status to show")  # `primus ui` would say just that
     else:
         print(f"  page: primus ui {args.app_id}  ({'its history' if job['state'] in JOB_FINISHED else 'once its AM runs'})")
     return EXIT_OK
@@ -293,7 +353,6 @@ def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
         print(f"{args.app_id} is running; its page (a one-time sign-in link, valid 5 minutes):\n{link}")
         return EXIT_OK
     import asyncio
-    import getpass
 
     from .ui.history import NoHistory, archive_view, start_history_server
 
@@ -304,7 +363,7 @@ def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
     async def serve() -> None:
-        runner, link = await start_history_server(view, args.host, args.port, getpass.getuser())
+        runner, link = await start_history_server(view, args.host, args.port, client.user or "anonymous")
         print(f"{args.app_id} ended {view.status()['job']['state']}; its page as it ended (one-time sign-in "
               f"link; Ctrl-C stops the server):\n{link}", flush=True)
         try:
@@ -328,8 +387,15 @@ def cmd_history(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
+    if args.role is None and args.attempt is not None:  # a part of the AM's log: it grows no more
+        if args.follow:
+            print("primus: logs --attempt without --role is an AM attempt's log, which is not followed: "
+                  "drop --follow, or --attempt for the AM's log as it grows", file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.buffer.write(client.am_attempt_log(args.app_id, args.attempt))
+        return EXIT_OK
     path = client.log_path(args.app_id, args.role, args.index if args.role else None, args.stream,
-                           wait=60.0 if args.follow else 0.0)
+                           wait=60.0 if args.follow else 0.0, attempt=args.attempt)
     for chunk in client.follow_log(args.app_id, path, follow=args.follow):
         sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
@@ -337,9 +403,13 @@ def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_kill(client: PrimusClient, args: argparse.Namespace) -> int:
-    status = client.kill(args.app_id, reason=args.reason)
+    before = client.status(args.app_id, summary=True)["job"]["state"]
+    status = client.kill(args.app_id, reason=args.reason)  # still: an AM that lingers too long is ended
     job = status["job"]
-    print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
+    if before in JOB_OUTCOMES:  # not this kill's doing
+        print(f"{args.app_id} had already ended ({job['state']}: {job.get('reason', '')}): nothing to kill")
+    else:
+        print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
     return EXIT_OK if job["state"] in JOB_OUTCOMES else EXIT_FAILED
 
 

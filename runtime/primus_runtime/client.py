@@ -7,6 +7,7 @@ the AM is gone it reads the status the AM left behind.
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import logging
 import time
@@ -16,14 +17,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from . import backends, preflight, protocol
-from .api_client import AMRejected
+from .api_client import AMRejected, AMUnavailable
 from .backends.base import ClientOptions, ClusterClient
 from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
 from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
 from .spec import JobSpec, SpecError, load_spec
-from .states import JOB_FINISHED, JobState
-from .ui.auth import make_ticket
+from .states import JOB_FINISHED, ExecutorState, JobState
+from .ui.auth import clean_name, make_ticket
 
 log = logging.getLogger("primus.client")
 
@@ -79,6 +80,27 @@ def progress_line(status: dict[str, Any]) -> str:
     return line
 
 
+def executor_ranges(replicas: dict[str, int]) -> str:
+    """``ps-0, worker-0 to worker-3`` for roles of 1 and 4 replicas (``role: none`` for one scaled to 0)."""
+    def one(role: str, count: int) -> str:
+        if count < 2:
+            return protocol.executor_id(role, 0) if count else f"{role}: none"
+        return f"{protocol.executor_id(role, 0)} to {protocol.executor_id(role, count - 1)}"
+    return ", ".join(one(role, count) for role, count in replicas.items())
+
+
+#: The states of an executor incarnation that failed (its stderr tail is what a failed job shows).
+FAILED_STATES = (ExecutorState.FAILED.value, ExecutorState.LOST.value)
+#: What reading a failed executor's log may end with: a log gone with its pod or node, a path the
+#: cluster refuses, an AM that refuses or stops answering. A courtesy's errors: said in its place.
+LOG_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, LookupError, AMRejected, AMUnavailable)
+
+
+def last_lines(data: bytes, lines: int) -> str:
+    """The last ``lines`` lines of a log's bytes (an unfinished last line counts)."""
+    return "\n".join(data.decode(errors="replace").rstrip("\n").split("\n")[-lines:])
+
+
 IDS_PER_REQUEST = EXECUTOR_IDS_MAX_LENGTH  # characters of ids one GET /executors carries
 
 
@@ -120,10 +142,25 @@ def local_paths_on_a_cluster(job: JobSpec) -> list[str]:
     return problems
 
 
+def os_user() -> str | None:
+    """This process's user, as the AM records it with the actions it asks for (ASCII: it travels in
+    a header); None when the system cannot tell (a container's uid without a name)."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry
+        return None
+    return clean_name(name).encode("ascii", "backslashreplace").decode()
+
+
 class JobNotFound(LookupError):
     def __init__(self, app_id: str):
         super().__init__(f"no job {app_id!r}")
         self.app_id = app_id
+
+
+class NoSuchLog(LookupError):
+    """The job exists but has not the log asked for: no such role or executor, or an executor not
+    launched yet."""
 
 
 class JobUnreachable(RuntimeError):
@@ -133,12 +170,16 @@ class JobUnreachable(RuntimeError):
 class PrimusClient:
     """Jobs of every backend. A job id says its backend (``backends.of_app_id``); each backend's
     ``ClusterClient`` is made on first use from ``options`` (the local one from ``home``, YARN's from
-    the Hadoop configuration, Kubernetes' from a kubeconfig or an API client)."""
+    the Hadoop configuration, Kubernetes' from a kubeconfig or an API client). ``user``: the name the
+    AMs record with the actions asked through this client (default: the OS user, as a page records
+    the name signed in)."""
 
     def __init__(self, home: str | Path | None = None, timeout: float = 10.0,
-                 hadoop_conf_dir: str | None = None, options: ClientOptions | None = None):
+                 hadoop_conf_dir: str | None = None, options: ClientOptions | None = None,
+                 user: str | None = None):
         self.options = options or ClientOptions(home=str(home) if home else None, hadoop_conf_dir=hadoop_conf_dir)
         self.timeout = timeout
+        self.user = user or os_user()
         self._clusters: dict[str, ClusterClient] = {}
 
     @property
@@ -228,23 +269,32 @@ class PrimusClient:
             spec = self.spec(app_id)
             return {"job": {"app_id": app_id, "name": spec.name, "state": JobState.PENDING.value, "reason": "AM starting",
                             "tags": spec.tags}, "roles": [], "executors": [], "events": [], "data": None}
-        last = cluster.last_status(app_id) or {"job": {"app_id": app_id}, "roles": [], "executors": []}
-        last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; see am.log")
+        last = cluster.last_status(app_id) or {"job": {"app_id": app_id, "name": self.spec(app_id).name},
+                                               "roles": [], "executors": []}
+        last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; its log: "
+                                                             + cluster.cli_command("logs", app_id))
         return last
 
-    def incarnations(self, app_id: str, state: str | Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Every executor incarnation of the job (those in ``state``, one or any of several): the earlier
-        ones (replaced by a restart) in the order they were replaced, then the current ones; live from
-        the AM, else from its status file."""
+    def has_history(self, app_id: str) -> bool:
+        """Whether the job's AM saved a status: what ``primus ui`` shows once the AM is gone."""
+        cluster = self._known(app_id)
+        return cluster.final_status(app_id) is not None or cluster.last_status(app_id) is not None
+
+    def incarnations(self, app_id: str, state: str | Iterable[str] | None = None,
+                     ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every executor incarnation of the job (those in ``state``, one or any of several, of the
+        executors ``ids``): the earlier ones (replaced by a restart) in the order they were replaced,
+        then the current ones; live from the AM, else from its status file."""
         states = state if isinstance(state, str) or state is None else ",".join(state)
+        wanted_ids = None if ids is None else ",".join(ids)
         reply = self._api(app_id, "GET", "/executors?" + urllib.parse.urlencode(
-            {"history": 1, **({"state": states} if states else {})}))
+            {"history": 1, **({"state": states} if states else {}), **({"ids": wanted_ids} if wanted_ids else {})}))
         if reply is None:
             reply = self.status_without_am(app_id)
         everyone = [*(reply.get("history") or []), *reply.get("executors", [])]
         # Filtered here too: a status file (and an AM of an older runtime) has every incarnation.
-        wanted = None if states is None else set(states.split(","))
-        return [ex for ex in everyone if wanted is None or ex.get("state") in wanted]
+        matches = ExecutorsQuery(state=states, ids=wanted_ids).matcher()
+        return [ex for ex in everyone if matches(ex["role"], ex.get("state", ""), ex["id"])]
 
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
              on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -331,10 +381,10 @@ class PrimusClient:
         return True
 
     def succeed(self, app_id: str, reason: str = "") -> None:
-        self._require_api(app_id, "POST", "/job/succeed", {"reason": reason})
+        self._require_api(app_id, "POST", "/job/succeed", {"reason": reason}, "it cannot be marked succeeded")
 
     def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
-        return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas})
+        return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas}, "it cannot be scaled")
 
     def data(self, app_id: str) -> dict[str, Any] | None:
         """The input's progress (the ``data`` part of the status); None for a job without input."""
@@ -342,39 +392,138 @@ class PrimusClient:
 
     def data_suspend(self, app_id: str) -> dict[str, Any]:
         """Stop handing out input tasks (executors finish those they hold); the data status."""
-        return self._require_api(app_id, "POST", "/data/suspend", {})
+        return self._require_api(app_id, "POST", "/data/suspend", {}, "its input cannot be suspended")
 
     def data_resume(self, app_id: str) -> dict[str, Any]:
         """Hand out input tasks again; the data status."""
-        return self._require_api(app_id, "POST", "/data/resume", {})
+        return self._require_api(app_id, "POST", "/data/resume", {}, "its input cannot be resumed")
 
     def data_savepoint(self, app_id: str, directory: str | Path) -> dict[str, Any]:
         """Save every input task's position to ``directory`` (for ``input.restore_from``); what was saved."""
         where = str(directory) if "://" in str(directory) else str(Path(directory).absolute())  # hdfs://...
-        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": where})
+        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": where},
+                                 "only its AM could save its input's positions")
 
     # --- logs ---
 
     def log_path(self, app_id: str, role: str | None = None, index: int | None = None,
-                 stream: str = "stdout", wait: float = 0.0) -> str:
-        """The log file of an executor's current incarnation (or the AM log without a role).
+                 stream: str = "stdout", wait: float = 0.0, attempt: int | None = None) -> str:
+        """The log file of an executor's current incarnation, else of its latest one, or of the one of
+        ``attempt`` (0 the first, as ``restarts`` counts); the AM log without a role. ``NoSuchLog`` when
+        the job has no such executor or attempt, or it has no log yet.
 
         ``wait``: seconds to wait for an executor that has not been launched yet."""
         cluster = self._known(app_id)
         if role is None:
             return cluster.am_log(app_id)
+        index = index or 0
+        executor_id = protocol.executor_id(role, index)
         deadline = time.monotonic() + wait
         while True:
-            ids = None if index is None else [protocol.executor_id(role, index)]
-            for ex in self.executors(app_id, role=role, ids=ids)["executors"]:
-                if ex.get("logs"):
-                    return ex["logs"][stream]
-            latest = cluster.executor_log(app_id, role, index or 0, stream)
+            rows = self.incarnations(app_id, ids=[executor_id])
+            if attempt is not None and rows:
+                of_attempt = [ex for ex in rows if ex.get("attempt") == attempt]
+                if not of_attempt:
+                    attempts = ", ".join(map(str, sorted({ex.get("attempt", 0) for ex in rows})))
+                    raise NoSuchLog(f"{executor_id} of job {app_id} has no attempt {attempt}: its attempts are "
+                                    f"{attempts}")
+                rows = of_attempt
+            logged = next((ex for ex in reversed(rows) if ex.get("logs")), None)  # the current, or the latest
+            if logged is not None:
+                return logged["logs"][stream]
+            latest = cluster.executor_log(app_id, role, index, stream) if attempt is None else None
             if latest is not None:
                 return latest
-            if time.monotonic() > deadline or self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
-                raise JobNotFound(f"{app_id} {protocol.executor_id(role, index or 0)}")
+            summary = self.status(app_id, summary=True)
+            if not rows:  # nothing of that name now, nor earlier: one the job may yet have, or never
+                missing = self._missing_executor(app_id, summary, role, index)
+                if missing is not None:
+                    raise NoSuchLog(missing)
+            ended = summary["job"]["state"] in JOB_FINISHED
+            if time.monotonic() > deadline or ended:
+                job_state = summary["job"]["state"]
+                state = f"it is {rows[-1]['state']}" if rows else \
+                    f"the job ended: {job_state}" if ended else f"the job is {job_state}"
+                raise NoSuchLog(f"{executor_id} of job {app_id} has no log: it "
+                                f"{'was never launched' if ended else 'has not been launched yet'} ({state})")
             time.sleep(0.2)
+
+    def _missing_executor(self, app_id: str, summary: dict[str, Any], role: str, index: int) -> str | None:
+        """Why the job cannot have executor ``role``-``index``, naming those it has; None if it may."""
+        replicas = {r["name"]: r["replicas"] for r in summary.get("roles") or []} \
+            or {r.name: r.replicas for r in self.spec(app_id).roles}  # before the AM made them
+        if role in replicas and index < replicas[role]:
+            return None
+        what = f"executor {protocol.executor_id(role, index)}" if role in replicas else f"role {role!r}"
+        return f"job {app_id} has no {what}: its executors are {executor_ranges(replicas)}"
+
+    def failed_executor_tails(self, app_id: str, status: dict[str, Any], lines: int, max_executors: int,
+                              errors: tuple[type[BaseException], ...] = LOG_READ_ERRORS,
+                              warn: Callable[[str], None] | None = None) -> builtins.list[str]:  # (self.list)
+        """What the failed executors of a job said: one text block per failed or lost incarnation,
+        the current ones and the earlier ones its failover restarted, in the order they ended, each
+        with the last ``lines`` lines of its stderr; at most ``max_executors`` blocks (the first
+        failures, usually the cause), then one line saying how many more failed and how to read them.
+
+        ``status`` is the job's status: a status file names the earlier incarnations itself, else
+        they are asked for. Reading a log is a courtesy: ``errors`` met reading one are said in its
+        block; met listing the earlier incarnations, they go to ``warn`` and the current ones are shown."""
+        if "history" in status:
+            everyone = [*(status["history"] or []), *status["executors"]]
+        else:
+            try:
+                everyone = self.incarnations(app_id, state=FAILED_STATES)  # not every row of a big job
+            except errors as exc:  # never hide the job's failure behind this one
+                if warn is not None:
+                    warn(f"cannot list the earlier incarnations of job {app_id} ({exc}): the current ones only")
+                everyone = list(status.get("executors") or [])
+        failed = sorted((ex for ex in everyone if ex.get("state") in FAILED_STATES),
+                        key=lambda ex: ex.get("finished_at") or 0.0)
+        blocks = [self._failure_block(app_id, ex, lines, errors) for ex in failed[:max_executors]]
+        rest = failed[max_executors:]
+        if rest:
+            names = ", ".join(f"{ex['id']} (attempt {ex.get('attempt', '?')})" for ex in rest[:20])
+            read_one = self.cluster_for(app_id).cli_command("logs", app_id, "--role", "ROLE", "--index", "INDEX",
+                                                            "--stream", "stderr", "--attempt", "ATTEMPT")
+            blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
+                          f"{names}{', ...' if len(rest) > 20 else ''}; read one with `{read_one}`")
+        return blocks
+
+    def am_attempt_log(self, app_id: str, attempt: int) -> bytes:
+        """What the AM's attempt ``attempt`` (1 the first) wrote to its log. ``NoSuchLog`` for an attempt
+        the job did not have, or on a backend that keeps the latest attempt's log only."""
+        cluster = self._known(app_id)
+        parts = cluster.am_log_attempts(app_id)
+        if parts is None:
+            raise NoSuchLog(f"the {self.spec(app_id).backend.type} backend keeps the log of the latest AM attempt "
+                            f"only: {cluster.cli_command('logs', app_id)}")
+        if not 1 <= attempt <= len(parts):
+            raise NoSuchLog(f"job {app_id} has had {len(parts)} AM attempt{'s' if len(parts) != 1 else ''}, "
+                            f"not {attempt}: they count from 1")
+        return parts[attempt - 1]
+
+    def am_log_tail(self, app_id: str, lines: int) -> str | None:
+        """The last ``lines`` lines of the AM's log (of a lost job: why its AM ended may be there, ending
+        a traceback); None when it cannot be read (gone with its container) or is empty."""
+        try:
+            cluster = self._known(app_id)
+            return last_lines(cluster.read_log(app_id, cluster.am_log(app_id)), lines) or None
+        except LOG_READ_ERRORS:
+            return None
+
+    def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int,
+                       errors: tuple[type[BaseException], ...]) -> str:
+        path = (ex.get("logs") or {}).get("stderr")
+        cluster = self.cluster_for(app_id)
+        try:
+            tail = last_lines(cluster.read_log(app_id, path), lines) if path else "(no log: it never started)"
+        except errors as exc:  # the outcome matters, the log is a courtesy
+            tail = f"(log not readable: {exc})"
+        every_line = cluster.cli_command("logs", app_id, "--role", ex["role"], "--index", str(ex["index"]),
+                                         "--stream", "stderr", "--attempt", str(ex.get("attempt", 0)))
+        return (f"Executor {ex['id']} (attempt {ex.get('attempt', 0)}) {ex['state']} (exit code {ex.get('exit_code')}, "
+                f"{ex.get('reason') or 'no reason'}); last stderr lines (all: {every_line}):\n"
+                f"{tail or '(empty)'}")
 
     def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
         offset = 0
@@ -395,7 +544,7 @@ class PrimusClient:
 
     def page_link(self, app_id: str, user: str | None = None) -> str | None:
         """A one-time sign-in link (valid a few minutes) to the page of the job's running AM, for
-        ``user`` (default: this process's user); None when the AM is not running. Give it to one
+        ``user`` (default: the client's ``user``, the OS user); None when the AM is not running. Give it to one
         person: it signs them in as ``user``, whose name goes with their actions."""
         cluster = self._known(app_id)
         if self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
@@ -404,7 +553,7 @@ class PrimusClient:
         endpoint = cluster.am_endpoint(app_id) if page is not None else None
         if page is None or endpoint is None:
             return None
-        return f"{page}ui/login?ticket={make_ticket(endpoint[1], user or getpass.getuser())}"
+        return f"{page}ui/login?ticket={make_ticket(endpoint[1], user or self.user or 'anonymous')}"
 
     def _known(self, app_id: str) -> ClusterClient:
         cluster = self.cluster_for(app_id)
@@ -414,11 +563,15 @@ class PrimusClient:
 
     def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The AM's answer, or None when the AM is not (or no longer) serving."""
-        return self._known(app_id).am_request(app_id, method, path, body, self.timeout)
+        return self._known(app_id).am_request(app_id, method, path, body, self.timeout, self.user)
 
-    def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _require_api(self, app_id: str, method: str, path: str, body: dict[str, Any], cannot: str) -> dict[str, Any]:
+        """The AM's answer; when none comes, ``JobUnreachable`` saying why: the job has ended (``cannot``
+        says what that rules out: ``it cannot be scaled``), or its AM does not answer (yet)."""
         reply = self._api(app_id, method, path, body)
         if reply is None:
             state = self.status(app_id, summary=True)["job"]["state"]
-            raise JobUnreachable(f"job {app_id} is {state}: its AM is not running")
+            if state in JOB_FINISHED:  # the AM's own words for a request it refuses once the job ended
+                raise JobUnreachable(f"job {app_id} has ended ({state}): {cannot}")
+            raise JobUnreachable(f"job {app_id} is {state}: its AM does not answer (yet)")
         return reply

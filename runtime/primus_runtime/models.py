@@ -312,6 +312,8 @@ class LogQuery(_Query):
     offset: int = Field(-65536, ge=-(2**40), le=2**40, description="First byte to return; negative: that many bytes "
                                                                    "before the end (a tail)")
     limit: int = Field(65536, ge=1, le=1 << 20, description="At most this many bytes")
+    attempt: int | None = Field(None, ge=0, le=_MAX_COUNT, description="The executor's incarnation of this "
+                                "attempt (0 the first, as `restarts` counts); default: its current one")
 
 
 # Bounds the ids one GET /executors may name, so that a request line stays below what aiohttp reads
@@ -604,7 +606,8 @@ class TimelineReply(_Reply):
 
 
 class LogChunk(_Reply):
-    """GET /executors/{id}/logs/{stream}: a slice of one log file of the executor's current incarnation."""
+    """GET /executors/{id}/logs/{stream}: a slice of one log file of the executor's current incarnation
+    (or of the one its ``attempt`` asked for)."""
 
     executor: str
     stream: str

@@ -94,6 +94,8 @@ UNREGISTER_PATH = API_PREFIX + "/executors/unregister"
 # The job token may come in this header instead of ``Authorization: Bearer`` (through proxies that
 # take the Authorization header for themselves, like the Kubernetes API server's).
 TOKEN_HEADER = "X-Primus-Token"
+# Header an API caller names itself with, recorded with its actions (the CLI sends the OS user).
+USER_HEADER = "X-Primus-User"
 
 # Commands the AM sends in heartbeat replies.
 CMD_NONE = "none"

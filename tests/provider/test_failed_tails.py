@@ -22,19 +22,19 @@ FAILS_ONCE_THEN_RUNS = [{"name": "worker", "ports": 0, "failover": {"max_failure
                                     'sleep 300'}]
 
 
-def assert_both_incarnations_tailed(out: str, app_id: str) -> None:
+def assert_both_incarnations_tailed(out: str, app_id: str, home) -> None:
     for attempt in (0, 1):
         assert f"Executor worker-0 (attempt {attempt}) failed (exit code 3" in out, out
         assert f"attempt-{attempt} line-30" in out and f"attempt-{attempt} line-11" in out
         assert f"attempt-{attempt} line-10" not in out  # 20 lines of each, the newest
-    assert f"primus logs {app_id} --role worker --index 0 --stream stderr" in out
+    assert f"primus --home {home} logs {app_id} --role worker --index 0 --stream stderr" in out
 
 
 def test_a_failed_task_logs_the_stderr_tail_of_each_failed_incarnation(primus_home, client, capsys):
     op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(FAILS_TWICE), poll_interval=0.2, follow_logs=[])
     with pytest.raises(AirflowException, match="worker-0 failed 2 times"):
         op.execute(make_context())
-    assert_both_incarnations_tailed(capsys.readouterr().out, op.app_id)
+    assert_both_incarnations_tailed(capsys.readouterr().out, op.app_id, primus_home)
 
 
 def test_the_deferred_path_logs_the_same_tails(primus_home, client, capsys):
@@ -45,7 +45,7 @@ def test_the_deferred_path_logs_the_same_tails(primus_home, client, capsys):
     with pytest.raises(AirflowException, match="worker-0 failed 2 times"):
         op.execute_complete({}, {"status": "failed", "app_id": app_id, "state": "failed",
                                  "reason": status["job"]["reason"]})
-    assert_both_incarnations_tailed(capsys.readouterr().out, app_id)
+    assert_both_incarnations_tailed(capsys.readouterr().out, app_id, primus_home)
 
 
 def test_tails_are_bounded_and_the_others_named_with_the_command_to_read_them(primus_home, client):
@@ -56,7 +56,7 @@ def test_tails_are_bounded_and_the_others_named_with_the_command_to_read_them(pr
     assert first.startswith("Executor worker-0 (attempt 0) failed") and first.endswith(
         "attempt-0 line-28\nattempt-0 line-29\nattempt-0 line-30")  # the first failure: usually the cause
     assert more == (f"1 more failed executor incarnation not shown: worker-0 (attempt 1); read one with "
-                    f"`primus logs {app_id} --role ROLE --index INDEX --stream stderr`")
+                    f"`primus --home {primus_home} logs {app_id} --role ROLE --index INDEX --stream stderr --attempt ATTEMPT`")
 
 
 def test_a_running_job_names_its_earlier_failed_incarnations_too(primus_home, client):

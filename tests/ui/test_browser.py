@@ -243,6 +243,30 @@ def test_restarting_an_executor_and_killing_the_job_through_the_page(module_clie
     expect_final_state(page, app, "killed")
 
 
+def test_an_earlier_incarnations_stderr_is_one_click_away(module_client, page):
+    app, base, token = _running(module_client, make_spec([{
+        "name": "worker", "failover": {"max_failures_per_index": 1},
+        "command": 'if [ "$PRIMUS_ATTEMPT" = 0 ]; then echo first-try-broke >&2; exit 3; fi; '
+                   'echo second-try >&2; sleep 300'}]))
+    wait_for(lambda: [(ex["state"], ex["restarts"]) for ex in module_client.status(app)["executors"]]
+             == [("running", 1)], 60, "worker-0 restarted and running")
+    sign_in(page, base, token, "jo")
+    row = worker_row(page, "worker-0")
+    row.locator('[data-act="log"][data-attempt="0"]').click()  # was: only the current incarnation's logs
+    expect(page.locator("#log-title")).to_have_text("worker-0 stderr (attempt 0)")
+    expect(page.locator("#log-text")).to_have_text("first-try-broke\n")
+    row.locator('[data-act="log"][data-stream="stderr"]:not([data-attempt])').click()
+    expect(page.locator("#log-title")).to_have_text("worker-0 stderr")
+    expect(page.locator("#log-text")).to_have_text("second-try\n")
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request("GET", "/api/v1/executors/worker-0/logs/stderr?attempt=4", headers={"Authorization": "Bearer " + token})
+    answer = conn.getresponse()
+    assert (answer.status, answer.read()) == (404, b'{"error": "worker-0 has no attempt 4"}')
+    conn.close()
+    module_client.kill(app)
+
+
 def expect_final_state(page: Page, app: str, state: str) -> None:
     """The page ends on the job's outcome, says so, and keeps it once the AM is gone."""
     expect(page.locator("#job-state")).to_have_text(state, timeout=30_000)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import functools
 import gc
 import json
@@ -49,7 +50,11 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     # Listen before launching anything: executors that connect while the API is still
     # being set up wait in the socket's backlog instead of failing.
     # (or before importing it: am/early.py).
-    sock = early.socket_for(host, spec.am.port if port is None else port)
+    port = spec.am.port if port is None else port
+    try:
+        sock = early.socket_for(host, port)
+    except OSError as exc:
+        return await _cannot_listen(am, store, host, port, exc)
     # am.advertise: something in front of the AM (NAT, proxy) that executors and clients must use.
     address = spec.am.advertise or f"{advertise or host}:{sock.getsockname()[1]}"
     store.publish_address(address)
@@ -79,14 +84,7 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
         await am.done.wait()
         if mirror is not None:
             mirror.cancel()
-        try:
-            await asyncio.to_thread(_save_status, am, store, True)
-        except Exception:  # noqa: BLE001 - e.g. HDFS unavailable: clients still get the cluster's outcome
-            log.exception("saving the outcome failed")
-        try:
-            await asyncio.to_thread(_save_history, am, store)
-        except Exception:  # noqa: BLE001 - the history page then lacks the task table, nothing else
-            log.exception("saving the job's history failed")
+        await _save_outcome(am, store)
         await app[PAGE_READERS].until_read(LINGER_SECONDS, PAGE_LINGER_SECONDS)
     finally:
         await am.close()
@@ -94,6 +92,43 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     state = am.record.state
     log.info("job %s finished: %s (%s)", am.record.app_id, state.value, am.record.reason)
     return 0 if state is JobState.SUCCEEDED else 1
+
+
+async def _save_outcome(am: ApplicationMaster, store: JobStore) -> None:
+    """The final status and the history, where the store's clients read them once the AM is gone."""
+    try:
+        await asyncio.to_thread(_save_status, am, store, True)
+    except Exception:  # noqa: BLE001 - e.g. HDFS unavailable: clients still get the cluster's outcome
+        log.exception("saving the outcome failed")
+    try:
+        await asyncio.to_thread(_save_history, am, store)
+    except Exception:  # noqa: BLE001 - the history page then lacks the task table, nothing else
+        log.exception("saving the job's history failed")
+
+
+# What a setting of the spec can do about an error binding the API's socket.
+_LISTEN_SETTING = {errno.EADDRINUSE: "am.port", errno.EACCES: "am.port", errno.EADDRNOTAVAIL: "am.host"}
+
+
+async def _cannot_listen(am: ApplicationMaster, store: JobStore, host: str, port: int, exc: OSError) -> int:
+    """The API cannot listen (``am.port`` busy, ``am.host`` not this machine's): nothing of the job ran.
+    The first attempt records it as the job's outcome, which names the cause (an uncaught error left
+    it ``lost`` with the cause at the end of a traceback): every attempt would meet it. A later attempt
+    may have executors to take over, and its journal is not read yet: it only ends, for the next."""
+    setting = _LISTEN_SETTING.get(exc.errno or 0)
+    reason = (f"the AM cannot listen on port {port} of {host}: {(exc.strerror or str(exc)).lower()}"
+              + (f" ({setting})" if setting else ""))
+    if am.record.attempt > 1:
+        log.error("%s: AM attempt %d ends; the next one, if am.max_attempts allows, tries again", reason,
+                  am.record.attempt)
+        return EXIT_CRASHED
+    log.error("job %s failed: %s", am.record.app_id, reason)
+    am.cannot_start(reason)
+    try:
+        await _save_outcome(am, store)
+    finally:
+        await am.close()
+    return 1
 
 
 def import_http_stack() -> None:

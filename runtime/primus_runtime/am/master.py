@@ -150,6 +150,12 @@ class ApplicationMaster(BackendEvents):
         if self._launching:  # the first executors are on their way before start() returns
             await asyncio.wait(list(self._launching))
 
+    def cannot_start(self, reason: str) -> None:
+        """The job fails before anything of it ran (its AM cannot serve its API): the outcome, now."""
+        self._set_job(JobState.FAILED, reason)
+        self._log_history()
+        self.done.set()
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -267,16 +273,16 @@ class ApplicationMaster(BackendEvents):
     # --- user requests (REST API) ---------------------------------------------------
 
     def request_kill(self, reason: str = "", actor: str | None = None) -> None:
-        self._check_not_finished()
+        self._check_not_finished("it cannot be killed")
         self.finish(JobState.KILLED, reason or "killed on request", actor)
 
     def request_succeed(self, reason: str = "", actor: str | None = None) -> None:
-        self._check_not_finished()
+        self._check_not_finished("it cannot be marked succeeded")
         self.finish(JobState.SUCCEEDED, reason or "marked succeeded on request", actor)
 
     def request_restart(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
         """Stop one executor and start a new incarnation of its index once it stopped (uncharged)."""
-        ex = self._executor_to_act_on(executor_id)
+        ex = self._executor_to_act_on(executor_id, "restarted")
         why = reason or "restart requested"
         self.record.add_event(ex.id, ex.state.value, "restarting", why, incarnation=ex.incarnation, actor=actor)
         self._restart(ex, why)
@@ -286,7 +292,7 @@ class ApplicationMaster(BackendEvents):
     def request_drain(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
         """Drain one running executor as on a preemption notice: its tasks move at their final positions
         and a new incarnation follows it, uncharged."""
-        ex = self._executor_to_act_on(executor_id)
+        ex = self._executor_to_act_on(executor_id, "drained")
         if ex.state is not ExecutorState.RUNNING or ex.draining is not None:
             doing = f" and draining: {ex.draining}" if ex.draining is not None else ""
             raise RequestError(409, f"{executor_id} is {ex.state.value}{doing}: only a running executor that is "
@@ -299,16 +305,18 @@ class ApplicationMaster(BackendEvents):
         self._journal()
         return {"executor": ex.id, "incarnation": ex.incarnation}
 
-    def _executor_to_act_on(self, executor_id: str) -> Executor:
-        """The live executor a user's request names (404 if none, 409 if it ended or is stopping)."""
-        self._check_not_finished()
+    def _executor_to_act_on(self, executor_id: str, done: str) -> Executor:
+        """The live executor a user's request names (404 if none, 409 if it ended or is stopping), for
+        it to be ``done`` (``restarted``)."""
+        self._check_not_finished(f"its executors cannot be {done}")
         ex = self.record.executors.get(executor_id)
         if ex is None:
             raise RequestError(404, f"no executor {executor_id!r} (executors: "
                                     f"{', '.join(sorted(self.record.executors)[:20])})")
-        if ex.state.terminal or ex.stop_reason is not None:
-            raise RequestError(409, f"{executor_id} is {ex.state.value}"
-                                    f"{' and stopping: ' + ex.stop_reason if ex.stop_reason else ''}")
+        if ex.state.terminal:
+            raise RequestError(409, f"{executor_id} has ended ({ex.state.value}): it cannot be {done}")
+        if ex.stop_reason is not None:
+            raise RequestError(409, f"{executor_id} is stopping ({ex.stop_reason}): it cannot be {done}")
         return ex
 
     def _restart(self, ex: Executor, why: str) -> None:
@@ -324,7 +332,7 @@ class ApplicationMaster(BackendEvents):
         that is no longer so (the task was handed out or handed back meanwhile)."""
         if self.data is None:
             raise RequestError(404, "this job has no input")
-        self._check_not_finished()
+        self._check_not_finished(f"its tasks cannot be {'re-queued' if action == 'requeue' else 'skipped'}")
         dispatcher = self.data.dispatcher
         if action == "skip" and expected_holder is not None and task_id in dispatcher.tasks:
             incarnation = dispatcher.tasks[task_id].holder
@@ -349,7 +357,7 @@ class ApplicationMaster(BackendEvents):
 
     def request_scale(self, role_name: str, replicas: int, actor: str | None = None,
                       reason: str | None = None) -> dict[str, Any]:
-        self._check_not_finished()
+        self._check_not_finished("it cannot be scaled")
         if role_name not in self.record.roles:
             raise RequestError(404, f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
         if replicas < 0:
@@ -382,7 +390,7 @@ class ApplicationMaster(BackendEvents):
         if self.data is None:
             raise RequestError(404, "this job has no input")
         if action != "status":
-            self._check_not_finished()
+            self._check_not_finished(f"its input cannot be {'suspended' if action == 'suspend' else 'resumed'}")
         if action == "suspend":
             status = self.data.suspend(actor)
         elif action == "resume":
@@ -417,9 +425,14 @@ class ApplicationMaster(BackendEvents):
         # Called from inside the data plane: decide once it has returned.
         asyncio.get_running_loop().call_soon(self.finish, JobState.FAILED, reason)
 
-    def _check_not_finished(self) -> None:
-        if self.record.state.terminal or self.record.finishing is not None:
-            raise RequestError(409, f"job is already {(self.record.finishing or self.record.state).value}")
+    def _check_not_finished(self, cannot: str) -> None:
+        """A 409 once the job's outcome is decided: ``job APP has ended (succeeded): it cannot be
+        scaled``, or while its executors stop, ``job APP is already stopping (killed): ...``."""
+        if self.record.state.terminal:
+            raise RequestError(409, f"job {self.record.app_id} has ended ({self.record.state.value}): {cannot}")
+        if self.record.finishing is not None:
+            raise RequestError(409, f"job {self.record.app_id} is already stopping ({self.record.finishing.value}): "
+                                    f"{cannot}")
 
     # --- executor protocol --------------------------------------------------------
 

@@ -83,7 +83,7 @@ OPERATIONS = (
               "checkpoint, its tasks move at their final positions; a new incarnation follows, uncharged",
               models.DrainReply, body=models.DrainRequest, errors=_ACTION),
     Operation("get", f"{_V1}/executors/{{executor}}/logs/{{stream}}", "A slice of one log (stdout, stderr, "
-              "executor) of an executor's current incarnation: a tail by default", models.LogChunk,
+              "executor) of an executor's current incarnation, or of an earlier one (attempt): a tail by default", models.LogChunk,
               query=models.LogQuery, errors=(404,)),
     Operation("get", f"{_V1}/data/tasks", "One page of the input's task table, in reading order, filtered by "
               "state and text", models.TasksPage, query=models.TasksQuery, errors=(404,)),

@@ -235,14 +235,15 @@ class ClusterClient(abc.ABC):
         return None
 
     def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
-                   timeout: float) -> dict[str, Any] | None:
-        """The AM's JSON answer to ``method path`` (``path`` below ``/api/v1``); None when the AM is
-        not running or does not answer. ``AMRejected`` for a 4xx. Default: straight to
-        ``am_endpoint``; a backend whose AM is not reachable from outside overrides it."""
+                   timeout: float, user: str | None = None) -> dict[str, Any] | None:
+        """The AM's JSON answer to ``method path`` (``path`` below ``/api/v1``), asked as ``user`` (the
+        name the AM records with an action; none: ``token``); None when the AM is not running or does
+        not answer. ``AMRejected`` for a 4xx. Default: straight to ``am_endpoint``; a backend whose
+        AM is not reachable from outside overrides it."""
         endpoint = self.am_endpoint(app_id)
         if endpoint is None:
             return None
-        client = AMClient(*endpoint, ca_file=self.am_ca_file(app_id))
+        client = AMClient(*endpoint, ca_file=self.am_ca_file(app_id), user=user)
         try:
             return client.request(method, protocol.API_PREFIX + path, body, timeout=timeout)
         except AMUnavailable:
@@ -293,6 +294,11 @@ class ClusterClient(abc.ABC):
     @abc.abstractmethod
     def am_log(self, app_id: str) -> str:
         """Where the AM's log is, for ``read_log``."""
+
+    def am_log_attempts(self, app_id: str) -> list[bytes] | None:
+        """What each AM attempt wrote to its log, in order (the first attempt's first); None where the
+        backend reads only the latest attempt's (``am_log``)."""
+        return None
 
     def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
         """The log of the executor's latest incarnation when the status names none (the AM is gone)."""

@@ -21,13 +21,13 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from ..protocol import USER_HEADER  # noqa: F401 - a name of this module's too (the API's headers)
+
 TICKET_SECONDS = 300.0
 SESSION_SECONDS = 12 * 3600.0
 # Header every state-changing request signed in by cookie must carry: a cross-site form cannot set
 # it, and a cross-site fetch that sets it needs a CORS preflight the server never grants.
 ACTION_HEADER = "X-Primus-Action"
-# Header an API caller names itself with (recorded with its actions).
-USER_HEADER = "X-Primus-User"
 _MAX_NAME = 64
 
 

@@ -84,7 +84,8 @@ class JobView(abc.ABC):
     def spec(self) -> dict[str, Any]: ...
 
     @abc.abstractmethod
-    async def log(self, executor_id: str, stream: str, offset: int, limit: int) -> dict[str, Any]: ...
+    async def log(self, executor_id: str, stream: str, offset: int, limit: int,
+                  attempt: int | None = None) -> dict[str, Any]: ...
 
     def events(self, query: EventsQuery) -> list[dict[str, Any]]:
         events = self.events_from(query.since)
@@ -96,17 +97,23 @@ class JobView(abc.ABC):
                 str(e.get(k) or "") for k in ("subject", "from_state", "to_state", "reason", "actor")).lower()]
         return events[:query.limit]
 
-    def executor_logs(self, executor_id: str, stream: str) -> str:
-        """Where ``stream`` of the executor's current (or last) incarnation is."""
+    def executor_logs(self, executor_id: str, stream: str, attempt: int | None = None) -> str:
+        """Where ``stream`` of the executor's current (or last) incarnation is, or of its incarnation of
+        ``attempt`` (an earlier one, replaced by a restart)."""
         current = self.executor(executor_id)
-        # The earlier incarnations only when it has no current one (it was scaled away): they may be many.
-        for ex in [current] if current is not None else self.history()[::-1]:
-            if ex["id"] == executor_id:
-                path = (ex.get("logs") or {}).get(stream)
-                if not path:
-                    raise NotFound(f"{executor_id} has no {stream!r} log (logs: {sorted(ex.get('logs') or {})})")
-                return str(path)
-        raise NotFound(f"no executor {executor_id!r}")
+        found: dict[str, Any] | None = None
+        if current is not None and attempt in (None, current.get("attempt")):
+            found = current
+        else:  # the earlier incarnations only when there is no current one or another is asked for: they may be many
+            found = next((ex for ex in reversed(self.history())
+                          if ex["id"] == executor_id and attempt in (None, ex.get("attempt"))), None)
+        if found is None:
+            known = current is not None or any(ex["id"] == executor_id for ex in self.history())
+            raise NotFound(f"{executor_id} has no attempt {attempt}" if known else f"no executor {executor_id!r}")
+        path = (found.get("logs") or {}).get(stream)
+        if not path:
+            raise NotFound(f"{executor_id} has no {stream!r} log (logs: {sorted(found.get('logs') or {})})")
+        return str(path)
 
 
 def log_chunk(executor_id: str, stream: str, offset: int, data: bytes, size: int | None) -> dict[str, Any]:
@@ -206,8 +213,9 @@ class LiveView(JobView):
     def spec(self) -> dict[str, Any]:
         return mask_secrets(self.am.spec.model_dump(mode="json"))
 
-    async def log(self, executor_id: str, stream: str, offset: int, limit: int) -> dict[str, Any]:
-        path = self.executor_logs(executor_id, stream)
+    async def log(self, executor_id: str, stream: str, offset: int, limit: int,
+                  attempt: int | None = None) -> dict[str, Any]:
+        path = self.executor_logs(executor_id, stream, attempt)
         data, size = await self.am.backend.read_log(path, offset, limit)
         start = offset if offset >= 0 else max(0, (size or 0) + offset)
         return log_chunk(executor_id, stream, start, data, size)
@@ -293,8 +301,9 @@ class ArchiveView(JobView):
     def spec(self) -> dict[str, Any]:
         return self._spec
 
-    async def log(self, executor_id: str, stream: str, offset: int, limit: int) -> dict[str, Any]:
-        path = self.executor_logs(executor_id, stream)
+    async def log(self, executor_id: str, stream: str, offset: int, limit: int,
+                  attempt: int | None = None) -> dict[str, Any]:
+        path = self.executor_logs(executor_id, stream, attempt)
         data = await asyncio.to_thread(self._read_log, path, 0)
         size = len(data)
         start = offset if offset >= 0 else max(0, size + offset)

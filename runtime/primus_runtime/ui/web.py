@@ -281,7 +281,7 @@ def add_read_routes(app: web.Application, view: JobView, guard: Guard, readers: 
     async def log(request: web.Request, actor: str) -> web.Response:
         asked = query(LogQuery, request)
         chunk = await view.log(request.match_info["executor"], request.match_info["stream"], asked.offset,
-                               asked.limit)
+                               asked.limit, asked.attempt)
         return conditional_reply(request, Encoded.of(chunk))
 
     routes: tuple[tuple[str, Read], ...] = (

@@ -288,7 +288,7 @@ class KubernetesClusterClient(ClusterClient):
         return f"/api/v1/namespaces/{ns}/pods/{self._am_pods.get(app_id, app)}:{address.rsplit(':', 1)[1]}/proxy"
 
     def am_request(self, app_id: str, method: str, path: str, body: dict[str, Any] | None,
-                   timeout: float) -> dict[str, Any] | None:
+                   timeout: float, user: str | None = None) -> dict[str, Any] | None:
         """Through the API server's pod proxy. The API server keeps the caller's ``Authorization``
         for itself, so the job token travels in ``X-Primus-Token``. An AM that is gone answers
         through the proxy with the API server's error: None, as for any AM that does not answer."""
@@ -300,7 +300,7 @@ class KubernetesClusterClient(ClusterClient):
             response = self.api.call_api(
                 self._proxy_path(app_id, address) + protocol.API_PREFIX + path, method,
                 header_params={protocol.TOKEN_HEADER: token, "Content-Type": "application/json",
-                               "Accept": "application/json"},
+                               "Accept": "application/json", **({protocol.USER_HEADER: user} if user else {})},
                 body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - ApiException, or urllib3's connection errors
             status, data = getattr(exc, "status", None), getattr(exc, "body", None) or b""

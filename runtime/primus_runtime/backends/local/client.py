@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -22,6 +24,10 @@ from ..base import ClientOptions, ClusterClient
 from .jobs import JobDir, ResourceLedger, default_home, pid_alive, processes_of_job, write_private
 
 # --- from outside: submit, find, kill -----------------------------------------------------
+
+# Every AM attempt appends to am.log; the supervisor's line ending one and starting the next (its
+# log() in supervisor.py: "... supervisor: AM attempt 1 killed by signal 9 ...: starting attempt 2").
+_NEXT_AM_ATTEMPT = re.compile(rb"^[^\n]* supervisor: AM attempt \d+ [^\n]*: starting attempt \d+\n", re.MULTILINE)
 
 
 class LocalClusterClient(ClusterClient):
@@ -99,6 +105,16 @@ class LocalClusterClient(ClusterClient):
 
     def am_log(self, app_id: str) -> str:
         return str(self.job(app_id).am_log)
+
+    def am_log_attempts(self, app_id: str) -> list[bytes] | None:
+        """am.log cut after each of the supervisor's lines that start another attempt (each part ends
+        with the line saying how its attempt ended)."""
+        try:
+            data = self.job(app_id).am_log.read_bytes()
+        except FileNotFoundError:
+            return [b""]
+        cuts = [0, *(match.end() for match in _NEXT_AM_ATTEMPT.finditer(data)), len(data)]
+        return [data[start:end] for start, end in itertools.pairwise(cuts)]
 
     def executor_log(self, app_id: str, role: str, index: int, stream: str) -> str | None:
         attempts = sorted(self.job(app_id).executor_dir(role, index).glob("attempt-*"),

@@ -92,6 +92,7 @@ class Supervisor:
                 self.stop_leftovers()
                 return code if code > 0 else 1
             down_since = time.time()
+            # LocalClusterClient.am_log_attempts cuts am.log after this line: keep its end as it is.
             log(f"AM attempt {attempt} {how} with the job unfinished: starting attempt {attempt + 1}")
             attempt += 1
 

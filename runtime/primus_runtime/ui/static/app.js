@@ -20,6 +20,7 @@ const QUARANTINE_SHOWN = 100;
 const SAMPLES_KEPT = 4000;
 const LOG_CHUNK = 65536;
 const LOG_KEPT_CHARS = 1 << 20;
+const EARLIER_LOGS = 3;         // an executor's earlier incarnations whose stderr its row links to (the last ones)
 const EXECUTOR_STATES = ["new", "starting", "registered", "running", "succeeded", "failed", "lost", "stopped"];
 const TERMINAL = new Set(["succeeded", "failed", "lost", "stopped"]);
 const JOB_OUTCOMES = new Set(["succeeded", "failed", "killed"]);
@@ -389,7 +390,8 @@ function lastChange(ex, now) {
 function executorCells(ex, now) {
   const exit = ex.exit_code == null ? esc(ex.reason) : `<b>${esc(ex.exit_code)}</b> ${esc(ex.reason)}`;
   const logs = Object.keys(ex.logs || {}).map((stream) =>
-    `<a href="#" data-act="log" data-ex="${esc(ex.id)}" data-stream="${esc(stream)}">${esc(stream)}</a>`).join(" ");
+    `<a href="#" data-act="log" data-ex="${esc(ex.id)}" data-stream="${esc(stream)}">${esc(stream)}</a>`).join(" ") +
+    earlierLogs(ex);
   const restart = TERMINAL.has(ex.state) ? "" :
     `<button type="button" class="action small" data-act="restart" data-ex="${esc(ex.id)}">restart</button>`;
   return [
@@ -406,6 +408,17 @@ function executorCells(ex, now) {
     logs,
     restart,
   ];
+}
+
+// The stderr of the incarnations a restart replaced (the last few: an executor may restart often), where
+// the cause of a failover usually is.
+function earlierLogs(ex) {
+  const attempts = [];
+  for (let attempt = Math.max(0, (ex.attempt || 0) - EARLIER_LOGS); attempt < (ex.attempt || 0); attempt++) {
+    attempts.push(`<a href="#" data-act="log" data-ex="${esc(ex.id)}" data-stream="stderr" data-attempt="${attempt}" ` +
+      `title="stderr of attempt ${attempt}, replaced by a restart">#${attempt}</a>`);
+  }
+  return attempts.length ? ` <span class="muted">earlier stderr:</span> ${attempts.join(" ")}` : "";
 }
 
 function updateCells(tr, cells) {
@@ -680,11 +693,12 @@ function chart(title, times, series) {
 
 // --- logs: a panel tailing one executor's log -------------------------------------------------------
 
-function openLog(executor, stream) {
+// `attempt`: an earlier incarnation's log (undefined: the current one's).
+function openLog(executor, stream, attempt) {
   const generation = ++page.logGeneration;
-  page.log = {executor, stream, offset: -LOG_CHUNK, generation};
+  page.log = {executor, stream, attempt, offset: -LOG_CHUNK, generation};
   $("log-panel").hidden = false;
-  setText($("log-title"), `${executor} ${stream}`);
+  setText($("log-title"), `${executor} ${stream}${attempt === undefined ? "" : ` (attempt ${attempt})`}`);
   $("log-text").textContent = "";
   const tick = async () => {
     if (page.stopped || !page.log || page.log.generation !== generation) return;
@@ -703,7 +717,8 @@ function openLog(executor, stream) {
 
 // One slice from the current offset; true when it was full (more is waiting).
 async function readLog(log) {
-  const chunk = await call(`executors/${enc(log.executor)}/logs/${enc(log.stream)}?offset=${log.offset}&limit=${LOG_CHUNK}`);
+  const attempt = log.attempt === undefined ? "" : `&attempt=${enc(log.attempt)}`;
+  const chunk = await call(`executors/${enc(log.executor)}/logs/${enc(log.stream)}?offset=${log.offset}&limit=${LOG_CHUNK}${attempt}`);
   if (page.log !== log) return false;
   const length = chunk.next_offset - chunk.offset;
   if (chunk.size != null && log.offset >= 0 && chunk.size < log.offset) {
@@ -807,7 +822,7 @@ const ACTIONS = {
     act(`Skip ${id}`, "data/tasks/skip", {task: id, reason, holder: holder || ""},
       (t) => `${t.id} is ${t.state}`);
   },
-  log(el) { openLog(el.dataset.ex, el.dataset.stream); },
+  log(el) { openLog(el.dataset.ex, el.dataset.stream, el.dataset.attempt); },
   "executors-page"(el) {
     const entry = page.roles.get(el.dataset.role);
     entry.offset = Math.max(0, entry.offset + Number(el.dataset.step) * EXECUTORS_PER_PAGE);
