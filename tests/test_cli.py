@@ -87,7 +87,8 @@ def test_an_am_port_in_use_fails_the_job_naming_the_port(tmp_path, home, max_att
 
 
 def test_a_job_whose_am_died_without_a_word_shows_the_am_log_and_no_history(tmp_path, home):
-    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}])
+    # One AM attempt: nothing restarts it (by default a supervisor would start the next attempt).
+    spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}], am={"max_attempts": 1})
     # The AM inherits the submitter's environment: an attempt number it cannot read crashes it at its
     # start, before it saved any status (as an AM killed at its start, or broken by its installation).
     crashing = {**os.environ, "PRIMUS_AM_ATTEMPT": "x"}
