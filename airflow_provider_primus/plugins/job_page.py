@@ -4,7 +4,8 @@
 
 - who may open it: a user Airflow lets read that task instance (``requires_access_dag("GET",
   TASK_INSTANCE)``, the check of the task's extra-links endpoint: the JWT of the Authorization
-  header or the UI's cookie); anyone else gets Airflow's 401/403 and learns nothing of the job;
+  header or the UI's cookie); a browser that is not signed in is sent to Airflow's login, which
+  brings it back here; anyone else gets Airflow's 401/403 and learns nothing of the job;
 - which job: the task instance's XComs the submit operator pushed (its app id and Primus
   connection), never the URL, so a link cannot be aimed at another job or connection;
 - while the job runs and its AM serves the page: a redirect there (it asks for the job token);
@@ -24,17 +25,20 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import requires_access_dag
 from airflow.models.xcom import XComModel
 from airflow.sdk.exceptions import AirflowNotFoundException
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_provider_primus.hooks.primus import FINISHED, PrimusHook
-from airflow_provider_primus.links.primus import APP_ID_KEY, CONN_ID_KEY
+from airflow_provider_primus.links.primus import APP_ID_KEY, CONN_ID_KEY, JOB_PAGE_PREFIX
 from primus_runtime.client import JobNotFound, progress_line
 
 #: Seconds for each request to the job's AM or its cluster.
@@ -59,6 +63,7 @@ class JobFacts:
     am_page: str | None  # the AM's own page, while it serves one
     cluster_page: str | None  # the cluster's page of the job (YARN), which outlives the AM
     ui_command: str  # `primus ui APP_ID` with what it needs to find the job
+    connection: str  # the Airflow connection it was read through, as the page names it
 
 
 # --- which job: the task instance's XComs --------------------------------------------------
@@ -106,7 +111,16 @@ def look_up(job: TaskJob) -> JobFacts:
     running = status["job"]["state"] not in FINISHED
     return JobFacts(status=status, am_page=hook.job_url(job.app_id, wait=0) if running else None,
                     cluster_page=hook.client.cluster_for(job.app_id).app_page_url(job.app_id),
-                    ui_command=ui_command(hook, job.app_id))
+                    ui_command=ui_command(hook, job.app_id), connection=connection_named(hook))
+
+
+def connection_named(hook: PrimusHook) -> str:
+    """The connection as the page names it: the default one may not exist (the local backend then)."""
+    try:
+        hook.get_connection(hook.primus_conn_id)
+    except AirflowNotFoundException:
+        return f"none ({hook.primus_conn_id} is not defined: the local backend, Primus home {hook.client.local.home})"
+    return hook.primus_conn_id
 
 
 def ui_command(hook: PrimusHook, app_id: str) -> str:
@@ -155,11 +169,15 @@ def _short(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+# "it killed" said the opposite of what happened: the job was killed.
+_OUTCOME_WORDS = {"succeeded": "succeeded", "failed": "failed", "killed": "was killed"}
+
+
 def _headline(state: str) -> str:
     if state == "lost":
         return "The job is over: its AM is gone without recording an outcome (lost)."
     if state in FINISHED:
-        return f"The job is over: it {html.escape(state)}."
+        return f"The job is over: it {_OUTCOME_WORDS.get(state, html.escape(state))}."
     return (f"The job is {html.escape(state)}: its AM does not serve its page (yet). This page follows it: "
             "it reloads every 5 seconds and leads to the job's page once the AM serves it.")
 
@@ -170,7 +188,7 @@ def outcome_page(job: TaskJob, facts: JobFacts) -> str:
     state = str(summary.get("state", "unknown"))
     rows = [("Job", f"{summary.get('name', '')} ({job.app_id})"), ("State", state),
             ("Reason", summary.get("reason") or ""), ("Ended at", _when(summary.get("finished_at"))),
-            ("Roles", progress_line(facts.status)), ("Airflow connection", job.conn_id)]
+            ("Roles", progress_line(facts.status)), ("Airflow connection", facts.connection)]
     if state not in FINISHED:
         rows = [row for row in rows if row[0] != "Ended at"]
     table = "".join(f"<tr><th>{html.escape(name)}</th><td>{html.escape(str(value))}</td></tr>"
@@ -194,9 +212,24 @@ def problem_page(status_code: int, job: TaskJob, problem: str) -> HTMLResponse:
 
 # --- the app --------------------------------------------------------------------------------
 
+def login_url(request: Request) -> str:
+    """Airflow's login route (``/api/v2/auth/login``: the auth manager's login, with ``next`` checked
+    to be on this server), from the api-server's root this app is mounted under."""
+    root = request.scope.get("root_path", "").removesuffix(JOB_PAGE_PREFIX)
+    return f"{root}/api/v2/auth/login?" + urlencode({"next": str(request.url)})
+
+
 def create_app() -> FastAPI:
     """The plugin's FastAPI app, mounted by the api-server under ``/primus``."""
     app = FastAPI(title="Primus", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def signed_out(request: Request, exc: StarletteHTTPException) -> Response:
+        """A browser that is not signed in goes to Airflow's login, which brings it back here; an API
+        client (no HTML accepted) gets Airflow's JSON 401 as before."""
+        if exc.status_code == 401 and "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse(login_url(request), status_code=303)
+        return await http_exception_handler(request, exc)
 
     @app.get("/jobs/{dag_id}/{task_id}", dependencies=[Depends(can_read_task_instance)],
              response_class=HTMLResponse)

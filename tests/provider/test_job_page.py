@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterator
 from importlib import import_module
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
@@ -64,7 +65,8 @@ def test_before_its_am_serves_a_page_the_page_follows_the_job_and_links_yarns_ap
     job = TaskJob("application_1700000000000_0007", "primus_yarn")
     status = {"job": {"name": "train", "state": "pending", "reason": "AM starting"}, "roles": []}
     text = outcome_page(job, JobFacts(status, None, "http://rm:8088/cluster/app/application_1700000000000_0007",
-                                      "primus ui application_1700000000000_0007"))
+                                      "primus ui application_1700000000000_0007", "primus_yarn"))
+    assert "<th>Airflow connection</th><td>primus_yarn</td>" in text
     assert "The job is pending: its AM does not serve its page (yet)" in text
     assert '<meta http-equiv="refresh" content="5">' in text and "Ended at" not in text
     assert '<a href="http://rm:8088/cluster/app/application_1700000000000_0007">' in text
@@ -125,7 +127,7 @@ def test_a_killed_jobs_page_gives_the_kill_reason(primus_home, client, page):
     client.kill(app_id, reason="stopped by the test")
     jobs.append(TaskJob(app_id, "primus_default"))
     reply = http.get(PATH)
-    assert reply.status_code == 200 and "The job is over: it killed." in reply.text
+    assert reply.status_code == 200 and "The job is over: it was killed." in reply.text  # was "it killed."
     assert "stopped by the test" in reply.text
 
 
@@ -142,7 +144,22 @@ def test_without_credentials_the_page_answers_401_and_never_looks_the_job_up():
     app.dependency_overrides[task_job] = lambda: looked_up.append(True)
     with TestClient(app) as http:
         reply = http.get(PATH)
-    assert reply.status_code == 401 and looked_up == []
+        assert reply.status_code == 401 and looked_up == []
+        # A browser (it accepts HTML) is sent to Airflow's login, which brings it back to the page.
+        browser = http.get(PATH, headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"},
+                           follow_redirects=False)
+    assert browser.status_code == 303 and looked_up == []
+    assert browser.headers["location"] == "/api/v2/auth/login?" + urlencode({"next": "http://testserver" + PATH})
+
+
+def test_a_page_read_through_the_missing_default_connection_says_so(primus_home, client, page):
+    http, jobs = page
+    app_id = PrimusHook().submit(make_spec(SHORT))
+    client.wait(app_id, timeout=60)
+    jobs.append(TaskJob(app_id, "primus_default"))
+    text = http.get(PATH).text
+    assert "<th>Airflow connection</th><td>none (primus_default is not defined: the local backend, " \
+           f"Primus home {primus_home})</td>" in text
 
 
 def yarn_connection(monkeypatch: pytest.MonkeyPatch, conf_dir: Path, rm_port: int) -> TaskJob:

@@ -250,11 +250,13 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
 
 
 
-def fetch(url: str, bearer: str | None = None, cookie: str | None = None) -> tuple[int, str | None, str]:
+def fetch(url: str, bearer: str | None = None, cookie: str | None = None,
+          accept: str | None = None) -> tuple[int, str | None, str]:
     """GET ``url`` without following a redirect: (status, Location, body). ``bearer``: a JWT in the
-    Authorization header (the REST API's way); ``cookie``: in the ``_token`` cookie (the UI's)."""
+    Authorization header (the REST API's way); ``cookie``: in the ``_token`` cookie (the UI's);
+    ``accept``: the Accept header (a browser's asks for HTML)."""
     parts = urllib.parse.urlsplit(url)
-    headers = {}
+    headers = {"Accept": accept} if accept else {}
     if bearer:
         headers["Authorization"] = f"Bearer {bearer}"
     if cookie:
@@ -319,6 +321,12 @@ def test_the_job_link_leads_to_the_am_while_the_job_runs_and_to_its_outcome_afte
         for credentials in ({}, {"bearer": "not-a-jwt"}, {"cookie": "not-a-jwt"}):
             status, _, body = fetch(url, **credentials)  # Airflow's answer, nothing of the job
             assert status in (401, 403) and app_id not in body, (credentials, status, body)
+        # A browser without a session is sent to Airflow's login, which leads it back to the page.
+        status, location, body = fetch(url, accept="text/html,*/*;q=0.8")
+        assert status == 303 and app_id not in body, (status, body)
+        assert location == "/api/v2/auth/login?" + urllib.parse.urlencode({"next": url}), location
+        status, location, _ = fetch(signing_in + location)
+        assert status == 307 and location is not None and "login" in location, (status, location)
 
         assert client.status(app_id)["job"]["state"] == "running"
         status, location, body = fetch(url, bearer=live.token())  # running: to the AM's own page
