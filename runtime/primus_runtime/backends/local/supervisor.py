@@ -116,6 +116,11 @@ class Supervisor:
             fd = os.pidfd_open(pid)
         except ProcessLookupError:
             return 0 if self.has_outcome() else -signal.SIGKILL
+        except OSError:  # a kernel without pidfds (before 5.3): look at /proc instead
+            while os.path.exists(f"/proc/{pid}") and not _zombie(pid):
+                self.reap_orphans()
+                time.sleep(0.5)
+            return 0 if self.has_outcome() else -signal.SIGKILL
         try:
             poller = select.poll()
             poller.register(fd, select.POLLIN)
@@ -172,6 +177,14 @@ class Supervisor:
                     break
                 time.sleep(0.1)
             deadline = time.monotonic() + 1.0
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def children() -> list[int]:
