@@ -141,7 +141,7 @@ def descendants(roots: list[int]) -> list[int]:
     return found
 
 
-def _epoch(iso_time: str) -> float:
+def epoch(iso_time: str) -> float:
     """Seconds since the epoch of an ISO 8601 time from the API (UTC when it names no zone)."""
     moment = datetime.fromisoformat(iso_time)
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
@@ -306,7 +306,7 @@ class LiveAirflow:
                 raise RuntimeError(f"airflow {name} exited with {self.procs[name].returncode}:\n{self.tail(name)}")
             part = self._request("GET", "/api/v2/monitor/health", auth=False).get(name.replace("-", "_"), {})
             beat = part.get(key)
-            return part.get("status") == "healthy" and beat is not None and _epoch(beat) > restarted
+            return part.get("status") == "healthy" and beat is not None and epoch(beat) > restarted
         wait_for(beating, timeout, f"the restarted {name} to report healthy", poll=1.0)
 
     def log_since_start(self, name: str) -> str:
