@@ -14,6 +14,10 @@
 * ``model_saved`` waits for the job to succeed (the ps save the model when it ends).
 * ``evaluate`` runs an evaluator job on the saved model; it fails if the model did not learn.
 
+A run's day is its logical date's (``@daily``: the day it starts at midnight UTC). A run without a
+logical date (Airflow 3's default for one triggered through the REST API, ``"logical_date": null``)
+trains on the day it was triggered, in UTC (its ``run_after``).
+
 The job specs name no backend: they run where the ``primus_default`` connection points. With
 ``{"backend": "yarn"}`` in its extra and ``data_root`` an ``hdfs:///...`` path (and a
 ``webhdfs_default`` connection for the sensor), the same DAG trains on YARN with its data on
@@ -35,7 +39,12 @@ from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.sensors.primus import PrimusDataProgressSensor, PrimusJobSensor, PrimusPartitionSensor
 
 TRAINER = "../examples/ps_worker/trainer.py"  # relative to this file's folder
-MODEL_DIR = "{{ params.model_root }}/{{ ds_nodash }}"
+# The run's day: its logical date's; for a run without one (Airflow 3's default for a run triggered
+# through the REST API, or from the UI without a date), the day it was triggered (`run_after`).
+# Such a run has no `ds`: a template naming it fails with "'ds' is undefined".
+RUN_DAY = "(dag_run.logical_date or dag_run.run_after)"
+DAY = "{{ " + RUN_DAY + " | ds }}"
+MODEL_DIR = "{{ params.model_root }}/{{ " + RUN_DAY + " | ds_nodash }}"
 FAST_AM = {"heartbeat_interval": "500ms", "heartbeat_timeout": "10s", "shutdown_grace": "5s"}
 
 TRAIN_JOB = {
@@ -51,7 +60,7 @@ TRAIN_JOB = {
     "input": {
         "sources": [{"name": "samples", "path": "{{ params.data_root }}/{{YYYY}}{{MM}}{{DD}}",
                      "pattern": "*.jsonl", "format": "jsonl"}],
-        "time_range": {"start": "{{ ds }}", "end": "{{ ds }}"},
+        "time_range": {"start": DAY, "end": DAY},
         "task_size": "64Ki",
     },
     "am": FAST_AM,
@@ -82,7 +91,7 @@ with DAG(
     wait_for_partition = PrimusPartitionSensor(
         task_id="wait_for_partition",
         path="{{ params.data_root }}/{{YYYY}}{{MM}}{{DD}}",
-        partition="{{ ds }}",
+        partition=DAY,
         deferrable=True,
         poke_interval=30,
         timeout=10 * 60,  # a day without data is skipped, not waited for all day; raise it for late data
@@ -90,7 +99,7 @@ with DAG(
     )
     train = PrimusSubmitJobOperator(task_id="train", spec=TRAIN_JOB, wait_for_completion=False)
     app_id = "{{ ti.xcom_pull(task_ids='train', key='app_id') }}"
-    data_consumed = PrimusDataProgressSensor(task_id="data_consumed", app_id=app_id, partition="{{ ds }}",
+    data_consumed = PrimusDataProgressSensor(task_id="data_consumed", app_id=app_id, partition=DAY,
                                              deferrable=True, poke_interval=2)
     model_saved = PrimusJobSensor(task_id="model_saved", app_id=app_id, deferrable=True, poke_interval=2)
     evaluate = PrimusSubmitJobOperator(task_id="evaluate", spec=EVAL_JOB, poll_interval=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -130,3 +131,47 @@ def test_trainers_get_the_membership_of_their_peers_and_tf_config_from_the_execu
     assert set(tf["cluster"]) == {"ps", "worker"}  # the evaluator is not part of TF's cluster
     evaluator_cluster, evaluator_tf = read_log(client, app, "evaluator", 0).splitlines()[:2]
     assert set(json.loads(evaluator_cluster)) == {"evaluator"} and evaluator_tf == "None"
+
+
+# Prints the trainer's environment and its executor's as the kernel shows it (/proc/<pid>/environ:
+# a forked executor's is its fork server's).
+SHOW_ENVS = [sys.executable, "-c", "import json, os; parent = open(f'/proc/{os.getppid()}/environ', 'rb').read(); "
+             "print(json.dumps([dict(os.environ), parent.decode(errors='replace').split(chr(0))]))"]
+WORKER_SECRETS = {"AIRFLOW__CORE__FERNET_KEY": "secret-x", "AIRFLOW_CTX_DAG_ID": "d",
+                  "AWS_SECRET_ACCESS_KEY": "secret-aws", "AIRFLOW_CONN_WAREHOUSE": "postgres://u:secret-pw@db/x"}
+
+
+def test_a_trainer_gets_none_of_the_submitting_workers_environment(client, monkeypatch):
+    """An Airflow worker submits with its settings, context and secrets in its environment: none of
+    them reaches the trainer (nor its executor), which gets the machine's basics, the spec's env and
+    the runtime's variables."""
+    for name, value in WORKER_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LC_TIME", "C")
+    monkeypatch.setenv("HADOOP_USER_NAME", "alice")
+    spec = make_spec([{"name": "worker", "command": SHOW_ENVS, "env": {"MODEL_DIR": "/models/x"},
+                       "framework": "pytorch"}])
+    app = client.submit(spec)
+    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    env, executor_env = json.loads(read_log(client, app, "worker", 0))
+    leaked = [name for name in WORKER_SECRETS if name in env or any(v.startswith(name + "=") for v in executor_env)]
+    assert leaked == []
+    assert not any("secret" in value for value in [*env.values(), *executor_env])
+    assert env["MODEL_DIR"] == "/models/x"  # the spec's env
+    assert env["PRIMUS_ROLE"] == "worker" and env["PRIMUS_APP_ID"] == app and env["WORLD_SIZE"] == "1"
+    assert env["PATH"] == os.environ["PATH"] and env["LC_TIME"] == "C"  # what running programs needs
+    assert env["HADOOP_USER_NAME"] == "alice"  # the executor's WebHDFS reads act as the AM's scan does
+
+
+def test_a_job_names_what_its_trainers_inherit_from_the_submitting_environment(client, monkeypatch):
+    monkeypatch.setenv("TF_PYTHON", "/opt/tf/bin/python")
+    monkeypatch.setenv("WANDB_API_KEY", "k1")
+    monkeypatch.setenv("WANDB_PROJECT", "ctr")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-aws")
+    spec = make_spec([{"name": "worker", "command": SHOW_CWD_AND_ENV}],
+                     backend={"type": "local", "inherit_env": ["TF_PYTHON", "WANDB_*"]})
+    app = client.submit(spec)
+    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    _, env = json.loads(read_log(client, app, "worker", 0))
+    assert (env["TF_PYTHON"], env["WANDB_API_KEY"], env["WANDB_PROJECT"]) == ("/opt/tf/bin/python", "k1", "ctr")
+    assert "AWS_SECRET_ACCESS_KEY" not in env

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import wait_for
+from primus_runtime.backends.local.jobs import processes_of_job
 
 REPO = Path(__file__).resolve().parents[2]
 LIVE_DAGS = Path(__file__).resolve().parent / "live_dags"
@@ -141,7 +142,7 @@ def descendants(roots: list[int]) -> list[int]:
     return found
 
 
-def _epoch(iso_time: str) -> float:
+def epoch(iso_time: str) -> float:
     """Seconds since the epoch of an ISO 8601 time from the API (UTC when it names no zone)."""
     moment = datetime.fromisoformat(iso_time)
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
@@ -306,7 +307,7 @@ class LiveAirflow:
                 raise RuntimeError(f"airflow {name} exited with {self.procs[name].returncode}:\n{self.tail(name)}")
             part = self._request("GET", "/api/v2/monitor/health", auth=False).get(name.replace("-", "_"), {})
             beat = part.get(key)
-            return part.get("status") == "healthy" and beat is not None and _epoch(beat) > restarted
+            return part.get("status") == "healthy" and beat is not None and epoch(beat) > restarted
         wait_for(beating, timeout, f"the restarted {name} to report healthy", poll=1.0)
 
     def log_since_start(self, name: str) -> str:
@@ -332,8 +333,9 @@ class LiveAirflow:
 
     def stop(self) -> list[int]:
         """SIGTERM every component's session, SIGKILL what is left after STOP_TIMEOUT, then SIGKILL
-        whatever left the sessions: descendants of the components, and processes carrying this
-        AIRFLOW_HOME in their environment (Primus jobs that tasks left running among them).
+        whatever left the sessions: descendants of the components, processes carrying this
+        AIRFLOW_HOME in their environment (the AMs of Primus jobs that tasks left running among them),
+        and every process of the Primus jobs under this PRIMUS_HOME.
 
         Returns the pids of Airflow processes (not Primus jobs') that only that last step stopped:
         none is expected."""
@@ -355,7 +357,10 @@ class LiveAirflow:
         escaped = {pid for pid in [*tree, *pids_with_env(f"AIRFLOW_HOME={self.airflow_home}")]
                    if _alive(pid) and _session(pid) not in sessions}
         primus_jobs = _pids_with_env_name("PRIMUS_APP_ID")
-        for pid in escaped:
+        # A job's executors and trainers carry none of Airflow's environment (the local backend hands
+        # them a short allow-list of the AM's): they are found by their job's PRIMUS_APP_ID.
+        job_processes = [pid for job in (self.primus_home / "jobs").glob("*") for pid in processes_of_job(job.name)]
+        for pid in [*escaped, *job_processes]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return sorted(escaped - primus_jobs)

@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
 from .conftest import requires_airflow_3_3
-from .live_airflow import AIRFLOW, REPO, ApiError, LiveAirflow, ancestors, cmdline, free_port, pids_with_cmdline
+from .live_airflow import AIRFLOW, REPO, ApiError, LiveAirflow, ancestors, cmdline, epoch, free_port, pids_with_cmdline
 
 # Starting Airflow and running jobs through the scheduler on a loaded 2-core machine.
 # LocalExecutor on SQLite, the task and asset state stores: Airflow 3.3.
@@ -248,6 +249,46 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
 
+
+
+def test_the_daily_dag_runs_triggered_without_a_logical_date(live: LiveAirflow, tmp_path):
+    """The REST API's default manual run (``"logical_date": null``, what trigger_dag posts) has no
+    ``ds``: the daily example DAG trains on the day it was triggered (UTC) instead."""
+    dag_id = "primus_daily_retraining"
+    trainer = REPO / "examples" / "ps_worker" / "trainer.py"
+    data_root, model_root = tmp_path / "data", tmp_path / "models"
+
+    def write_partition(day: str) -> None:
+        if not (data_root / day).exists():
+            subprocess.run([sys.executable, str(trainer), "make-partition", str(data_root / day), "2000"], check=True)
+
+    with live.explain_failure(dag_id):
+        client = PrimusClient(live.primus_home)
+        live.wait_for_dag(dag_id)
+        # Unpaused at creation, the DAG got a scheduled run of the latest day, which waits for demo data
+        # nobody writes, and max_active_runs=1 would queue this run behind it: once the scheduler made
+        # every run due now (the next one is due after now), they are marked failed (as from the UI).
+        wait_for(lambda: (after := live.api("GET", f"/dags/{dag_id}")["next_dagrun_run_after"]) is None
+                 or epoch(after) > time.time(), 120, "the scheduler to create the runs due now", poll=1.0)
+        for run in live.api("GET", f"/dags/{dag_id}/dagRuns")["dag_runs"]:
+            if run["state"] not in ("success", "failed"):
+                live.api("PATCH", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}",
+                         {"state": "failed"})
+        write_partition(datetime.now(timezone.utc).strftime("%Y%m%d"))
+        run_id = live.trigger_dag(dag_id, conf={"data_root": str(data_root), "model_root": str(model_root)})
+        run = live.dag_run(dag_id, run_id)
+        assert run["logical_date"] is None, run
+        day = datetime.fromtimestamp(epoch(run["run_after"]), timezone.utc)
+        write_partition(day.strftime("%Y%m%d"))  # midnight passed since the one above
+
+        run = live.wait_for_run_state(dag_id, run_id, timeout=400)
+        states = {task: live.task_instance(dag_id, run_id, task)["state"]
+                  for task in ("wait_for_partition", "train", "data_consumed", "model_saved", "evaluate")}
+        assert (run["state"], set(states.values())) == ("success", {"success"}), states
+        (train,) = client.list({"dag_id": dag_id, "task_id": "train", "run_id": run_id})
+        status = client.status(train["app_id"])
+        assert status["data"]["watermark"] == day.strftime("%Y-%m-%d") and status["data"]["records_done"] >= 2000
+        assert sorted(p.name for p in (model_root / day.strftime("%Y%m%d")).iterdir()) == ["ps-0.json", "ps-1.json"]
 
 
 def fetch(url: str, bearer: str | None = None, cookie: str | None = None,

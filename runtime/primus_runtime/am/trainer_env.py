@@ -1,5 +1,6 @@
-"""The environment a trainer gets: PRIMUS_* for every role, plus TF_CONFIG for
-TensorFlow roles and the torch.distributed variables for PyTorch roles.
+"""What the AM gives a trainer's environment: PRIMUS_* for every role, the torch.distributed
+variables for PyTorch roles, what TF_CONFIG needs for TensorFlow roles, and the role's ``env``. The
+executor adds it to its own environment (``executor/main.py``: ``trainer_environment``).
 
 What depends on the membership (PRIMUS_CLUSTER, TF_CONFIG's cluster) is not here: the executor
 composes it from the membership its start command carries (``protocol.membership_env``), so that

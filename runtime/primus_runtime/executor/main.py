@@ -32,6 +32,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol
@@ -132,6 +133,24 @@ def read_am_address(config: Config) -> str | None:
     return None
 
 
+def trainer_environment(own: Mapping[str, str], start: dict[str, Any]) -> dict[str, str]:
+    """The trainer's environment, on every backend: the executor's ``own`` (less its ``PRIMUS_*``
+    settings), then what the AM's start command gives (``am/trainer_env.py``: ``PRIMUS_*``, the
+    framework's variables, the role's ``env``), then the membership's (``PRIMUS_CLUSTER``, ``TF_CONFIG``).
+    The executor's own environment is what its backend started it with: on the local backend a short
+    allow-list of the submitter's (``backends/local/environment.py``), on YARN and Kubernetes its
+    container's (the NodeManager's or the image's, plus what the backend sets from the spec)."""
+    env = {name: value for name, value in own.items()
+           if not name.startswith("PRIMUS_")}  # the executor's own settings (token file...) are not the trainer's
+    env.update(start["env"])
+    env.update(protocol.membership_env(start["cluster"], start.get("tensorflow")))
+    if sys.path[0].endswith(".zip"):
+        # Run from the job bundle: trainers import primus_runtime.data.reader from the same
+        # bundle, so the records they decode are framed as this executor feeds them.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [sys.path[0], env.get("PYTHONPATH")]))
+    return env
+
+
 def link_files(source_dir: str, work_dir: str) -> None:
     """Link every file of ``source_dir`` into ``work_dir`` (the role's ``files``), keeping what is there."""
     os.makedirs(work_dir, exist_ok=True)
@@ -204,19 +223,10 @@ class Executor:
         return None
 
     def _supervise(self, start: dict[str, Any], ports: list[int]) -> int:
-        env = dict(os.environ)
-        for name in list(env):
-            if name.startswith("PRIMUS_"):
-                del env[name]  # the executor's own settings (token file...) are not the trainer's
-        env.update(start["env"])
-        env.update(protocol.membership_env(start["cluster"], start.get("tensorflow")))
+        env = trainer_environment(os.environ, start)
         if protocol.TRAINER_ENV_CLUSTER not in env:
             log.info("PRIMUS_CLUSTER left out (over %d bytes): the trainer reads %s", protocol.MAX_CLUSTER_ENV,
                      protocol.TRAINER_ENV_CLUSTER_FILE)
-        if sys.path[0].endswith(".zip"):
-            # Run from the job bundle: trainers import primus_runtime.data.reader from the same
-            # bundle, so the records they decode are framed as this executor feeds them.
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [sys.path[0], env.get("PYTHONPATH")]))
         env[protocol.TRAINER_ENV_CLUSTER_FILE] = self.cluster_file
         self._write_cluster(start["cluster"])
         feed = start.get("feed")

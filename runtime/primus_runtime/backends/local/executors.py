@@ -16,6 +16,7 @@ from ... import protocol
 from ...executor.proctree import Cgroup, signal_all
 from ...spec import LocalBackend, Resources
 from ..base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
+from .environment import executor_base_env
 from .jobs import (
     LOCAL_HOST,
     JobDir,
@@ -44,6 +45,7 @@ class LocalExecutorBackend(ExecutorBackend):
         self.job = job
         self.ledger = ResourceLedger(config)
         self.bundle = bundle
+        self.inherit_env = list(config.inherit_env)
         self._events: BackendEvents | None = None
         self._server: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task | None = None  # held: the loop keeps only weak references
@@ -68,6 +70,10 @@ class LocalExecutorBackend(ExecutorBackend):
             # standard library, and skipping site saves part of the start.
             sys.executable, "-E", "-S", str(self.bundle), "forkserver",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(self.job.path),
+            # Not the submitter's secrets either: a forked executor's /proc/<pid>/environ is this
+            # process's. PRIMUS_APP_ID stays: the job's end finds its executors by it.
+            env={**executor_base_env(os.environ), **{name: value for name, value in os.environ.items()
+                                                    if name.startswith("PRIMUS_")}},
         )
         self._reader = asyncio.ensure_future(self._read_server(self._server))
 
@@ -113,7 +119,9 @@ class LocalExecutorBackend(ExecutorBackend):
         work.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         link_files(request.files, work)
-        env = dict(os.environ)
+        # Not the AM's whole environment (the submitter's: an Airflow worker's settings and secrets):
+        # the executor hands its own environment, less its PRIMUS_* settings, to the trainer.
+        env = executor_base_env(os.environ, self.inherit_env)
         env.update(request.env)
         env.update({
             protocol.ENV_TOKEN_FILE: str(self.job.token),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...spec_types import SIZE_RULE, BackendSettings, ByteSize
+from .environment import BASE_ENV
 
 
 class LocalBackend(BackendSettings):
@@ -26,3 +28,21 @@ class LocalBackend(BackendSettings):
     gpus: list[int] | None = Field(
         None, description="GPU ids to hand out; default the ones in CUDA_VISIBLE_DEVICES, else none."
     )
+    inherit_env: list[str] = Field(
+        default_factory=list, description="Variables of the submitting environment the executors and their "
+        f"trainers get besides {', '.join(BASE_ENV)}: names, or prefixes ending in '*' ('AWS_*'). Nothing else "
+        "of it (an Airflow worker's AIRFLOW_* settings, connections and secrets, cloud credentials) reaches "
+        "a trainer."
+    )
+
+    @field_validator("inherit_env")
+    @classmethod
+    def _inherit_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", pattern):
+                raise ValueError(f"{pattern!r} is not a variable name, nor a prefix ending in '*'")
+            if pattern.upper().startswith("PRIMUS_"):
+                # The executor drops its own PRIMUS_* settings before it starts the trainer.
+                raise ValueError(f"{pattern!r}: PRIMUS_* variables are the runtime's own and never reach a "
+                                 f"trainer; use another name")
+        return value
