@@ -60,7 +60,7 @@ def test_missing_files_are_refused_at_submit(client, tmp_path):
 
     from primus_runtime.spec import SpecError
 
-    with pytest.raises(SpecError, match="does not exist"):
+    with pytest.raises(SpecError, match=r"roles\[0\]\.files\[0\]: no such file or directory"):
         client.submit(make_spec([{"name": "worker", "command": "x", "files": [str(tmp_path / "nope.py")]}]))
     assert client.list() == []
 
