@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ from primus_runtime.api_client import (
     transport_error,
     verifying_context,
 )
-from primus_runtime.backends.base import ClientOptions
+from primus_runtime.backends.base import ClientOptions, ClusterClient
 from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import LOG_READ_ERRORS, JobNotFound, PrimusClient, as_summary
 from primus_runtime.spec import JobSpec, SpecError
@@ -375,13 +376,16 @@ class LogFollower:
 class PrimusAsyncHook(PrimusHook):
     """``PrimusHook`` for triggers: status reads and kill requests over asynchronous HTTP.
 
-    Talking to the AM never blocks the triggerer's event loop; the few local file reads
-    (the AM's address, the status a finished job left behind) run in a worker thread.
+    Nothing blocking runs on the triggerer's event loop: talking to the AM is asynchronous, and what
+    is not (reading the connection, the first use of a backend's client, which imports it and reads
+    its configuration, the AM's address and CA files, loading that CA into a TLS context, parsing an
+    answer, the status a finished job left behind) runs in a worker thread.
     """
 
     def __init__(self, primus_conn_id: str = PrimusHook.default_conn_name, timeout: float = 10.0) -> None:
         super().__init__(primus_conn_id=primus_conn_id, timeout=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._tls: dict[str, ssl.SSLContext] = {}  # CA file -> its context, loaded once
 
     async def _client(self) -> PrimusClient:
         # Reading the connection may touch the metadata DB or a secrets backend: off the loop.
@@ -393,12 +397,11 @@ class PrimusAsyncHook(PrimusHook):
                    ) -> dict[str, Any] | None:
         """The AM's JSON answer, or None when no AM serves the job (any more)."""
         client = await self._client()
-        cluster = client.cluster_for(app_id)
+        cluster = await asyncio.to_thread(client.cluster_for, app_id)
         if not cluster.am_reachable_directly:  # through the cluster's proxy, with its own client
             return await asyncio.to_thread(cluster.am_request, app_id, method, path, body, self.timeout)
         try:
-            endpoint = await asyncio.to_thread(cluster.am_endpoint, app_id)
-            ca_file = await asyncio.to_thread(cluster.am_ca_file, app_id)
+            endpoint, ca_file, tls = await asyncio.to_thread(self._where, cluster, app_id)
         except KeyError:
             raise JobNotFound(app_id) from None
         if endpoint is None:
@@ -409,7 +412,7 @@ class PrimusAsyncHook(PrimusHook):
         url = f"{am_base_url(address, ca_file)}{protocol.API_PREFIX}{path}"
         try:
             async with self._session.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"},
-                                             ssl=verifying_context(ca_file) if ca_file else True) as response:
+                                             ssl=tls) as response:
                 data = await response.read()
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
             error = transport_error(address, exc)  # the same meaning as the runtime's AMClient gives it
@@ -420,7 +423,20 @@ class PrimusAsyncHook(PrimusHook):
             check_answer(response.status, data)
         except AMUnavailable:
             return None  # as ClusterClient.am_request: an AM that cannot serve is an AM that does not answer
-        return cast(dict[str, Any], json.loads(data))
+        # A full status grows with the job's executors: megabytes of JSON for a large one.
+        return cast(dict[str, Any], await asyncio.to_thread(json.loads, data))
+
+    def _where(self, cluster: ClusterClient, app_id: str
+               ) -> tuple[tuple[str, str] | None, str | None, ssl.SSLContext | bool]:
+        """(The AM's endpoint, the job's CA file, what aiohttp verifies the AM with), by blocking
+        calls: in a worker thread. ``KeyError``: no such job."""
+        endpoint = cluster.am_endpoint(app_id)
+        ca_file = cluster.am_ca_file(app_id)
+        if not ca_file:
+            return endpoint, None, True
+        if ca_file not in self._tls:
+            self._tls[ca_file] = verifying_context(ca_file)
+        return endpoint, ca_file, self._tls[ca_file]
 
     async def astatus(self, app_id: str, summary: bool = False) -> dict[str, Any]:
         """Same as ``status`` (transient errors retried), without blocking the event loop."""

@@ -14,17 +14,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_primus.conditions import Check, data_reached, job_succeeded, role_reached
-from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
+# Light imports only (see ``triggers/__init__.py``): what the triggers run on is imported off the
+# event loop by ``import_off_loop(*RUNS_ON)`` on their first run, then imported where used (a lookup).
 from airflow_provider_primus.partitions import path_exists
-from airflow_provider_primus.progress import job_progress
-from airflow_provider_primus.retries import READ_ERRORS, async_retrying
-from primus_runtime.client import JobNotFound, data_progress
+from airflow_provider_primus.triggers import import_off_loop
 from primus_runtime.states import ExecutorState, JobState
+
+if TYPE_CHECKING:
+    from airflow_provider_primus.conditions import Check
+    from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook
+
+#: The modules the triggers of this module need once they run.
+RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.hooks.primus",
+           "airflow_provider_primus.progress", "airflow_provider_primus.retries", "primus_runtime.client")
+#: ``PrimusHook.default_conn_name`` (not imported from the hook's module: see above).
+DEFAULT_CONN_ID = "primus_default"
 
 
 class PrimusStatusTrigger(BaseTrigger):
@@ -56,7 +64,7 @@ class PrimusStatusTrigger(BaseTrigger):
     :param summary_interval: seconds between summary lines.
     """
 
-    def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
+    def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
                  poll_interval: float = 5.0, deadline: float | None = None,
                  follow_logs: list[str] | tuple[str, ...] = (), log_offsets: dict[str, int] | None = None,
                  log_interval: float | None = None, max_log_lines: int = 20,
@@ -98,6 +106,9 @@ class PrimusStatusTrigger(BaseTrigger):
         return self._event("success", job["state"], check.line)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        await import_off_loop(*RUNS_ON)
+        from airflow_provider_primus.hooks.primus import PrimusAsyncHook
+
         hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
         try:
             event = await self._first_event(hook)
@@ -106,6 +117,10 @@ class PrimusStatusTrigger(BaseTrigger):
         yield event
 
     async def _first_event(self, hook: PrimusAsyncHook) -> TriggerEvent:
+        from airflow_provider_primus.hooks.primus import LogFollower
+        from airflow_provider_primus.retries import READ_ERRORS
+        from primus_runtime.client import JobNotFound
+
         follower = LogFollower(self.follow_logs, max_lines=self.max_log_lines, offsets=self.log_offsets)
         summary = ProgressSummary(self.app_id)
         started = time.monotonic()
@@ -143,6 +158,8 @@ class PrimusStatusTrigger(BaseTrigger):
                         event: TriggerEvent) -> TriggerEvent:
         """Copy the followed logs' newest lines, then ``event`` with where the copy stopped and the job's
         progress (a trigger cannot write the task state store: the task does, on a worker)."""
+        from airflow_provider_primus.progress import job_progress
+
         event = TriggerEvent({**event.payload, "progress": job_progress(self.app_id, status)})
         if not self.follow_logs:
             return event
@@ -170,6 +187,8 @@ class ProgressSummary:
         return True
 
     def line(self, status: dict[str, Any]) -> str:
+        from primus_runtime.client import data_progress
+
         roles = status.get("roles", [])
         ready = sum(int(role.get("ready", 0)) for role in roles)
         wanted = sum(int(role.get("replicas", 0)) for role in roles)
@@ -202,7 +221,7 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         success, or clears it (Airflow >= 3.3 calls ``on_kill``); ``"keep"`` leaves it.
     """
 
-    def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
+    def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
                  poll_interval: float = 5.0, deadline: float | None = None,
                  follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill",
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
@@ -215,6 +234,8 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         return {"on_kill_action": self.on_kill_action}
 
     def check(self, status: dict[str, Any]) -> Check:
+        from airflow_provider_primus.conditions import job_succeeded
+
         return job_succeeded(status)
 
     def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
@@ -226,6 +247,9 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         if self.on_kill_action != "kill":
             return
         self.log.info("Deferred task killed: stopping Primus job %s", self.app_id)
+        await import_off_loop(*RUNS_ON)  # a trigger that never ran (a triggerer restart) has not yet
+        from airflow_provider_primus.hooks.primus import PrimusAsyncHook
+
         hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
         try:
             await hook.akill(self.app_id, "the deferred Airflow task was killed")
@@ -238,7 +262,7 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
     replicas), ``failed`` if the job ends first."""
 
     def __init__(self, app_id: str, role: str, state: str = ExecutorState.RUNNING.value, count: int | None = None,
-                 primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
+                 primus_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
                  max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
@@ -250,6 +274,8 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
         return {"role": self.role, "state": self.state, "count": self.count}
 
     def check(self, status: dict[str, Any]) -> Check:
+        from airflow_provider_primus.conditions import role_reached
+
         return role_reached(status, self.role, self.state, self.count)
 
 
@@ -260,7 +286,7 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
     (ISO 8601 UTC, ``conditions.normalize_time``); ``failed`` if the job ends first."""
 
     def __init__(self, app_id: str, min_progress: float | None = None, partition: str | None = None,
-                 primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
+                 primus_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
                  max_lag: int | None = None, watermark_after: str | None = None,
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
@@ -275,6 +301,8 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
                 "watermark_after": self.watermark_after}
 
     def check(self, status: dict[str, Any]) -> Check:
+        from airflow_provider_primus.conditions import data_reached
+
         return data_reached(status, self.min_progress, self.partition, self.max_lag, self.watermark_after)
 
 
@@ -296,6 +324,9 @@ class PrimusPartitionTrigger(BaseTrigger):
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        await import_off_loop(*RUNS_ON)
+        from airflow_provider_primus.retries import READ_ERRORS, async_retrying
+
         while True:
             if self.deadline is not None and time.time() > self.deadline:
                 yield TriggerEvent({"status": "timeout", "reason": f"{self.path} did not appear in time"})

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from importlib import import_module
@@ -58,6 +61,12 @@ def test_serialize_carries_every_argument(trigger):
     # every constructor argument is in the serialized state, none is left to its default
     params = set(inspect.signature(type(trigger).__init__).parameters) - {"self"}
     assert set(kwargs) == params
+
+
+def test_the_triggers_default_connection_is_the_hooks():
+    # triggers/primus.py repeats the name rather than import the hook's module (see its imports)
+    for trigger in (PrimusJobTrigger("a"), PrimusRoleTrigger("a", role="r"), PrimusDataProgressTrigger("a")):
+        assert trigger.primus_conn_id == PrimusHook.default_conn_name
 
 
 def test_fires_success_when_the_job_succeeds(primus_home):
@@ -253,3 +262,69 @@ def test_deferred_task_hands_off_its_log_through_airflow_without_repeating_a_lin
     assert output.count("Pausing task as DEFERRED") >= 2  # deferred again after a hand-off
     assert copied_lines(output) == [
         f"tick-{i}" for i in range(1, 41)]  # every line once, in order, across the hand-offs
+
+
+# Runs in a fresh interpreter, as the triggerer does: its own modules loaded, the trigger's not yet.
+# The triggerer imports a trigger's class on its event loop (TriggerRunner.create_triggers), so the
+# import is part of what may not block it. asyncio's debug mode logs every callback (a task's step)
+# slower than slow_callback_duration: "Executing <Task ...> took 0.123 seconds".
+BLOCKING_PROBE = """
+import asyncio, json, logging, sys
+
+import airflow.jobs.triggerer_job_runner  # what the triggerer imported before it runs any trigger
+from airflow._shared.module_loading import import_string
+
+slow = []
+
+
+class Slow(logging.Handler):
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Executing ") and " took " in message:
+            slow.append(message)
+
+
+logging.getLogger("asyncio").addHandler(Slow())
+logging.getLogger("asyncio").setLevel(logging.WARNING)
+
+
+async def first_event(classpath, kwargs):
+    trigger = import_string(classpath)(**kwargs)  # the first one imports the trigger's module
+    async for event in trigger.run():
+        return event.payload
+
+
+async def main(app_id):
+    classpath = "airflow_provider_primus.triggers.primus.PrimusJobTrigger"
+    kwargs = {"app_id": app_id, "poll_interval": 0.1, "follow_logs": ["worker-0"], "log_interval": 0.5,
+              "max_log_lines": 5}
+    events = [await first_event(classpath, kwargs)]  # a log hand-off while the job runs
+    kwargs.update(log_offsets=events[0].get("log_offsets") or {}, log_interval=None)
+    events.append(await first_event(classpath, kwargs))  # deferred again: the job's end
+    print("PROBE " + json.dumps({"events": events, "slow": slow}))  # Airflow logs to stdout too
+
+
+loop = asyncio.new_event_loop()
+loop.set_debug(True)
+loop.slow_callback_duration = 0.1
+loop.run_until_complete(main(sys.argv[1]))
+loop.close()
+"""
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "tls"])
+def test_the_trigger_never_blocks_the_event_loop(primus_home, client, tls):
+    """Issue 27: the triggerer warned its loop was blocked (0.28-0.40 s) by Primus triggers. From
+    the import of the trigger's module to its last event, with log following and a hand-off, no step
+    on the loop may take 0.1 s (asyncio's debug mode says which one did)."""
+    spec = make_spec([{"name": "worker", "command": "for i in $(seq 1 30); do echo step-$i; sleep 0.1; done"}],
+                     am={"tls": tls})
+    app_id = PrimusHook().submit(spec)
+    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    got = subprocess.run([sys.executable, "-c", BLOCKING_PROBE, app_id], capture_output=True, text=True,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr[-3000:]
+    (result,) = [json.loads(line.removeprefix("PROBE ")) for line in got.stdout.splitlines()
+                 if line.startswith("PROBE ")]
+    assert [event["status"] for event in result["events"]] == ["running", "success"], result["events"]
+    assert result["slow"] == []
