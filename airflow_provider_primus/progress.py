@@ -11,6 +11,12 @@ calls on to the API server, not task state store ones. A deferred task therefore
 it is on a worker (right after submitting, at each log hand-off, at the end), from the progress
 its trigger's event carries.
 
+Every end of the task on a worker writes its outcome: the job's end, and a kill (marked failed or
+success, cleared: Airflow's SIGTERM, ``on_kill``), the task's ``execution_timeout`` or an error
+ending the wait in a worker slot. A task killed while deferred cannot: only the triggerer runs then
+(``on_kill`` of the trigger), and it cannot write the store; its document stays as its last stop on a
+worker left it, without an outcome.
+
 The document holds counts, states and the runtime's own reasons, never the job's spec.
 """
 
@@ -52,7 +58,7 @@ class KafkaProgress(TypedDict):
 
 
 class Outcome(TypedDict):
-    status: str  # as the trigger's events say it: success, failed, timeout, error
+    status: str  # as the trigger's events say it: success, failed, timeout, error; or killed (the task was)
     reason: str
 
 
@@ -193,6 +199,11 @@ class ProgressPublisher:
     def published(self) -> bool:
         return self.last is not None
 
+    @property
+    def finished(self) -> bool:
+        """Whether the last document written carries the task's outcome."""
+        return self.last is not None and self.last["outcome"] is not None
+
     def update(self, app_id: str, status: Mapping[str, Any]) -> bool:
         """Write the progress of ``status`` if it is due (see the class); whether it was written."""
         if self.store is None:
@@ -224,7 +235,7 @@ class ProgressPublisher:
 
     def finish(self, app_id: str, status: Mapping[str, Any] | None, outcome: str, reason: str) -> bool:
         """The last write: the progress of ``status`` (None: the last one published, or what
-        ``reason`` says) with the task's ``outcome`` (success, failed, timeout, error)."""
+        ``reason`` says) with the task's ``outcome`` (success, failed, timeout, error, killed)."""
         if status is not None:
             document = job_progress(app_id, status)
         else:

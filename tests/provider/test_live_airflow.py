@@ -132,6 +132,11 @@ def test_marking_a_running_task_failed_kills_its_job(live: LiveAirflow):
         assert live.wait_for_run_state(dag_id, run_id)["state"] == "failed"
         assert live.task_instance(dag_id, run_id, "train")["state"] == "failed"
         assert not pids_with_cmdline(f"airflow worker -- {ti['id']}")  # the task process is gone too
+        # Its progress says how it ended (issue 27: it stayed at "running"), written by the killed task.
+        progress = task_state_store(live, dag_id, run_id, "primus_progress")
+        assert progress["app_id"] == app_id and progress["outcome"] == {
+            "status": "killed", "reason": f"task was killed while waiting for Primus job {app_id}; the job was killed"
+        }, progress
 
 
 def task_process(ti_id: str, timeout: float = 60.0) -> int:

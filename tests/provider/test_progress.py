@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferred
+from airflow.sdk.execution_time.timeout import timeout
 
+from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.progress import PROGRESS_KEY, ProgressPublisher, job_progress, truthful_share
-from conftest import make_spec
+from conftest import make_spec, wait_for
+from primus_runtime.api_client import AMRejected
 
-from .conftest import FakeStateStore, make_context, requires_airflow_3_3
+from .conftest import FakeStateStore, execute_in_thread, make_context, requires_airflow_3_3
 
 
 def a_status(state: str = "running", data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -241,3 +244,52 @@ def test_deferred_it_publishes_after_submit_and_from_the_triggers_events(primus_
     final = store.writes[-1]
     assert len(store.writes) == 2 and final["outcome"]["status"] == "success"
     assert final["data"]["done"] == final["data"]["discovered"] and final["data"]["progress"] == 1.0
+
+
+SLEEPY = [{"name": "worker", "command": "sleep 300"}]
+
+
+def published_running(store: WritesStore) -> bool:
+    return bool(store.writes) and store.writes[-1]["state"] == "running"
+
+
+@requires_airflow_3_3("the task state store")
+def test_a_killed_wait_publishes_the_kill_as_its_outcome(primus_home, client):
+    """Issue 27: a task marked failed while it waited in a worker slot left its progress at "running"."""
+    store = WritesStore()
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
+    thread, outcome = execute_in_thread(op, make_context(store=store))
+    wait_for(lambda: published_running(store), what="the running job's progress")
+    op.on_kill()  # what Airflow's SIGTERM handler calls
+    thread.join(30)
+    assert isinstance(outcome.get("error"), AirflowException), outcome
+    final = store.writes[-1]
+    assert final["app_id"] == op.app_id
+    assert final["outcome"] == {"status": "killed", "reason": f"task was killed while waiting for Primus job "
+                                                              f"{op.app_id}; the job was killed"}
+
+
+@requires_airflow_3_3("the task state store")
+def test_a_wait_ended_by_the_tasks_timeout_or_an_error_publishes_that_outcome(primus_home, client, monkeypatch):
+    store = WritesStore()
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
+    with pytest.raises(AirflowTaskTimeout), timeout(3):  # how Airflow's task runner applies execution_timeout
+        op.execute(make_context(store=store))
+    assert store.writes[-2]["outcome"] is None and store.writes[-2]["state"] in ("starting", "running")
+    assert store.writes[-1]["outcome"] == {"status": "timeout", "reason": "the task's execution_timeout passed"}
+    client.kill(op.app_id)
+
+    store = WritesStore()
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
+    read = PrimusHook.status
+
+    def refused_once_running(self: PrimusHook, app_id: str, summary: bool = False) -> dict[str, Any]:
+        if published_running(store):
+            raise AMRejected(403, "bad token")
+        return read(self, app_id, summary)
+
+    monkeypatch.setattr(PrimusHook, "status", refused_once_running)
+    with pytest.raises(AMRejected):
+        op.execute(make_context(store=store))
+    assert store.writes[-1]["outcome"] == {"status": "error", "reason": "AMRejected: HTTP 403: bad token"}
+    client.kill(op.app_id)
