@@ -8,8 +8,8 @@ the job's state changes, and a last time with the outcome.
 
 Only a task on a worker can write the store: Airflow 3.3's triggerer passes asset state store
 calls on to the API server, not task state store ones. A deferred task therefore publishes when
-it is on a worker (right after submitting, at each log hand-off, at the end), from the progress
-its trigger's event carries.
+it is on a worker (right after submitting, at each log hand-off, at the end), from a status it
+reads then (the trigger's event carries none: Airflow logs events whole).
 
 Every end of the task on a worker writes its outcome: the job's end, and a kill (marked failed or
 success, cleared: Airflow's SIGTERM, ``on_kill``), the task's ``execution_timeout`` or an error
@@ -223,15 +223,22 @@ class ProgressPublisher:
 
     def update_from(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> bool:
         """``update`` with a status read now, unless one was published already (a deferred task's first
-        stop on a worker publishes, its later ones have their trigger's progress)."""
+        stop on a worker publishes, its later ones published from their trigger's event)."""
         if self.store is None or self.published:
             return False
+        status = self.read_status(app_id, read_status)
+        return self.update(app_id, status) if status is not None else False
+
+    def read_status(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any] | None:
+        """``read_status()`` for a document, or None without a store or when it cannot be read (said in
+        the log: the progress is a courtesy, the task goes on)."""
+        if self.store is None:
+            return None
         try:
-            status = read_status()
+            return read_status()
         except Exception as exc:  # noqa: BLE001 - the progress is a courtesy; the wait reads the status again
-            self.log.info("No progress published for Primus job %s yet: %s", app_id, exc)
-            return False
-        return self.update(app_id, status)
+            self.log.info("No progress published for Primus job %s now: %s", app_id, exc)
+            return None
 
     def finish(self, app_id: str, status: Mapping[str, Any] | None, outcome: str, reason: str) -> bool:
         """The last write: the progress of ``status`` (None: the last one published, or what
@@ -242,10 +249,10 @@ class ProgressPublisher:
             document = self.last or unknown_progress(app_id, "unknown", reason)
         return self.publish(with_outcome(document, outcome, reason))
 
-    def from_event(self, event: Mapping[str, Any]) -> bool:
-        """Publish what a trigger's event carries (``progress``, the trigger's last status): as is for
-        a ``running`` hand-off, with the outcome otherwise."""
-        document: JobProgress | None = event.get("progress")
+    def from_event(self, event: Mapping[str, Any], status: Mapping[str, Any] | None) -> bool:
+        """Publish the progress of ``status`` (the job's, read by the task resumed from ``event``; None:
+        not readable): as is for a ``running`` hand-off, with the event's outcome otherwise."""
+        document = job_progress(event["app_id"], status) if status is not None else None
         if event["status"] == "running":
             return self.publish(document) if document is not None else False
         if document is None:

@@ -73,10 +73,12 @@ class PrimusHook(BaseHook):
     When the connection id is the default ``primus_default`` and no such connection exists, the
     hook uses the local backend with the default home, so the quickstart needs no setup. A
     connection id that is named explicitly must exist: when it does not, the error says how to
-    create it (type, fields, a command). The fallback is logged once per process, naming the home.
+    create it (type, fields, a command). The fallback is logged once per task try, naming the home:
+    by the try's first hook (once per process), not by its triggers nor the try resumed from them.
 
     :param primus_conn_id: the ``primus`` connection to use.
     :param timeout: seconds for each request to a job's Application Master.
+    :param announce_fallback: log the fallback (see above); False where the try said it already.
     """
 
     conn_name_attr = "primus_conn_id"
@@ -84,10 +86,12 @@ class PrimusHook(BaseHook):
     conn_type = "primus"
     hook_name = "Primus"
 
-    def __init__(self, primus_conn_id: str = default_conn_name, timeout: float = 10.0) -> None:
+    def __init__(self, primus_conn_id: str = default_conn_name, timeout: float = 10.0,
+                 announce_fallback: bool = True) -> None:
         super().__init__()
         self.primus_conn_id = primus_conn_id
         self.timeout = timeout
+        self.announce_fallback = announce_fallback
 
     # --- connection -------------------------------------------------------------
 
@@ -99,7 +103,8 @@ class PrimusHook(BaseHook):
         except AirflowNotFoundException as exc:
             if self.primus_conn_id != self.default_conn_name:
                 raise AirflowNotFoundException(missing_connection_message(self.primus_conn_id)) from exc
-            self._announce_local_fallback()
+            if self.announce_fallback:
+                self._announce_local_fallback()
             return dict.fromkeys(CONNECTION_FIELDS) | {"backend": "local"}
         extra = conn.extra_dejson
 
@@ -320,8 +325,10 @@ class LogFollower:
     returned, the newest ones; the older ones are counted in one line, so a chatty trainer cannot
     flood the task log.
 
-    ``offsets`` (log path -> bytes handed out, whole lines only) is where it stands: give it to a
-    new follower (a trigger re-created from its kwargs) to carry on without repeating a line.
+    ``offsets`` (``<executor>/<stream>@<incarnation>`` -> bytes handed out, whole lines only) is where
+    it stands: give it to a new follower (a trigger re-created from its kwargs) to carry on without
+    repeating a line. Short keys, not the logs' paths: they travel in trigger events, which Airflow
+    logs whole. (A log path as the key, as earlier versions kept it, is still understood.)
     """
 
     def __init__(self, executors: Iterable[str], streams: tuple[str, ...] = ("stdout", "stderr"),
@@ -340,10 +347,12 @@ class LogFollower:
         by_id = {ex["id"]: ex for ex in rows}
         out: list[str] = []
         for executor_id in self.executors:
-            logs = by_id.get(executor_id, {}).get("logs") or {}
+            row = by_id.get(executor_id, {})
+            logs = row.get("logs") or {}
             for stream in self.streams:
                 if stream in logs:
-                    out.extend(self._read(hook, app_id, executor_id, stream, logs[stream]))
+                    key = f"{executor_id}/{stream}@{row['incarnation']}" if row.get("incarnation") else logs[stream]
+                    out.extend(self._read(hook, app_id, executor_id, stream, logs[stream], key))
         return out
 
     def _followed_rows(self, hook: PrimusHook, app_id: str) -> list[dict[str, Any]]:
@@ -354,15 +363,17 @@ class LogFollower:
                              ", ".join(self.executors), app_id, exc)
             return []
 
-    def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
-        start = self.offsets.get(path, 0)
+    def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str,
+              key: str) -> list[str]:
+        start = self.offsets.get(key, self.offsets.get(path, 0))
         try:
             chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
         except OSError:
             return []  # not written yet
         # An unfinished last line stays unread: the next call (or the next follower) reads it whole.
         *complete, _unfinished = chunk.split(b"\n")
-        self.offsets[path] = start + sum(len(line) + 1 for line in complete)
+        self.offsets.pop(path, None)
+        self.offsets[key] = start + sum(len(line) + 1 for line in complete)
         lines = [f"[{executor_id} {stream}] {line.decode(errors='replace')}" for line in complete]
         if len(lines) > self.max_lines:
             skipped = len(lines) - self.max_lines
@@ -382,8 +393,10 @@ class PrimusAsyncHook(PrimusHook):
     answer, the status a finished job left behind) runs in a worker thread.
     """
 
-    def __init__(self, primus_conn_id: str = PrimusHook.default_conn_name, timeout: float = 10.0) -> None:
-        super().__init__(primus_conn_id=primus_conn_id, timeout=timeout)
+    def __init__(self, primus_conn_id: str = PrimusHook.default_conn_name, timeout: float = 10.0,
+                 announce_fallback: bool = False) -> None:
+        # A trigger runs for a task whose try announced the fallback already (see PrimusHook).
+        super().__init__(primus_conn_id=primus_conn_id, timeout=timeout, announce_fallback=announce_fallback)
         self._session: aiohttp.ClientSession | None = None
         self._tls: dict[str, ssl.SSLContext] = {}  # CA file -> its context, loaded once
 

@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout, TaskDeferred
 
+from airflow_provider_primus.conditions import job_succeeded
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
 from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, task_job_page_url
@@ -134,9 +135,12 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         self.progress_interval = progress_interval
         self.app_id: str | None = None
 
+    #: Set on a try resumed from its trigger: its start said which connection it uses already.
+    _resumed = False
+
     @cached_property
     def hook(self) -> PrimusHook:
-        return PrimusHook(primus_conn_id=self.primus_conn_id)
+        return PrimusHook(primus_conn_id=self.primus_conn_id, announce_fallback=not self._resumed)
 
     # --- execute: Airflow's ResumableJobMixin decides between reattaching and submitting ----------
 
@@ -273,8 +277,11 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         """Back from the trigger: the app id on success, else the runtime's reason as the error."""
         app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
         self.app_id = app_id
+        self._resumed = True
         self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log)
-        self._progress.from_event(event)
+        # The event is kept small (see PrimusStatusTrigger): the progress is read here, now.
+        job_status = self._progress.read_status(app_id, lambda: self.hook.status(app_id, summary=True))
+        self._progress.from_event(event, job_status)
         if status == "running":  # a log hand-off: wait on, copying from where the trigger stopped
             self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
@@ -290,7 +297,9 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             raise AirflowException(f"Primus job {app_id} did not end within the task's execution_timeout"
                                    f" (job {'killed' if self.on_kill_action == 'kill' else 'left running'})")
         if status == "failed":
-            self._raise_failed(app_id, self.hook.status(app_id), reason)
+            full = self.hook.status(app_id)  # in full: the failed executors' tails
+            # The event's reason may be cut short; the job's own is whole.
+            self._raise_failed(app_id, full, job_succeeded(full).impossible or reason)
         raise AirflowException(reason)
 
     def _raise_failed(self, app_id: str, status: dict[str, Any], reason: str) -> None:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 #: The modules the triggers of this module need once they run.
 RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.hooks.primus",
            "airflow_provider_primus.progress", "airflow_provider_primus.retries", "primus_runtime.client")
+#: A trigger event's reason is cut to this many characters (Airflow logs the event on one line).
+MAX_EVENT_REASON = 300
 #: ``PrimusHook.default_conn_name`` (not imported from the hook's module: see above).
 DEFAULT_CONN_ID = "primus_default"
 
@@ -40,8 +42,11 @@ class PrimusStatusTrigger(BaseTrigger):
 
     Event payload: ``{"status": "success" | "failed" | "timeout" | "error" | "running", "app_id",
     "state", "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
-    sentence naming the job (what the task fails with); with ``follow_logs``, ``log_offsets`` too;
-    ``progress`` (``progress.job_progress`` of the last status) when a status was read.
+    sentence naming the job (what the task fails with, at most ``MAX_EVENT_REASON`` characters);
+    ``input_at_fault: True`` when a failure is the input's; a ``running`` hand-off carries the
+    ``deadline`` and ``log_offsets`` to defer again with. Nothing else: Airflow logs every event
+    whole on one line ("Trigger fired event"), so what the task needs besides (the job's progress,
+    the failed executors' logs) it reads again on the worker.
 
     Trainer lines are copied only when the trigger hands off, i.e. right before it fires: the
     newest ``max_log_lines`` of each followed log (the others counted in one line), and the event
@@ -156,19 +161,22 @@ class PrimusStatusTrigger(BaseTrigger):
 
     async def _hand_off(self, hook: PrimusAsyncHook, follower: LogFollower, status: dict[str, Any],
                         event: TriggerEvent) -> TriggerEvent:
-        """Copy the followed logs' newest lines, then ``event`` with where the copy stopped and the job's
-        progress (a trigger cannot write the task state store: the task does, on a worker)."""
-        from airflow_provider_primus.progress import job_progress
-
-        event = TriggerEvent({**event.payload, "progress": job_progress(self.app_id, status)})
+        """Copy the followed logs' newest lines, then ``event``; a ``running`` one with where the copy
+        stopped (the next trigger starts there)."""
         if not self.follow_logs:
             return event
         for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
             self.log.info("%s", line)
+        if event.payload["status"] != "running":
+            return event
         return TriggerEvent({**event.payload, "log_offsets": dict(follower.offsets)})
 
-    def _event(self, status: str, state: str, reason: str, **extra: Any) -> TriggerEvent:
-        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason, **extra})
+    def _event(self, status: str, state: str, reason: str, input_at_fault: bool = False,
+               **extra: Any) -> TriggerEvent:
+        if len(reason) > MAX_EVENT_REASON:
+            reason = reason[:MAX_EVENT_REASON - 1] + "…"
+        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason,
+                             **({"input_at_fault": True} if input_at_fault else {}), **extra})
 
 
 class ProgressSummary:

@@ -252,6 +252,13 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         log = live.task_log(dag_id, run_id, "train", 1)
         assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
+        # Said once per try (issue 27: the trigger said it again, in the triggerer, for each deferral).
+        assert log.count("No connection 'primus_default': using the local backend") == 1, log
+        fired = [record for record in live.task_log_records(dag_id, run_id, "train", 1)
+                 if record.get("event") == "Trigger fired event"]
+        assert len(fired) == dag_id.endswith("_deferred"), fired
+        for record in fired:  # the event as Airflow logs it: small, no progress, no log paths
+            assert len(str(record["result"])) < 300 and "progress" not in str(record["result"]), record
 
 
 

@@ -169,22 +169,22 @@ def test_a_failing_store_never_fails_the_task_and_is_reported_once(caplog):
         "Cannot publish the progress of Primus job primus-1 to the task state store: API server unreachable"]
 
 
-def test_a_trigger_event_is_published_as_is_or_with_its_outcome():
+def test_a_trigger_event_is_published_with_the_status_read_on_resume_and_its_outcome():
     store = WritesStore()
     publisher = ProgressPublisher(store)
-    carried = job_progress("primus-1", a_status(data=files_data(done=3, total=10, progress=0.3)))
+    status = a_status(data=files_data(done=3, total=10, progress=0.3))
     assert publisher.from_event({"status": "running", "app_id": "primus-1", "state": "running",
-                                 "reason": "log hand-off", "progress": carried})
+                                 "reason": "log hand-off"}, status)
     assert publisher.from_event({"status": "failed", "app_id": "primus-1", "state": "failed",
-                                 "reason": "Primus job primus-1 failed: worker-0 exit 3", "progress": carried})
+                                 "reason": "Primus job primus-1 failed: worker-0 exit 3"}, status)
     assert publisher.from_event({"status": "error", "app_id": "primus-1", "state": "gone",
-                                 "reason": "Primus job primus-1 does not exist (any more)"})
-    assert store.writes[0] == carried
+                                 "reason": "Primus job primus-1 does not exist (any more)"}, None)
+    assert store.writes[0] == {**job_progress("primus-1", status), "updated_at": store.writes[0]["updated_at"]}
     assert store.writes[1]["outcome"] == {"status": "failed", "reason": "Primus job primus-1 failed: worker-0 exit 3"}
-    assert store.writes[1]["data"] == carried["data"]
+    assert store.writes[1]["data"] == store.writes[0]["data"]
     assert (store.writes[2]["state"], store.writes[2]["outcome"]["status"]) == ("gone", "error")  # type: ignore[index]
     assert not publisher.from_event({"status": "running", "app_id": "primus-1", "state": "running",
-                                     "reason": "log hand-off"})  # an event of an older trigger: nothing to write
+                                     "reason": "log hand-off"}, None)  # no status read: nothing to write
 
 
 # --- the operator, real local jobs ---------------------------------------------------------------
@@ -239,7 +239,7 @@ def test_deferred_it_publishes_after_submit_and_from_the_triggers_events(primus_
         raise AssertionError("the trigger ended without an event")
 
     event = asyncio.run(asyncio.wait_for(first_event(), 120))
-    assert event["status"] == "success" and event["progress"]["state"] == "succeeded"
+    assert event["status"] == "success" and "progress" not in event  # read again on the worker
     assert op.execute_complete(context, event) == app_id
     final = store.writes[-1]
     assert len(store.writes) == 2 and final["outcome"]["status"] == "success"
