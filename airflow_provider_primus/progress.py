@@ -8,8 +8,14 @@ the job's state changes, and a last time with the outcome.
 
 Only a task on a worker can write the store: Airflow 3.3's triggerer passes asset state store
 calls on to the API server, not task state store ones. A deferred task therefore publishes when
-it is on a worker (right after submitting, at each log hand-off, at the end), from the progress
-its trigger's event carries.
+it is on a worker (right after submitting, at each log hand-off, at the end), from a status it
+reads then (the trigger's event carries none: Airflow logs events whole).
+
+Every end of the task on a worker writes its outcome: the job's end, and a kill (marked failed or
+success, cleared: Airflow's SIGTERM, ``on_kill``), the task's ``execution_timeout`` or an error
+ending the wait in a worker slot. A task killed while deferred cannot: only the triggerer runs then
+(``on_kill`` of the trigger), and it cannot write the store; its document stays as its last stop on a
+worker left it, without an outcome.
 
 The document holds counts, states and the runtime's own reasons, never the job's spec.
 """
@@ -52,7 +58,7 @@ class KafkaProgress(TypedDict):
 
 
 class Outcome(TypedDict):
-    status: str  # as the trigger's events say it: success, failed, timeout, error
+    status: str  # as the trigger's events say it: success, failed, timeout, error; or killed (the task was)
     reason: str
 
 
@@ -193,6 +199,11 @@ class ProgressPublisher:
     def published(self) -> bool:
         return self.last is not None
 
+    @property
+    def finished(self) -> bool:
+        """Whether the last document written carries the task's outcome."""
+        return self.last is not None and self.last["outcome"] is not None
+
     def update(self, app_id: str, status: Mapping[str, Any]) -> bool:
         """Write the progress of ``status`` if it is due (see the class); whether it was written."""
         if self.store is None:
@@ -212,29 +223,36 @@ class ProgressPublisher:
 
     def update_from(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> bool:
         """``update`` with a status read now, unless one was published already (a deferred task's first
-        stop on a worker publishes, its later ones have their trigger's progress)."""
+        stop on a worker publishes, its later ones published from their trigger's event)."""
         if self.store is None or self.published:
             return False
+        status = self.read_status(app_id, read_status)
+        return self.update(app_id, status) if status is not None else False
+
+    def read_status(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any] | None:
+        """``read_status()`` for a document, or None without a store or when it cannot be read (said in
+        the log: the progress is a courtesy, the task goes on)."""
+        if self.store is None:
+            return None
         try:
-            status = read_status()
+            return read_status()
         except Exception as exc:  # noqa: BLE001 - the progress is a courtesy; the wait reads the status again
-            self.log.info("No progress published for Primus job %s yet: %s", app_id, exc)
-            return False
-        return self.update(app_id, status)
+            self.log.info("No progress published for Primus job %s now: %s", app_id, exc)
+            return None
 
     def finish(self, app_id: str, status: Mapping[str, Any] | None, outcome: str, reason: str) -> bool:
         """The last write: the progress of ``status`` (None: the last one published, or what
-        ``reason`` says) with the task's ``outcome`` (success, failed, timeout, error)."""
+        ``reason`` says) with the task's ``outcome`` (success, failed, timeout, error, killed)."""
         if status is not None:
             document = job_progress(app_id, status)
         else:
             document = self.last or unknown_progress(app_id, "unknown", reason)
         return self.publish(with_outcome(document, outcome, reason))
 
-    def from_event(self, event: Mapping[str, Any]) -> bool:
-        """Publish what a trigger's event carries (``progress``, the trigger's last status): as is for
-        a ``running`` hand-off, with the outcome otherwise."""
-        document: JobProgress | None = event.get("progress")
+    def from_event(self, event: Mapping[str, Any], status: Mapping[str, Any] | None) -> bool:
+        """Publish the progress of ``status`` (the job's, read by the task resumed from ``event``; None:
+        not readable): as is for a ``running`` hand-off, with the event's outcome otherwise."""
+        document = job_progress(event["app_id"], status) if status is not None else None
         if event["status"] == "running":
             return self.publish(document) if document is not None else False
         if document is None:

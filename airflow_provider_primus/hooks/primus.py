@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ from primus_runtime.api_client import (
     transport_error,
     verifying_context,
 )
-from primus_runtime.backends.base import ClientOptions
+from primus_runtime.backends.base import ClientOptions, ClusterClient
 from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import LOG_READ_ERRORS, JobNotFound, PrimusClient, as_summary
 from primus_runtime.spec import JobSpec, SpecError
@@ -72,10 +73,12 @@ class PrimusHook(BaseHook):
     When the connection id is the default ``primus_default`` and no such connection exists, the
     hook uses the local backend with the default home, so the quickstart needs no setup. A
     connection id that is named explicitly must exist: when it does not, the error says how to
-    create it (type, fields, a command). The fallback is logged once per process, naming the home.
+    create it (type, fields, a command). The fallback is logged once per task try, naming the home:
+    by the try's first hook (once per process), not by its triggers nor the try resumed from them.
 
     :param primus_conn_id: the ``primus`` connection to use.
     :param timeout: seconds for each request to a job's Application Master.
+    :param announce_fallback: log the fallback (see above); False where the try said it already.
     """
 
     conn_name_attr = "primus_conn_id"
@@ -83,10 +86,12 @@ class PrimusHook(BaseHook):
     conn_type = "primus"
     hook_name = "Primus"
 
-    def __init__(self, primus_conn_id: str = default_conn_name, timeout: float = 10.0) -> None:
+    def __init__(self, primus_conn_id: str = default_conn_name, timeout: float = 10.0,
+                 announce_fallback: bool = True) -> None:
         super().__init__()
         self.primus_conn_id = primus_conn_id
         self.timeout = timeout
+        self.announce_fallback = announce_fallback
 
     # --- connection -------------------------------------------------------------
 
@@ -98,7 +103,8 @@ class PrimusHook(BaseHook):
         except AirflowNotFoundException as exc:
             if self.primus_conn_id != self.default_conn_name:
                 raise AirflowNotFoundException(missing_connection_message(self.primus_conn_id)) from exc
-            self._announce_local_fallback()
+            if self.announce_fallback:
+                self._announce_local_fallback()
             return dict.fromkeys(CONNECTION_FIELDS) | {"backend": "local"}
         extra = conn.extra_dejson
 
@@ -319,8 +325,10 @@ class LogFollower:
     returned, the newest ones; the older ones are counted in one line, so a chatty trainer cannot
     flood the task log.
 
-    ``offsets`` (log path -> bytes handed out, whole lines only) is where it stands: give it to a
-    new follower (a trigger re-created from its kwargs) to carry on without repeating a line.
+    ``offsets`` (``<executor>/<stream>@<incarnation>`` -> bytes handed out, whole lines only) is where
+    it stands: give it to a new follower (a trigger re-created from its kwargs) to carry on without
+    repeating a line. Short keys, not the logs' paths: they travel in trigger events, which Airflow
+    logs whole. (A log path as the key, as earlier versions kept it, is still understood.)
     """
 
     def __init__(self, executors: Iterable[str], streams: tuple[str, ...] = ("stdout", "stderr"),
@@ -339,10 +347,12 @@ class LogFollower:
         by_id = {ex["id"]: ex for ex in rows}
         out: list[str] = []
         for executor_id in self.executors:
-            logs = by_id.get(executor_id, {}).get("logs") or {}
+            row = by_id.get(executor_id, {})
+            logs = row.get("logs") or {}
             for stream in self.streams:
                 if stream in logs:
-                    out.extend(self._read(hook, app_id, executor_id, stream, logs[stream]))
+                    key = f"{executor_id}/{stream}@{row['incarnation']}" if row.get("incarnation") else logs[stream]
+                    out.extend(self._read(hook, app_id, executor_id, stream, logs[stream], key))
         return out
 
     def _followed_rows(self, hook: PrimusHook, app_id: str) -> list[dict[str, Any]]:
@@ -353,15 +363,17 @@ class LogFollower:
                              ", ".join(self.executors), app_id, exc)
             return []
 
-    def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str) -> list[str]:
-        start = self.offsets.get(path, 0)
+    def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str,
+              key: str) -> list[str]:
+        start = self.offsets.get(key, self.offsets.get(path, 0))
         try:
             chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
         except OSError:
             return []  # not written yet
         # An unfinished last line stays unread: the next call (or the next follower) reads it whole.
         *complete, _unfinished = chunk.split(b"\n")
-        self.offsets[path] = start + sum(len(line) + 1 for line in complete)
+        self.offsets.pop(path, None)
+        self.offsets[key] = start + sum(len(line) + 1 for line in complete)
         lines = [f"[{executor_id} {stream}] {line.decode(errors='replace')}" for line in complete]
         if len(lines) > self.max_lines:
             skipped = len(lines) - self.max_lines
@@ -375,13 +387,18 @@ class LogFollower:
 class PrimusAsyncHook(PrimusHook):
     """``PrimusHook`` for triggers: status reads and kill requests over asynchronous HTTP.
 
-    Talking to the AM never blocks the triggerer's event loop; the few local file reads
-    (the AM's address, the status a finished job left behind) run in a worker thread.
+    Nothing blocking runs on the triggerer's event loop: talking to the AM is asynchronous, and what
+    is not (reading the connection, the first use of a backend's client, which imports it and reads
+    its configuration, the AM's address and CA files, loading that CA into a TLS context, parsing an
+    answer, the status a finished job left behind) runs in a worker thread.
     """
 
-    def __init__(self, primus_conn_id: str = PrimusHook.default_conn_name, timeout: float = 10.0) -> None:
-        super().__init__(primus_conn_id=primus_conn_id, timeout=timeout)
+    def __init__(self, primus_conn_id: str = PrimusHook.default_conn_name, timeout: float = 10.0,
+                 announce_fallback: bool = False) -> None:
+        # A trigger runs for a task whose try announced the fallback already (see PrimusHook).
+        super().__init__(primus_conn_id=primus_conn_id, timeout=timeout, announce_fallback=announce_fallback)
         self._session: aiohttp.ClientSession | None = None
+        self._tls: dict[str, ssl.SSLContext] = {}  # CA file -> its context, loaded once
 
     async def _client(self) -> PrimusClient:
         # Reading the connection may touch the metadata DB or a secrets backend: off the loop.
@@ -393,12 +410,11 @@ class PrimusAsyncHook(PrimusHook):
                    ) -> dict[str, Any] | None:
         """The AM's JSON answer, or None when no AM serves the job (any more)."""
         client = await self._client()
-        cluster = client.cluster_for(app_id)
+        cluster = await asyncio.to_thread(client.cluster_for, app_id)
         if not cluster.am_reachable_directly:  # through the cluster's proxy, with its own client
             return await asyncio.to_thread(cluster.am_request, app_id, method, path, body, self.timeout)
         try:
-            endpoint = await asyncio.to_thread(cluster.am_endpoint, app_id)
-            ca_file = await asyncio.to_thread(cluster.am_ca_file, app_id)
+            endpoint, ca_file, tls = await asyncio.to_thread(self._where, cluster, app_id)
         except KeyError:
             raise JobNotFound(app_id) from None
         if endpoint is None:
@@ -409,7 +425,7 @@ class PrimusAsyncHook(PrimusHook):
         url = f"{am_base_url(address, ca_file)}{protocol.API_PREFIX}{path}"
         try:
             async with self._session.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"},
-                                             ssl=verifying_context(ca_file) if ca_file else True) as response:
+                                             ssl=tls) as response:
                 data = await response.read()
         except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
             error = transport_error(address, exc)  # the same meaning as the runtime's AMClient gives it
@@ -420,7 +436,20 @@ class PrimusAsyncHook(PrimusHook):
             check_answer(response.status, data)
         except AMUnavailable:
             return None  # as ClusterClient.am_request: an AM that cannot serve is an AM that does not answer
-        return cast(dict[str, Any], json.loads(data))
+        # A full status grows with the job's executors: megabytes of JSON for a large one.
+        return cast(dict[str, Any], await asyncio.to_thread(json.loads, data))
+
+    def _where(self, cluster: ClusterClient, app_id: str
+               ) -> tuple[tuple[str, str] | None, str | None, ssl.SSLContext | bool]:
+        """(The AM's endpoint, the job's CA file, what aiohttp verifies the AM with), by blocking
+        calls: in a worker thread. ``KeyError``: no such job."""
+        endpoint = cluster.am_endpoint(app_id)
+        ca_file = cluster.am_ca_file(app_id)
+        if not ca_file:
+            return endpoint, None, True
+        if ca_file not in self._tls:
+            self._tls[ca_file] = verifying_context(ca_file)
+        return endpoint, ca_file, self._tls[ca_file]
 
     async def astatus(self, app_id: str, summary: bool = False) -> dict[str, Any]:
         """Same as ``status`` (transient errors retried), without blocking the event loop."""

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import BaseOperator
 from airflow.sdk.configuration import conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout, TaskDeferred
 
+from airflow_provider_primus.conditions import job_succeeded
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
 from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, task_job_page_url
@@ -134,9 +135,12 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         self.progress_interval = progress_interval
         self.app_id: str | None = None
 
+    #: Set on a try resumed from its trigger: its start said which connection it uses already.
+    _resumed = False
+
     @cached_property
     def hook(self) -> PrimusHook:
-        return PrimusHook(primus_conn_id=self.primus_conn_id)
+        return PrimusHook(primus_conn_id=self.primus_conn_id, announce_fallback=not self._resumed)
 
     # --- execute: Airflow's ResumableJobMixin decides between reattaching and submitting ----------
 
@@ -190,6 +194,27 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         if self._reattached == app_id:
             self.log.info("Reattaching to Primus job %s of a previous try (no new job submitted)", app_id)
         self.app_id = app_id
+        try:
+            self._watch(app_id, context, external_id)
+        except TaskDeferred:
+            raise  # not an end: the trigger waits on
+        except BaseException as exc:
+            # Every end publishes its outcome, a kill, a timeout and an error too: else the document
+            # says "running" long after the task is gone. (An ended job's outcome is written already.)
+            if not self._progress.finished:
+                self._progress.finish(app_id, None, *self._outcome_of(exc, app_id))
+            raise
+        return app_id
+
+    def _outcome_of(self, exc: BaseException, app_id: str) -> tuple[str, str]:
+        """(outcome, reason) of the progress document for a wait that ended with ``exc``."""
+        if self._stopping.is_set():
+            return "killed", self._killed_reason(app_id)
+        if isinstance(exc, AirflowTaskTimeout):
+            return "timeout", "the task's execution_timeout passed"
+        return "error", f"{type(exc).__name__}: {exc}"
+
+    def _watch(self, app_id: str, context: Context, external_id: Any) -> None:
         ti = context["ti"]
         self._push_job(ti, app_id)
         if self._stopping.is_set():  # killed while submitting: on_kill() had no app id to act on
@@ -204,7 +229,6 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         if self.wait_for_completion:
             self._wait(app_id)
             self._mark_delivered(context, external_id)
-        return app_id
 
     def get_job_result(self, external_id: Any, context: Context) -> str:
         """Reached directly when the stored job succeeded while no try watched it."""
@@ -253,8 +277,11 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         """Back from the trigger: the app id on success, else the runtime's reason as the error."""
         app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
         self.app_id = app_id
+        self._resumed = True
         self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log)
-        self._progress.from_event(event)
+        # The event is kept small (see PrimusStatusTrigger): the progress is read here, now.
+        job_status = self._progress.read_status(app_id, lambda: self.hook.status(app_id, summary=True))
+        self._progress.from_event(event, job_status)
         if status == "running":  # a log hand-off: wait on, copying from where the trigger stopped
             self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
         if status == "success":
@@ -270,7 +297,9 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             raise AirflowException(f"Primus job {app_id} did not end within the task's execution_timeout"
                                    f" (job {'killed' if self.on_kill_action == 'kill' else 'left running'})")
         if status == "failed":
-            self._raise_failed(app_id, self.hook.status(app_id), reason)
+            full = self.hook.status(app_id)  # in full: the failed executors' tails
+            # The event's reason may be cut short; the job's own is whole.
+            self._raise_failed(app_id, full, job_succeeded(full).impossible or reason)
         raise AirflowException(reason)
 
     def _raise_failed(self, app_id: str, status: dict[str, Any], reason: str) -> None:
@@ -376,8 +405,11 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
                 self._raise_killed(app_id)
 
     def _raise_killed(self, app_id: str) -> None:
+        raise AirflowException(self._killed_reason(app_id))
+
+    def _killed_reason(self, app_id: str) -> str:
         fate = "killed" if self.on_kill_action == "kill" else "left running (on_kill_action='keep')"
-        raise AirflowException(f"task was killed while waiting for Primus job {app_id}; the job was {fate}")
+        return f"task was killed while waiting for Primus job {app_id}; the job was {fate}"
 
     def _log_failed_executors(self, app_id: str, status: dict[str, Any]) -> None:
         for block in self.hook.failed_executor_tails(app_id, status):

@@ -14,17 +14,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_primus.conditions import Check, data_reached, job_succeeded, role_reached
-from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook, PrimusHook
+# Light imports only (see ``triggers/__init__.py``): what the triggers run on is imported off the
+# event loop by ``import_off_loop(*RUNS_ON)`` on their first run, then imported where used (a lookup).
 from airflow_provider_primus.partitions import path_exists
-from airflow_provider_primus.progress import job_progress
-from airflow_provider_primus.retries import READ_ERRORS, async_retrying
-from primus_runtime.client import JobNotFound, data_progress
+from airflow_provider_primus.triggers import import_off_loop
 from primus_runtime.states import ExecutorState, JobState
+
+if TYPE_CHECKING:
+    from airflow_provider_primus.conditions import Check
+    from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook
+
+#: The modules the triggers of this module need once they run.
+RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.hooks.primus",
+           "airflow_provider_primus.progress", "airflow_provider_primus.retries", "primus_runtime.client")
+#: A trigger event's reason is cut to this many characters (Airflow logs the event on one line).
+MAX_EVENT_REASON = 300
+#: ``PrimusHook.default_conn_name`` (not imported from the hook's module: see above).
+DEFAULT_CONN_ID = "primus_default"
 
 
 class PrimusStatusTrigger(BaseTrigger):
@@ -32,8 +42,11 @@ class PrimusStatusTrigger(BaseTrigger):
 
     Event payload: ``{"status": "success" | "failed" | "timeout" | "error" | "running", "app_id",
     "state", "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
-    sentence naming the job (what the task fails with); with ``follow_logs``, ``log_offsets`` too;
-    ``progress`` (``progress.job_progress`` of the last status) when a status was read.
+    sentence naming the job (what the task fails with, at most ``MAX_EVENT_REASON`` characters);
+    ``input_at_fault: True`` when a failure is the input's; a ``running`` hand-off carries the
+    ``deadline`` and ``log_offsets`` to defer again with. Nothing else: Airflow logs every event
+    whole on one line ("Trigger fired event"), so what the task needs besides (the job's progress,
+    the failed executors' logs) it reads again on the worker.
 
     Trainer lines are copied only when the trigger hands off, i.e. right before it fires: the
     newest ``max_log_lines`` of each followed log (the others counted in one line), and the event
@@ -56,7 +69,7 @@ class PrimusStatusTrigger(BaseTrigger):
     :param summary_interval: seconds between summary lines.
     """
 
-    def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
+    def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
                  poll_interval: float = 5.0, deadline: float | None = None,
                  follow_logs: list[str] | tuple[str, ...] = (), log_offsets: dict[str, int] | None = None,
                  log_interval: float | None = None, max_log_lines: int = 20,
@@ -98,6 +111,9 @@ class PrimusStatusTrigger(BaseTrigger):
         return self._event("success", job["state"], check.line)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        await import_off_loop(*RUNS_ON)
+        from airflow_provider_primus.hooks.primus import PrimusAsyncHook
+
         hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
         try:
             event = await self._first_event(hook)
@@ -106,6 +122,10 @@ class PrimusStatusTrigger(BaseTrigger):
         yield event
 
     async def _first_event(self, hook: PrimusAsyncHook) -> TriggerEvent:
+        from airflow_provider_primus.hooks.primus import LogFollower
+        from airflow_provider_primus.retries import READ_ERRORS
+        from primus_runtime.client import JobNotFound
+
         follower = LogFollower(self.follow_logs, max_lines=self.max_log_lines, offsets=self.log_offsets)
         summary = ProgressSummary(self.app_id)
         started = time.monotonic()
@@ -141,17 +161,22 @@ class PrimusStatusTrigger(BaseTrigger):
 
     async def _hand_off(self, hook: PrimusAsyncHook, follower: LogFollower, status: dict[str, Any],
                         event: TriggerEvent) -> TriggerEvent:
-        """Copy the followed logs' newest lines, then ``event`` with where the copy stopped and the job's
-        progress (a trigger cannot write the task state store: the task does, on a worker)."""
-        event = TriggerEvent({**event.payload, "progress": job_progress(self.app_id, status)})
+        """Copy the followed logs' newest lines, then ``event``; a ``running`` one with where the copy
+        stopped (the next trigger starts there)."""
         if not self.follow_logs:
             return event
         for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
             self.log.info("%s", line)
+        if event.payload["status"] != "running":
+            return event
         return TriggerEvent({**event.payload, "log_offsets": dict(follower.offsets)})
 
-    def _event(self, status: str, state: str, reason: str, **extra: Any) -> TriggerEvent:
-        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason, **extra})
+    def _event(self, status: str, state: str, reason: str, input_at_fault: bool = False,
+               **extra: Any) -> TriggerEvent:
+        if len(reason) > MAX_EVENT_REASON:
+            reason = reason[:MAX_EVENT_REASON - 1] + "…"
+        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason,
+                             **({"input_at_fault": True} if input_at_fault else {}), **extra})
 
 
 class ProgressSummary:
@@ -170,6 +195,8 @@ class ProgressSummary:
         return True
 
     def line(self, status: dict[str, Any]) -> str:
+        from primus_runtime.client import data_progress
+
         roles = status.get("roles", [])
         ready = sum(int(role.get("ready", 0)) for role in roles)
         wanted = sum(int(role.get("replicas", 0)) for role in roles)
@@ -202,7 +229,7 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         success, or clears it (Airflow >= 3.3 calls ``on_kill``); ``"keep"`` leaves it.
     """
 
-    def __init__(self, app_id: str, primus_conn_id: str = PrimusHook.default_conn_name,
+    def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
                  poll_interval: float = 5.0, deadline: float | None = None,
                  follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill",
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
@@ -215,6 +242,8 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         return {"on_kill_action": self.on_kill_action}
 
     def check(self, status: dict[str, Any]) -> Check:
+        from airflow_provider_primus.conditions import job_succeeded
+
         return job_succeeded(status)
 
     def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
@@ -226,6 +255,9 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         if self.on_kill_action != "kill":
             return
         self.log.info("Deferred task killed: stopping Primus job %s", self.app_id)
+        await import_off_loop(*RUNS_ON)  # a trigger that never ran (a triggerer restart) has not yet
+        from airflow_provider_primus.hooks.primus import PrimusAsyncHook
+
         hook = PrimusAsyncHook(primus_conn_id=self.primus_conn_id)
         try:
             await hook.akill(self.app_id, "the deferred Airflow task was killed")
@@ -238,7 +270,7 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
     replicas), ``failed`` if the job ends first."""
 
     def __init__(self, app_id: str, role: str, state: str = ExecutorState.RUNNING.value, count: int | None = None,
-                 primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
+                 primus_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
                  max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
@@ -250,6 +282,8 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
         return {"role": self.role, "state": self.state, "count": self.count}
 
     def check(self, status: dict[str, Any]) -> Check:
+        from airflow_provider_primus.conditions import role_reached
+
         return role_reached(status, self.role, self.state, self.count)
 
 
@@ -260,7 +294,7 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
     (ISO 8601 UTC, ``conditions.normalize_time``); ``failed`` if the job ends first."""
 
     def __init__(self, app_id: str, min_progress: float | None = None, partition: str | None = None,
-                 primus_conn_id: str = PrimusHook.default_conn_name, poll_interval: float = 5.0,
+                 primus_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
                  deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
                  max_lag: int | None = None, watermark_after: str | None = None,
                  log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
@@ -275,6 +309,8 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
                 "watermark_after": self.watermark_after}
 
     def check(self, status: dict[str, Any]) -> Check:
+        from airflow_provider_primus.conditions import data_reached
+
         return data_reached(status, self.min_progress, self.partition, self.max_lag, self.watermark_after)
 
 
@@ -296,6 +332,9 @@ class PrimusPartitionTrigger(BaseTrigger):
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        await import_off_loop(*RUNS_ON)
+        from airflow_provider_primus.retries import READ_ERRORS, async_retrying
+
         while True:
             if self.deadline is not None and time.time() > self.deadline:
                 yield TriggerEvent({"status": "timeout", "reason": f"{self.path} did not appear in time"})

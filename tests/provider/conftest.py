@@ -94,14 +94,15 @@ def make_context(try_number: int = 1, map_index: int = -1, store: FakeStateStore
     return context
 
 
-def execute_in_thread(op: Any) -> tuple[threading.Thread, dict[str, Any]]:
-    """Start ``op.execute`` in a thread, as a worker runs a task (so a test can kill it meanwhile);
-    the thread, and the outcome it fills in: ``result`` or ``error``."""
+def execute_in_thread(op: Any, context: dict[str, Any] | None = None) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``op.execute`` (with ``context``, default ``make_context()``) in a thread, as a worker
+    runs a task (so a test can kill it meanwhile); the thread, and the outcome it fills in:
+    ``result`` or ``error``."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            outcome["result"] = op.execute(make_context())
+            outcome["result"] = op.execute(context if context is not None else make_context())
         except BaseException as exc:  # noqa: BLE001 - the test looks at whatever ended the task
             outcome["error"] = exc
 

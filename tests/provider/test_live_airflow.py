@@ -133,6 +133,11 @@ def test_marking_a_running_task_failed_kills_its_job(live: LiveAirflow):
         assert live.wait_for_run_state(dag_id, run_id)["state"] == "failed"
         assert live.task_instance(dag_id, run_id, "train")["state"] == "failed"
         assert not pids_with_cmdline(f"airflow worker -- {ti['id']}")  # the task process is gone too
+        # Its progress says how it ended (issue 27: it stayed at "running"), written by the killed task.
+        progress = task_state_store(live, dag_id, run_id, "primus_progress")
+        assert progress["app_id"] == app_id and progress["outcome"] == {
+            "status": "killed", "reason": f"task was killed while waiting for Primus job {app_id}; the job was killed"
+        }, progress
 
 
 def task_process(ti_id: str, timeout: float = 60.0) -> int:
@@ -248,6 +253,13 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         log = live.task_log(dag_id, run_id, "train", 1)
         assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
+        # Said once per try (issue 27: the trigger said it again, in the triggerer, for each deferral).
+        assert log.count("No connection 'primus_default': using the local backend") == 1, log
+        fired = [record for record in live.task_log_records(dag_id, run_id, "train", 1)
+                 if record.get("event") == "Trigger fired event"]
+        assert len(fired) == dag_id.endswith("_deferred"), fired
+        for record in fired:  # the event as Airflow logs it: small, no progress, no log paths
+            assert len(str(record["result"])) < 300 and "progress" not in str(record["result"]), record
 
 
 

@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferred
+from airflow.sdk.execution_time.timeout import timeout
 
+from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.progress import PROGRESS_KEY, ProgressPublisher, job_progress, truthful_share
-from conftest import make_spec
+from conftest import make_spec, wait_for
+from primus_runtime.api_client import AMRejected
 
-from .conftest import FakeStateStore, make_context, requires_airflow_3_3
+from .conftest import FakeStateStore, execute_in_thread, make_context, requires_airflow_3_3
 
 
 def a_status(state: str = "running", data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -166,22 +169,22 @@ def test_a_failing_store_never_fails_the_task_and_is_reported_once(caplog):
         "Cannot publish the progress of Primus job primus-1 to the task state store: API server unreachable"]
 
 
-def test_a_trigger_event_is_published_as_is_or_with_its_outcome():
+def test_a_trigger_event_is_published_with_the_status_read_on_resume_and_its_outcome():
     store = WritesStore()
     publisher = ProgressPublisher(store)
-    carried = job_progress("primus-1", a_status(data=files_data(done=3, total=10, progress=0.3)))
+    status = a_status(data=files_data(done=3, total=10, progress=0.3))
     assert publisher.from_event({"status": "running", "app_id": "primus-1", "state": "running",
-                                 "reason": "log hand-off", "progress": carried})
+                                 "reason": "log hand-off"}, status)
     assert publisher.from_event({"status": "failed", "app_id": "primus-1", "state": "failed",
-                                 "reason": "Primus job primus-1 failed: worker-0 exit 3", "progress": carried})
+                                 "reason": "Primus job primus-1 failed: worker-0 exit 3"}, status)
     assert publisher.from_event({"status": "error", "app_id": "primus-1", "state": "gone",
-                                 "reason": "Primus job primus-1 does not exist (any more)"})
-    assert store.writes[0] == carried
+                                 "reason": "Primus job primus-1 does not exist (any more)"}, None)
+    assert store.writes[0] == {**job_progress("primus-1", status), "updated_at": store.writes[0]["updated_at"]}
     assert store.writes[1]["outcome"] == {"status": "failed", "reason": "Primus job primus-1 failed: worker-0 exit 3"}
-    assert store.writes[1]["data"] == carried["data"]
+    assert store.writes[1]["data"] == store.writes[0]["data"]
     assert (store.writes[2]["state"], store.writes[2]["outcome"]["status"]) == ("gone", "error")  # type: ignore[index]
     assert not publisher.from_event({"status": "running", "app_id": "primus-1", "state": "running",
-                                     "reason": "log hand-off"})  # an event of an older trigger: nothing to write
+                                     "reason": "log hand-off"}, None)  # no status read: nothing to write
 
 
 # --- the operator, real local jobs ---------------------------------------------------------------
@@ -236,8 +239,57 @@ def test_deferred_it_publishes_after_submit_and_from_the_triggers_events(primus_
         raise AssertionError("the trigger ended without an event")
 
     event = asyncio.run(asyncio.wait_for(first_event(), 120))
-    assert event["status"] == "success" and event["progress"]["state"] == "succeeded"
+    assert event["status"] == "success" and "progress" not in event  # read again on the worker
     assert op.execute_complete(context, event) == app_id
     final = store.writes[-1]
     assert len(store.writes) == 2 and final["outcome"]["status"] == "success"
     assert final["data"]["done"] == final["data"]["discovered"] and final["data"]["progress"] == 1.0
+
+
+SLEEPY = [{"name": "worker", "command": "sleep 300"}]
+
+
+def published_running(store: WritesStore) -> bool:
+    return bool(store.writes) and store.writes[-1]["state"] == "running"
+
+
+@requires_airflow_3_3("the task state store")
+def test_a_killed_wait_publishes_the_kill_as_its_outcome(primus_home, client):
+    """Issue 27: a task marked failed while it waited in a worker slot left its progress at "running"."""
+    store = WritesStore()
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
+    thread, outcome = execute_in_thread(op, make_context(store=store))
+    wait_for(lambda: published_running(store), what="the running job's progress")
+    op.on_kill()  # what Airflow's SIGTERM handler calls
+    thread.join(30)
+    assert isinstance(outcome.get("error"), AirflowException), outcome
+    final = store.writes[-1]
+    assert final["app_id"] == op.app_id
+    assert final["outcome"] == {"status": "killed", "reason": f"task was killed while waiting for Primus job "
+                                                              f"{op.app_id}; the job was killed"}
+
+
+@requires_airflow_3_3("the task state store")
+def test_a_wait_ended_by_the_tasks_timeout_or_an_error_publishes_that_outcome(primus_home, client, monkeypatch):
+    store = WritesStore()
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
+    with pytest.raises(AirflowTaskTimeout), timeout(3):  # how Airflow's task runner applies execution_timeout
+        op.execute(make_context(store=store))
+    assert store.writes[-2]["outcome"] is None and store.writes[-2]["state"] in ("starting", "running")
+    assert store.writes[-1]["outcome"] == {"status": "timeout", "reason": "the task's execution_timeout passed"}
+    client.kill(op.app_id)
+
+    store = WritesStore()
+    op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
+    read = PrimusHook.status
+
+    def refused_once_running(self: PrimusHook, app_id: str, summary: bool = False) -> dict[str, Any]:
+        if published_running(store):
+            raise AMRejected(403, "bad token")
+        return read(self, app_id, summary)
+
+    monkeypatch.setattr(PrimusHook, "status", refused_once_running)
+    with pytest.raises(AMRejected):
+        op.execute(make_context(store=store))
+    assert store.writes[-1]["outcome"] == {"status": "error", "reason": "AMRejected: HTTP 403: bad token"}
+    client.kill(op.app_id)

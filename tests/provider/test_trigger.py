@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from importlib import import_module
@@ -23,7 +26,7 @@ from airflow_provider_primus.triggers.primus import (
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import airflow_env, make_context, run_airflow
+from .conftest import FakeStateStore, airflow_env, make_context, run_airflow
 
 QUICK = [{"name": "worker", "command": "sleep 0.3"}]
 FAILING = [{"name": "worker", "command": "exit 7", "failover": {"restart": "never"}}]
@@ -58,6 +61,12 @@ def test_serialize_carries_every_argument(trigger):
     # every constructor argument is in the serialized state, none is left to its default
     params = set(inspect.signature(type(trigger).__init__).parameters) - {"self"}
     assert set(kwargs) == params
+
+
+def test_the_triggers_default_connection_is_the_hooks():
+    # triggers/primus.py repeats the name rather than import the hook's module (see its imports)
+    for trigger in (PrimusJobTrigger("a"), PrimusRoleTrigger("a", role="r"), PrimusDataProgressTrigger("a")):
+        assert trigger.primus_conn_id == PrimusHook.default_conn_name
 
 
 def test_fires_success_when_the_job_succeeds(primus_home):
@@ -179,7 +188,7 @@ def test_job_trigger_copies_only_the_newest_lines_and_counts_the_others(primus_h
     copied = copied_lines(capsys.readouterr().out)
     assert copied[0].startswith("... 495 lines skipped, the newest 5 follow (all: primus logs ")
     assert copied[1:] == ["496", "497", "498", "499", "500"]
-    assert sum(event["log_offsets"].values()) == len("".join(f"{i}\n" for i in range(1, 501)))
+    assert "log_offsets" not in event  # the job ended: no trigger follows on from there
 
 
 def test_a_trigger_recreated_from_its_kwargs_never_copies_a_line_twice(primus_home, client, capsys):
@@ -213,15 +222,17 @@ def test_trigger_logs_a_periodic_one_line_summary(primus_home, client, capsys):
     assert any("(worker 2/2)" in line for line in summaries)
 
 
-def test_deferred_operator_defers_again_from_a_log_hand_off(primus_home, client):
-    app_id = PrimusHook().submit(make_spec(SLEEPY))
+def test_deferred_operator_defers_again_from_a_log_hand_off(primus_home, client, capsys):
+    app_id = client.submit(make_spec(SLEEPY))
     op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True, log_interval=60, follow_logs=["worker-0"])
     offsets = {"/some/stdout": 12}
     with pytest.raises(TaskDeferred) as info:
-        op.execute_complete({}, {"status": "running", "app_id": app_id, "state": "running", "reason": "log hand-off",
-                                 "deadline": 123.0, "log_offsets": offsets})
+        op.execute_complete(make_context(store=FakeStateStore()),
+                            {"status": "running", "app_id": app_id, "state": "running", "reason": "log hand-off",
+                             "deadline": 123.0, "log_offsets": offsets})
     trigger = info.value.trigger
     assert (trigger.app_id, trigger.deadline, trigger.log_offsets, trigger.log_interval) == (app_id, 123.0, offsets, 60)
+    assert "No connection" not in capsys.readouterr().out  # the try's start said it, not each resume
     client.kill(app_id)
 
 
@@ -253,3 +264,107 @@ def test_deferred_task_hands_off_its_log_through_airflow_without_repeating_a_lin
     assert output.count("Pausing task as DEFERRED") >= 2  # deferred again after a hand-off
     assert copied_lines(output) == [
         f"tick-{i}" for i in range(1, 41)]  # every line once, in order, across the hand-offs
+
+
+# Runs in a fresh interpreter, as the triggerer does: its own modules loaded, the trigger's not yet.
+# The triggerer imports a trigger's class on its event loop (TriggerRunner.create_triggers), so the
+# import is part of what may not block it. asyncio's debug mode logs every callback (a task's step)
+# slower than slow_callback_duration: "Executing <Task ...> took 0.123 seconds".
+BLOCKING_PROBE = """
+import asyncio, json, logging, sys
+
+import airflow.jobs.triggerer_job_runner  # what the triggerer imported before it runs any trigger
+from airflow._shared.module_loading import import_string
+
+slow = []
+
+
+class Slow(logging.Handler):
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("Executing ") and " took " in message:
+            slow.append(message)
+
+
+logging.getLogger("asyncio").addHandler(Slow())
+logging.getLogger("asyncio").setLevel(logging.WARNING)
+
+
+async def first_event(classpath, kwargs):
+    trigger = import_string(classpath)(**kwargs)  # the first one imports the trigger's module
+    async for event in trigger.run():
+        return event.payload
+
+
+async def main(app_id, gate):
+    classpath = "airflow_provider_primus.triggers.primus.PrimusJobTrigger"
+    kwargs = {"app_id": app_id, "poll_interval": 0.1, "follow_logs": ["worker-0"], "log_interval": 0.5,
+              "max_log_lines": 5}
+    events = [await first_event(classpath, kwargs)]  # a log hand-off while the job runs
+    open(gate, "w").close()  # the trainer ends
+    kwargs.update(log_offsets=events[0].get("log_offsets") or {}, log_interval=None)
+    events.append(await first_event(classpath, kwargs))  # deferred again: the job's end
+    print("PROBE " + json.dumps({"events": events, "slow": slow}))  # Airflow logs to stdout too
+
+
+loop = asyncio.new_event_loop()
+loop.set_debug(True)
+loop.slow_callback_duration = 0.1
+loop.run_until_complete(main(*sys.argv[1:]))
+loop.close()
+"""
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "tls"])
+def test_the_trigger_never_blocks_the_event_loop(primus_home, client, tls, tmp_path):
+    """Issue 27: the triggerer warned its loop was blocked (0.28-0.40 s) by Primus triggers. From
+    the import of the trigger's module to its last event, with log following and a hand-off, no step
+    on the loop may take 0.1 s (asyncio's debug mode says which one did)."""
+    gate = tmp_path / "gate"  # the probe opens it after the hand-off: the job runs until then
+    spec = make_spec([{"name": "worker", "command": f"i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo step-$i; "
+                                                    "sleep 0.1; done"}], am={"tls": tls})
+    app_id = PrimusHook().submit(spec)
+    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    got = subprocess.run([sys.executable, "-c", BLOCKING_PROBE, app_id, str(gate)], capture_output=True, text=True,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr[-3000:]
+    (result,) = [json.loads(line.removeprefix("PROBE ")) for line in got.stdout.splitlines()
+                 if line.startswith("PROBE ")]
+    assert [event["status"] for event in result["events"]] == ["running", "success"], result["events"]
+    assert result["slow"] == []
+
+
+def test_events_carry_only_what_the_task_needs_and_the_trigger_never_announces_the_fallback(primus_home, client,
+                                                                                           capsys):
+    """Issue 27: Airflow logs each event whole ("Trigger fired event"), and the task log had the
+    "No connection 'primus_default'" line from the try's start and again from each trigger."""
+    app_id = client.submit(make_spec(  # the runtime's client: says nothing of connections
+        [{"name": "worker", "command": "for i in $(seq 1 30); do echo step-$i; sleep 0.1; done"}]))
+    trigger = PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"], log_interval=0.5,
+                               deadline=time.time() + 600)
+    running = first_event(trigger)
+    assert set(running) == {"status", "app_id", "state", "reason", "deadline", "log_offsets"}, running
+    assert running["status"] == "running" and running["deadline"] == trigger.deadline
+    incarnation = client.executors(app_id, ids=["worker-0"])["executors"][0]["incarnation"]
+    assert set(running["log_offsets"]) == {f"worker-0/stdout@{incarnation}", f"worker-0/stderr@{incarnation}"}
+    ended = first_event(PrimusJobTrigger(**{**trigger.serialize()[1], "log_offsets": running["log_offsets"],
+                                           "log_interval": None}))
+    assert ended == {"status": "success", "app_id": app_id, "state": "succeeded", "reason": ended["reason"]}
+    failed = client.submit(make_spec(FAILING))
+    event = first_event(PrimusJobTrigger(failed, poll_interval=0.1, follow_logs=["worker-0"]))
+    assert set(event) == {"status", "app_id", "state", "reason"} and "exit 7" in event["reason"]
+    assert "No connection" not in capsys.readouterr().out  # the task's start said it
+
+
+def test_an_events_reason_is_cut_short_and_the_task_fails_with_the_jobs_whole_reason(primus_home, client):
+    long_reason = "x" * 1000
+    event = PrimusJobTrigger("primus-1")._event("failed", "failed", long_reason).payload
+    assert len(event["reason"]) == 300 and event["reason"].endswith("…")
+    failed = PrimusHook().submit(make_spec(
+        [{"name": "worker", "command": f"echo {'y' * 400} >&2; exit 7", "failover": {"restart": "never"}}]))
+    wait_for(lambda: client.status(failed)["job"]["state"] == "failed", what="job failed")
+    reason = client.status(failed)["job"]["reason"]
+    op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True)
+    with pytest.raises(AirflowException) as raised:
+        op.execute_complete({}, {"status": "failed", "app_id": failed, "state": "failed", "reason": reason[:50]})
+    assert f"Primus job {failed} failed: {reason}" in str(raised.value)
