@@ -338,7 +338,7 @@ def test_a_group_commit_outlives_a_cancelled_waiter_and_hands_a_failed_write_to_
 def test_a_job_submitted_with_defaults_survives_its_am_being_sigkilled(client):
     """Recovery is the default on the local backend: no am.max_attempts in the spec."""
     app = client.submit({"name": "defaults", "roles": [{"name": "worker", "replicas": 2, "command": "sleep 8"}]})
-    assert client.spec(app).am.max_attempts == 3
+    assert client.spec(app).am_attempts == 3
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
     pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
     killed = kill_am(client, app)

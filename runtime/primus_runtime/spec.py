@@ -466,19 +466,9 @@ class AMSettings(StrictModel):
         return self
 
     @property
-    def attempts(self) -> int:
-        """``max_attempts``, resolved (the job spec sets it from its backend when it is not given)."""
-        return self.max_attempts or 1
-
-    @property
     def grace(self) -> float:
         """``recovery_grace``, or its default."""
         return self.recovery_grace if self.recovery_grace is not None else max(60.0, 2 * self.heartbeat_timeout)
-
-    @property
-    def executor_patience(self) -> float:
-        """How long an executor waits for an unreachable AM before it ends its trainer."""
-        return self.grace if self.attempts > 1 else self.heartbeat_timeout
 
 
 # Each backend's own section (backends/<name>/settings.py), told apart by ``type``.
@@ -1036,22 +1026,32 @@ class JobSpec(StrictModel):
             raise ValueError("input: no role has consumes_input: true, so nobody would read it")
         if any(r.consumes_input for r in self.roles) and self.input is None:
             raise ValueError("roles: a role consumes_input but the job has no `input` section")
-        self._resolve_am_attempts()
+        self._check_recovery_grace()
         if self.am.tls and not backends.get(self.backend.type).serves_tls:
             able = [info.name for info in backends.BACKENDS.values() if info.serves_tls]
             raise ValueError(f"am.tls: the {self.backend.type} backend cannot serve the AM API over TLS yet "
                              f"(only {', '.join(able)}), got true")
         return self
 
-    def _resolve_am_attempts(self) -> None:
-        """Recovery by default where the next AM attempt adopts the executors still running."""
+    @property
+    def am_attempts(self) -> int:
+        """``am.max_attempts``, or the default of the backend the job runs on: recovery where the next
+        AM attempt adopts the executors still running. Resolved when asked, never stored: a spec
+        without a backend section takes the one of the connection it is submitted through."""
+        if self.am.max_attempts is not None:
+            return self.am.max_attempts
+        return backends.DEFAULT_AM_ATTEMPTS if backends.get(self.backend.type).adopts_executors else 1
+
+    @property
+    def executor_patience(self) -> float:
+        """How long an executor waits for an unreachable AM before it ends its trainer."""
+        return self.am.grace if self.am_attempts > 1 else self.am.heartbeat_timeout
+
+    def _check_recovery_grace(self) -> None:
         am = self.am
-        defaulted = am.max_attempts is None
-        if defaulted:
-            adopts = backends.get(self.backend.type).adopts_executors
-            am.max_attempts = backends.DEFAULT_AM_ATTEMPTS if adopts else 1
-        if am.attempts > 1 and am.recovery_grace is not None and am.recovery_grace <= am.heartbeat_timeout:
-            default = f" (the {self.backend.type} backend's default: {am.attempts})" if defaulted else ""
+        if self.am_attempts > 1 and am.recovery_grace is not None and am.recovery_grace <= am.heartbeat_timeout:
+            default = f" (the {self.backend.type} backend's default: {self.am_attempts})" \
+                if am.max_attempts is None else ""
             raise ValueError(
                 f"am.recovery_grace: must be more than heartbeat_timeout ({am.heartbeat_timeout:g}s) when "
                 f"max_attempts > 1{default}, got {am.recovery_grace:g}s"

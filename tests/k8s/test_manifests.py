@@ -60,7 +60,7 @@ def test_submit_objects_come_in_order_with_the_am_last_and_rbac_exactly_what_the
     spec = job()
     objects = m.submit_objects(spec, "primus-x-abc123", "tok", "digest1")
     # The AM is restarted by default (am.max_attempts 3): a Job runs it, and its journal has a ConfigMap.
-    assert spec.am.max_attempts == 3
+    assert spec.am_attempts == 3
     assert [o["kind"] for o in objects] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
                                             "ConfigMap", "Service", "ConfigMap", "Job"]
     assert all(o["metadata"]["namespace"] == "ml" for o in objects)

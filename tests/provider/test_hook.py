@@ -119,6 +119,10 @@ def test_a_spec_without_backend_takes_the_connections(monkeypatch, tmp_path):
     spec = {"name": "t", "roles": [{"name": "w", "command": "x", "files": ["trainer.py"]}]}
     assert hook.submit(spec, base_dir=tmp_path) == "application_1_1"
     assert submitted[0].backend.type == "yarn" and submitted[0].backend.queue == "ml"
+    # The AM's attempts are the backend's default where the job runs: YARN restarts no AM unasked
+    # (a default resolved for the local backend at parse time restarted the killed job's AM on YARN).
+    assert submitted[0].am.max_attempts is None and submitted[0].am_attempts == 1
+    assert submitted[0].executor_patience == submitted[0].am.heartbeat_timeout
     with pytest.raises(SpecError, match="connection 'primus_yarn' uses the yarn backend, got 'local'"):
         hook.submit({**spec, "backend": {"type": "local"}})
     # A spec naming the backend keeps what it sets; the connection fills what it leaves out.

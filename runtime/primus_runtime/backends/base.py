@@ -100,7 +100,7 @@ def role_env(spec: JobSpec, role_name: str) -> dict[str, str]:
         protocol.ENV_ROLE: role_name,
         protocol.ENV_NUM_PORTS: str(spec.role(role_name).ports),
         protocol.ENV_HEARTBEAT_TIMEOUT: str(spec.am.heartbeat_timeout),
-        protocol.ENV_AM_RECOVERY_GRACE: str(spec.am.executor_patience),
+        protocol.ENV_AM_RECOVERY_GRACE: str(spec.executor_patience),
         protocol.ENV_KILL_GRACE: str(spec.am.shutdown_grace),
         **{name: value for name, value in optional.items() if value is not None},
     }

@@ -216,7 +216,7 @@ def owner_reference(name: str, uid: str, kind: str = "Pod") -> dict[str, Any]:
 
 def recoverable(spec: JobSpec) -> bool:
     """A dead AM gets another attempt: the AM runs as a Job's pod and journals into the store."""
-    return spec.am.attempts > 1
+    return spec.am_attempts > 1
 
 
 # --- at submit ----------------------------------------------------------------------
@@ -345,7 +345,7 @@ def am_job(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": _meta(app, _config(spec).namespace, job_labels(spec, app, "am"),
                               annotations=job_annotations(spec)),
-            "spec": {"backoffLimit": spec.am.attempts - 1, "completions": 1, "parallelism": 1,
+            "spec": {"backoffLimit": spec.am_attempts - 1, "completions": 1, "parallelism": 1,
                      "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
                          "containerName": AM_CONTAINER, "operator": "In", "values": AM_VERDICT_EXIT_CODES}}]},
                      "template": {"metadata": template_meta, "spec": pod["spec"]}}}

@@ -60,7 +60,7 @@ async def run_am(args: list[str]) -> int:
     recovered = journal.load(job.path / journal.JOURNAL) if attempt > 1 else None
     am = ApplicationMaster(spec, job.app_id, backend, status_path=job.status, attempt=attempt, recovered=recovered)
     host = spec.am.host or LOCAL_HOST
-    supervision = asyncio.ensure_future(keep_supervised(am, job, parsed.bundle)) if spec.am.attempts > 1 else None
+    supervision = asyncio.ensure_future(keep_supervised(am, job, parsed.bundle)) if spec.am_attempts > 1 else None
     try:
         return await serve(am, job.token.read_text().strip(), host, None, JobDirStore(job),
                            tls=_tls_context(job, host) if spec.am.tls else None)
@@ -85,7 +85,7 @@ async def keep_supervised(am: ApplicationMaster, job: JobDir, bundle: Path) -> N
         with open(job.am_log, "ab") as out:
             watcher = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("supervisor.py")), str(job.path), "--bundle", str(bundle),
-                 "--max-attempts", str(am.spec.am.attempts), "--watch", str(os.getpid()),
+                 "--max-attempts", str(am.spec.am_attempts), "--watch", str(os.getpid()),
                  "--attempt", str(am.record.attempt)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         job.am_pid.write_text(str(watcher.pid))

@@ -77,9 +77,9 @@ class LocalClusterClient(ClusterClient):
         env[protocol.ENV_APP_ID] = app_id
         env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                              env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        if spec.am.attempts > 1:  # the AM's process forks a supervisor that restarts the AM (supervisor.py)
+        if spec.am_attempts > 1:  # the AM's process forks a supervisor that restarts the AM (supervisor.py)
             env[protocol.ENV_AM_SUPERVISOR] = json.dumps({"job_dir": str(job.path), "bundle": str(bundle),
-                                                          "max_attempts": spec.am.attempts})
+                                                          "max_attempts": spec.am_attempts})
         command = [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path),
                    "--bundle", str(bundle)]
         with open(job.am_log, "ab") as log:

@@ -150,7 +150,7 @@ class YarnClusterClient(ClusterClient):
                      ENV_PRELAUNCHED: ",".join(f"{role}={n}" for role, n in early.items())})
             app_spec = skein.ApplicationSpec(
                 name=spec.name, queue=config.queue, node_label=config.node_label or "", tags=tags,
-                max_attempts=spec.am.attempts, user=config.user or "", master=master, services=services,
+                max_attempts=spec.am_attempts, user=config.user or "", master=master, services=services,
                 acls=application_acls(config))
             with skein_client() as client:
                 app_id = client.submit(app_spec)
