@@ -279,8 +279,7 @@ def test_a_savepoint_on_hdfs_is_a_restore_from_for_the_next_job(client, fs, root
     app = client.submit(spec)
     wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
     savepoint = f"hdfs://{root}/savepoint"
-    # The API itself: PrimusClient.data_savepoint makes its argument a local absolute path.
-    saved = client._require_api(app, "POST", "/data/savepoint", {"dir": savepoint})
+    saved = client.data_savepoint(app, savepoint)  # an hdfs:// URL goes as it is
     assert saved["dir"] == savepoint and saved["done"] == 1
     client.kill(app)
     positions, _ = HdfsSnapshots(savepoint).recover()
