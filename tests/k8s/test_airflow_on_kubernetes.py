@@ -144,5 +144,5 @@ def test_daily_retraining_dag_runs_on_kubernetes_with_its_data_on_hdfs(k8s_clust
     from primus_runtime.client import PrimusClient
 
     client = PrimusClient(options=ClientOptions(kube_config=str(k8s_cluster.kubeconfig), namespace=k8s_namespace))
-    data = client.status(m.app_id(k8s_namespace, train.metadata.name))["data"]
+    data = client.status(m.app_id(k8s_namespace, train.metadata.labels[m.LABEL_APP]))["data"]  # a Job's pod
     assert data["state"] == "succeeded" and data["progress"] == 1.0 and data["records_done"] == 3000, data
