@@ -61,28 +61,6 @@ def role_reached(status: dict[str, Any], role: str, state: str, count: int | Non
     return Check(False, line)
 
 
-def normalize_partition(value: str | dt.date | dt.datetime) -> str:
-    """A partition as the runtime spells watermarks: ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``.
-
-    Accepts those, ``YYYYMMDD``, ``YYYYMMDDHH``, ISO datetimes (``{{ ts }}``) and date objects."""
-    if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%dT%H")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    text = str(value).strip()
-    for fmt, out in (("%Y-%m-%d", "%Y-%m-%d"), ("%Y%m%d", "%Y-%m-%d"), ("%Y-%m-%dT%H", "%Y-%m-%dT%H"),
-                     ("%Y%m%d%H", "%Y-%m-%dT%H")):
-        try:
-            return dt.datetime.strptime(text, fmt).strftime(out)
-        except ValueError:
-            pass
-    try:
-        return dt.datetime.fromisoformat(text).strftime("%Y-%m-%dT%H")
-    except ValueError:
-        raise ValueError(f"partition must be a date such as 2026-12-01, 20261201 or 2026-12-01T05, "
-                         f"got {value!r}") from None
-
-
 def watermark_passed(watermark: str | None, partition: str) -> bool:
     """Whether every record up to and including ``partition`` has been consumed.
 
@@ -137,7 +115,7 @@ def watermark_at_or_after(watermark: str | None, after: str) -> bool:
 def data_reached(status: dict[str, Any], min_progress: float | None, partition: str | None,
                  max_lag: int | None = None, watermark_after: str | None = None) -> Check:
     """Every condition given holds: the job's data progress reached ``min_progress`` (0..1), its
-    watermark passed ``partition`` (normalized with ``normalize_partition``), the Kafka lag is
+    watermark passed ``partition`` (normalized with ``partitions.normalize_partition``), the Kafka lag is
     known and at most ``max_lag`` records, the watermark is at or past ``watermark_after``
     (``normalize_time``; the Kafka event-time watermark when the input has a Kafka source, else the
     files' partition watermark, as the end of its day or hour)."""

@@ -1,11 +1,14 @@
-"""Time partitions of input paths: where a partition's success marker is, and whether it exists.
+"""Time partitions of input paths: their names, where a partition's success marker is, and whether it exists.
 
-Shared by ``PrimusPartitionSensor`` (poke) and ``PrimusPartitionTrigger`` (deferred). A path is
-read through the hdfs provider's ``WebHDFSHook`` when it is on HDFS, else on this machine.
+Shared by ``PrimusPartitionSensor`` (poke), ``PrimusPartitionTrigger`` (deferred) and the asset
+watcher's ``PrimusPartitionEventTrigger``. A path is read through the hdfs provider's
+``WebHDFSHook`` when it is on HDFS, else on this machine. Light imports only: the triggerer
+imports this module on its event loop.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -13,6 +16,28 @@ from urllib.parse import urlparse
 from airflow_provider_primus.templating import PARTITION_PLACEHOLDER
 
 HDFS_SCHEMES = ("hdfs", "webhdfs")
+
+
+def normalize_partition(value: str | dt.date | dt.datetime) -> str:
+    """A partition as the runtime spells watermarks: ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``.
+
+    Accepts those, ``YYYYMMDD``, ``YYYYMMDDHH``, ISO datetimes (``{{ ts }}``) and date objects."""
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%dT%H")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    text = str(value).strip()
+    for fmt, out in (("%Y-%m-%d", "%Y-%m-%d"), ("%Y%m%d", "%Y-%m-%d"), ("%Y-%m-%dT%H", "%Y-%m-%dT%H"),
+                     ("%Y%m%d%H", "%Y-%m-%dT%H")):
+        try:
+            return dt.datetime.strptime(text, fmt).strftime(out)
+        except ValueError:
+            pass
+    try:
+        return dt.datetime.fromisoformat(text).strftime("%Y-%m-%dT%H")
+    except ValueError:
+        raise ValueError(f"partition must be a date such as 2026-12-01, 20261201 or 2026-12-01T05, "
+                         f"got {value!r}") from None
 
 
 def expand_partition(template: str, partition: str) -> str:

@@ -8,7 +8,7 @@ import os
 import ssl
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -318,41 +318,74 @@ _AIRFLOW_CLIENT_OPTIONS = {"kubernetes": _kubernetes_through_airflow}
 
 
 class LogFollower:
-    """Hands out the lines that executors' logs gained since the last call.
+    """Hands out the lines that executors' logs gained since the last copy.
 
     Follows the current incarnation of each executor (``worker-0``): after a restart it starts
-    on the new incarnation's log. At most ``max_lines`` lines per call, executor and stream are
-    returned, the newest ones; the older ones are counted in one line, so a chatty trainer cannot
-    flood the task log.
+    on the new incarnation's log. One rule caps what reaches the task log, however the task waits
+    (in a worker slot it copies at every poll, deferred at each hand-off): at most
+    ``lines_per_minute`` lines of each followed log a minute. A copy takes the newest lines up to
+    what the time since the previous copy earned, plus at most a minute's worth saved up by quieter
+    copies (a trainer's first lines, a burst), and counts the others in one line: a chatty trainer
+    floods neither way, a quiet one's lines all arrive, and both ways copy alike over time.
 
-    ``offsets`` (``<executor>/<stream>@<incarnation>`` -> bytes handed out, whole lines only) is where
-    it stands: give it to a new follower (a trigger re-created from its kwargs) to carry on without
-    repeating a line. Short keys, not the logs' paths: they travel in trigger events, which Airflow
-    logs whole. (A log path as the key, as earlier versions kept it, is still understood.)
+    ``cursor()`` is where it stands (the executors followed; offsets of whole lines copied, keyed
+    ``<executor>/<stream>@<incarnation>``; the allowance left; when it last copied): a follower made
+    ``from_cursor`` carries on without repeating a line, as a task resumed from its trigger does.
+    Short keys, not the logs' paths: the cursor travels through the trigger and back in its event,
+    which Airflow logs whole.
     """
 
     def __init__(self, executors: Iterable[str], streams: tuple[str, ...] = ("stdout", "stderr"),
-                 max_lines: int = 200, offsets: dict[str, int] | None = None) -> None:
+                 lines_per_minute: int = 60, clock: Callable[[], float] = time.time) -> None:
+        if lines_per_minute < 1:
+            raise ValueError(f"log_lines_per_minute must be >= 1, got {lines_per_minute!r}")
         self.executors = list(executors)
         self.streams = streams
-        self.max_lines = max_lines
-        self.offsets: dict[str, int] = dict(offsets or {})
+        self.lines_per_minute = lines_per_minute
+        self.clock = clock
+        self.offsets: dict[str, int] = {}
+        self._allowance: dict[str, float] = {}  # <executor>/<stream> -> lines it may copy now
+        self._skipped: dict[str, int] = {}  # <executor>/<stream> -> lines skipped, not yet said
+        self._copied_at = clock()
 
-    def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any]) -> list[str]:
+    def cursor(self) -> dict[str, Any]:
+        """Where the follower stands, as JSON (see the class)."""
+        cursor: dict[str, Any] = {"executors": list(self.executors), "offsets": dict(self.offsets),
+                                  "allowance": {log: round(left, 2) for log, left in self._allowance.items()},
+                                  "copied_at": round(self._copied_at, 2)}
+        if self._skipped:
+            cursor["skipped"] = dict(self._skipped)
+        return cursor
+
+    @classmethod
+    def from_cursor(cls, cursor: dict[str, Any], lines_per_minute: int = 60,
+                    clock: Callable[[], float] = time.time) -> LogFollower:
+        follower = cls(cursor["executors"], lines_per_minute=lines_per_minute, clock=clock)
+        follower.offsets = {str(k): int(v) for k, v in cursor.get("offsets", {}).items()}
+        follower._allowance = {str(k): float(v) for k, v in cursor.get("allowance", {}).items()}
+        follower._skipped = {str(k): int(v) for k, v in cursor.get("skipped", {}).items()}
+        follower._copied_at = float(cursor.get("copied_at", follower._copied_at))
+        return follower
+
+    def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any], final: bool = False) -> list[str]:
         """The new lines of the followed executors' logs; ``status`` is a full status, or a summary
-        (``status(summary=True)``: then the followed executors' rows are asked for, only theirs)."""
+        (``status(summary=True)``: then the followed executors' rows are asked for, only theirs).
+        ``final``: the last copy (the job ended), which says every skip not said yet."""
         if not self.executors:
             return []
         rows = status["executors"] if "executors" in status else self._followed_rows(hook, app_id)
         by_id = {ex["id"]: ex for ex in rows}
+        now = self.clock()
+        elapsed, self._copied_at = max(0.0, now - self._copied_at), now
         out: list[str] = []
         for executor_id in self.executors:
             row = by_id.get(executor_id, {})
             logs = row.get("logs") or {}
             for stream in self.streams:
                 if stream in logs:
-                    key = f"{executor_id}/{stream}@{row['incarnation']}" if row.get("incarnation") else logs[stream]
-                    out.extend(self._read(hook, app_id, executor_id, stream, logs[stream], key))
+                    key = f"{executor_id}/{stream}@{row.get('incarnation')}"
+                    lines = self._read(hook, app_id, logs[stream], key)
+                    out.extend(self._within_allowance(app_id, executor_id, stream, lines, elapsed, final))
         return out
 
     def _followed_rows(self, hook: PrimusHook, app_id: str) -> list[dict[str, Any]]:
@@ -363,25 +396,38 @@ class LogFollower:
                              ", ".join(self.executors), app_id, exc)
             return []
 
-    def _read(self, hook: PrimusHook, app_id: str, executor_id: str, stream: str, path: str,
-              key: str) -> list[str]:
-        start = self.offsets.get(key, self.offsets.get(path, 0))
+    def _read(self, hook: PrimusHook, app_id: str, path: str, key: str) -> list[str]:
+        start = self.offsets.get(key, 0)
         try:
             chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
         except OSError:
             return []  # not written yet
         # An unfinished last line stays unread: the next call (or the next follower) reads it whole.
         *complete, _unfinished = chunk.split(b"\n")
-        self.offsets.pop(path, None)
         self.offsets[key] = start + sum(len(line) + 1 for line in complete)
-        lines = [f"[{executor_id} {stream}] {line.decode(errors='replace')}" for line in complete]
-        if len(lines) > self.max_lines:
-            skipped = len(lines) - self.max_lines
+        return [line.decode(errors="replace") for line in complete]
+
+    def _within_allowance(self, app_id: str, executor_id: str, stream: str, lines: list[str],
+                          elapsed: float, final: bool) -> list[str]:
+        """The newest of ``lines`` the log's allowance covers, after a line counting the rest."""
+        log = f"{executor_id}/{stream}"
+        rate = self.lines_per_minute
+        earned = self._allowance.get(log, rate) + rate * elapsed / 60
+        allowance = min(earned, rate * (1 + elapsed / 60))
+        keep = min(len(lines), int(allowance))
+        self._allowance[log] = allowance - keep
+        skipped = self._skipped.pop(log, 0) + len(lines) - keep
+        if keep == 0 and not final:  # said with the next lines copied, not at each poll of a chatty trainer
+            if skipped:
+                self._skipped[log] = skipped
+            return []
+        prefix = f"[{executor_id} {stream}] "
+        out = [prefix + line for line in lines[len(lines) - keep:]]
+        if skipped:
             role, _, index = executor_id.rpartition("-")
-            lines = [f"[{executor_id} {stream}] ... {skipped} lines skipped, the newest {self.max_lines} follow "
-                     f"(all: primus logs {app_id} --role {role} --index {index} --stream {stream})"
-                     ] + lines[-self.max_lines:]
-        return lines
+            out.insert(0, f"{prefix}... {skipped} lines skipped (over {rate} a minute), the newest {keep} follow "
+                          f"(all: primus logs {app_id} --role {role} --index {index} --stream {stream})")
+        return out
 
 
 class PrimusAsyncHook(PrimusHook):

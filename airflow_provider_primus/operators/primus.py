@@ -65,12 +65,17 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
     :param kill_timeout: at most this many seconds of ``on_kill`` are spent stopping the job; the
         kill request is sent at once and the job's AM finishes the stop on its own.
     :param follow_logs: executors (e.g. ``["worker-0"]``) whose new stdout/stderr lines are copied
-        into the task log while it waits, deferred or not. Default: executor 0 of the first role the
-        job waits for; ``[]`` copies none. Deferred, the trigger copies only the newest lines, at each
-        hand-off (see ``log_interval``), never a line twice, and logs a one-line progress summary.
-    :param log_interval: deferred only: every this many seconds the trigger copies the followed logs'
-        newest lines and the task defers again from where the copy stopped (a short stop on a
-        worker, as the Kubernetes pod operator's ``logging_interval``); None: only when the job ends.
+        into the task log while it waits, deferred or not, never a line twice. Default: executor 0 of
+        the first role the job waits for; ``[]`` copies none. In a worker slot they are copied at
+        every poll; deferred, at each hand-off (see ``log_interval``) and at the end, by the task on
+        a worker (a trigger's own log is replaced each time the task defers again), with a progress
+        line; the trigger logs a one-line summary meanwhile.
+    :param log_interval: deferred only: every this many seconds the trigger hands the task back to a
+        worker, which copies the followed logs' new lines and defers again (a short stop on a worker,
+        as the Kubernetes pod operator's ``logging_interval``); None: lines are copied when the job ends.
+    :param log_lines_per_minute: at most this many lines of each followed log reach the task log a
+        minute, the newest, either way of waiting; the others are counted in one line that says how
+        to read them all (``LogFollower``).
     :param durable: (``ResumableJobMixin``, Airflow >= 3.3) keep the job's identity in the task state
         store for a retry to reattach through; False: only the tag search finds a running job.
     :param progress_interval: seconds between writes of the job's progress to the task state store
@@ -115,6 +120,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         kill_timeout: float = 3.0,
         follow_logs: Sequence[str] | None = None,
         log_interval: float | None = 300.0,
+        log_lines_per_minute: int = 60,
         progress_interval: float = 30.0,
         **kwargs: Any,
     ) -> None:
@@ -123,6 +129,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             raise ValueError(f"on_kill_action must be 'kill' or 'keep', got {on_kill_action!r}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be > 0, got {poll_interval!r}")
+        if log_lines_per_minute < 1:
+            raise ValueError(f"log_lines_per_minute must be >= 1, got {log_lines_per_minute!r}")
         self.spec = os.fspath(spec) if isinstance(spec, os.PathLike) else spec
         self.primus_conn_id = primus_conn_id
         self.wait_for_completion = wait_for_completion
@@ -132,6 +140,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         self.kill_timeout = kill_timeout
         self.follow_logs = None if follow_logs is None else list(follow_logs)
         self.log_interval = log_interval
+        self.log_lines_per_minute = log_lines_per_minute
         self.progress_interval = progress_interval
         self.app_id: str | None = None
 
@@ -225,7 +234,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             self.log.info("Primus job %s page: %s (sign in with the job token, or open the one-time link "
                           "`primus ui %s` prints)", app_id, url, app_id)
         if self.wait_for_completion and self.deferrable:
-            self._defer_wait(app_id, self._deadline(ti), self._follow_logs(app_id), log_offsets={})
+            self._defer_wait(app_id, self._deadline(ti), self._log_follower(app_id))
         if self.wait_for_completion:
             self._wait(app_id)
             self._mark_delivered(context, external_id)
@@ -254,14 +263,16 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         if store is not None and self.durable:
             store.set(STATE_KEY, JobIdentity.from_stored(external_id).model_copy(update={"delivered": True}).stored())
 
-    def _defer_wait(self, app_id: str, deadline: float | None, follow_logs: list[str],
-                    log_offsets: dict[str, int]) -> None:
+    def _defer_wait(self, app_id: str, deadline: float | None, follower: LogFollower) -> None:
+        """Wait in the triggerer, which carries the log follower's cursor back to the resumed task."""
         # The first stop only: see the docstring.
         self._progress.update_from(app_id, lambda: self.hook.status(app_id, summary=True))
+        following = bool(follower.executors)
         self.defer(
             trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
-                                     follow_logs=follow_logs, on_kill_action=self.on_kill_action,
-                                     log_offsets=log_offsets, log_interval=self.log_interval),
+                                     on_kill_action=self.on_kill_action,
+                                     log_interval=self.log_interval if following else None,
+                                     log_cursor=follower.cursor() if following else None),
             method_name="execute_complete",
         )
 
@@ -274,7 +285,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         return start + self.execution_timeout.total_seconds()
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
-        """Back from the trigger: the app id on success, else the runtime's reason as the error."""
+        """Back from the trigger: the app id on success, else the runtime's reason as the error. The
+        followed logs' new lines are copied from the event's ``log_cursor`` on (``LogFollower``)."""
         app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
         self.app_id = app_id
         self._resumed = True
@@ -282,8 +294,15 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         # The event is kept small (see PrimusStatusTrigger): the progress is read here, now.
         job_status = self._progress.read_status(app_id, lambda: self.hook.status(app_id, summary=True))
         self._progress.from_event(event, job_status)
-        if status == "running":  # a log hand-off: wait on, copying from where the trigger stopped
-            self._defer_wait(app_id, event.get("deadline"), self._follow_logs(app_id), event.get("log_offsets") or {})
+        cursor = event.get("log_cursor")
+        follower = LogFollower.from_cursor(cursor, self.log_lines_per_minute) if cursor \
+            else LogFollower([], lines_per_minute=self.log_lines_per_minute)
+        if status == "running":  # a log hand-off: copy the new lines, then wait on
+            if job_status is not None:
+                self._copy_log_lines(follower, app_id, job_status)
+                self.log.info("Primus job %s %s: %s", app_id, job_status["job"]["state"], progress_line(job_status))
+            self._defer_wait(app_id, event.get("deadline"), follower)
+        self._copy_final_log_lines(follower, app_id)
         if status == "success":
             self.log.info("Primus job %s succeeded: %s", app_id, reason)
             store = task_state_store(context)
@@ -341,6 +360,25 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         parts = [re.sub(r"[^\w.=-]", "_", ti.tags[name]) for name in TI_TAGS]
         return "/".join([self.hook.work_preserve_root().rstrip("/"), *parts, f"try-{ti.try_number}"])
 
+    def _log_follower(self, app_id: str) -> LogFollower:
+        return LogFollower(self._follow_logs(app_id), lines_per_minute=self.log_lines_per_minute)
+
+    def _copy_log_lines(self, follower: LogFollower, app_id: str, status: dict[str, Any],
+                        final: bool = False) -> None:
+        for line in follower.new_lines(self.hook, app_id, status, final=final):
+            self.log.info("%s", line)
+
+    def _copy_final_log_lines(self, follower: LogFollower, app_id: str) -> None:
+        """The followed logs' last lines, from the job's full status (its AM may be gone already)."""
+        if not follower.executors:
+            return
+        try:
+            status = self.hook.status(app_id)
+        except Exception as exc:  # noqa: BLE001 - copying logs is a courtesy: the outcome matters
+            self.log.warning("Cannot read the last log lines of Primus job %s: %s", app_id, exc)
+            return
+        self._copy_log_lines(follower, app_id, status, final=True)
+
     def _follow_logs(self, app_id: str) -> list[str]:
         if self.follow_logs is not None:
             return self.follow_logs
@@ -374,7 +412,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
 
     def _wait(self, app_id: str) -> None:
         last_line = None
-        follower = LogFollower(self._follow_logs(app_id))
+        follower = self._log_follower(app_id)
         while True:
             if self._stopping.is_set():
                 self._raise_killed(app_id)
@@ -385,18 +423,16 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             except JobNotFound:
                 self._progress.finish(app_id, None, "error", f"Primus job {app_id} disappeared")
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
-            for log_line in follower.new_lines(self.hook, app_id, status):
-                self.log.info("%s", log_line)
+            self._copy_log_lines(follower, app_id, status)
             job = status["job"]
             line = f"{job['state']}: {progress_line(status)}"
             if line != last_line:  # only changes, not one line per poll
                 self.log.info("Primus job %s %s", app_id, line)
                 last_line = line
             self._progress.observe(app_id, status)
+            if job["state"] in FINISHED:
+                self._copy_final_log_lines(follower, app_id)
             if job["state"] == JobState.SUCCEEDED:
-                if follower.executors:  # the last lines, from the final status: the AM may be gone already
-                    for log_line in follower.new_lines(self.hook, app_id, self.hook.status(app_id)):
-                        self.log.info("%s", log_line)
                 return
             if job["state"] in FINISHED:
                 self._raise_failed(app_id, self.hook.status(app_id),  # in full: the failed executors' tails

@@ -22,12 +22,11 @@ from airflow_provider_primus.conditions import (
     Check,
     data_reached,
     job_succeeded,
-    normalize_partition,
     normalize_time,
     role_reached,
 )
 from airflow_provider_primus.hooks.primus import PrimusHook
-from airflow_provider_primus.partitions import PartitionPath, partition_ready
+from airflow_provider_primus.partitions import PartitionPath, normalize_partition, partition_ready
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import (
     PrimusDataProgressTrigger,

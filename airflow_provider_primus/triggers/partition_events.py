@@ -23,12 +23,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_provider_primus.conditions import normalize_partition
-from airflow_provider_primus.partitions import PartitionPath, expand_partition, partition_ready
+# Light imports only: the triggerer imports this module on its event loop (see triggers/__init__.py).
+from airflow_provider_primus.partitions import PartitionPath, expand_partition, normalize_partition, partition_ready
 from airflow_provider_primus.templating import PARTITION_PLACEHOLDER
 from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
-from primus_runtime.data.source import partitions
-from primus_runtime.spec import TimeRange
+from primus_runtime.partitions import partition_hour, walk
 
 #: The asset state store key holding the last partition announced (``YYYY-MM-DD`` / ``YYYY-MM-DDTHH``).
 STATE_KEY = "primus_last_partition"
@@ -88,9 +87,9 @@ class PrimusPartitionEventTrigger(BaseEventTrigger):
     def _upcoming(self, last: str | None) -> Iterator[str]:
         """Partition labels after ``last`` (from ``start`` on), in time order, endless."""
         first = self.start if last is None or last < self.start else last
-        for partition in partitions(TimeRange(start=first), (self.granularity,)):
-            if last is None or partition.label > last:
-                yield partition.label
+        for label, _ in walk(partition_hour(first), None, (self.granularity,)):
+            if last is None or label > last:
+                yield label
 
     def _first_after(self, last: str | None) -> str:
         return next(self._upcoming(last))

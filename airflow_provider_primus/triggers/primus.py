@@ -3,9 +3,9 @@
 They share one polling loop (``PrimusStatusTrigger.run``): read the job's status over async HTTP,
 log progress when it changes and a one-line summary now and then, and fire once the condition
 holds, the job ended without meeting it, the deadline passed, or the status stayed unreadable
-(transient errors are retried, ``retries.py``); the followed executors' newest lines are copied right before it fires (a hand-off, see
-``PrimusStatusTrigger``). ``serialize()`` carries every argument, the log offsets included, so a
-trigger moved to another triggerer resumes unchanged; ``cleanup()`` (every exit, a triggerer
+(transient errors are retried, ``retries.py``), or, with a ``log_interval``, for a hand-off to the
+task, which copies the trainers' new lines (see ``PrimusStatusTrigger``). ``serialize()`` carries every
+argument, so a trigger moved to another triggerer resumes unchanged; ``cleanup()`` (every exit, a triggerer
 restart too) never touches the job.
 """
 
@@ -26,7 +26,7 @@ from primus_runtime.states import ExecutorState, JobState
 
 if TYPE_CHECKING:
     from airflow_provider_primus.conditions import Check
-    from airflow_provider_primus.hooks.primus import LogFollower, PrimusAsyncHook
+    from airflow_provider_primus.hooks.primus import PrimusAsyncHook
 
 #: The modules the triggers of this module need once they run.
 RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.hooks.primus",
@@ -44,45 +44,41 @@ class PrimusStatusTrigger(BaseTrigger):
     "state", "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
     sentence naming the job (what the task fails with, at most ``MAX_EVENT_REASON`` characters);
     ``input_at_fault: True`` when a failure is the input's; a ``running`` hand-off carries the
-    ``deadline`` and ``log_offsets`` to defer again with. Nothing else: Airflow logs every event
-    whole on one line ("Trigger fired event"), so what the task needs besides (the job's progress,
-    the failed executors' logs) it reads again on the worker.
+    ``deadline`` to defer again with; ``log_cursor`` comes back as it was given. Nothing else: Airflow
+    logs every event whole on one line ("Trigger fired event"), so what the task needs besides (the
+    job's progress, the trainers' new log lines, the failed executors' logs) it reads again on the
+    worker.
 
-    Trainer lines are copied only when the trigger hands off, i.e. right before it fires: the
-    newest ``max_log_lines`` of each followed log (the others counted in one line), and the event
-    carries ``log_offsets``, where the copy stopped. With ``log_interval`` it also hands off every
-    ``log_interval`` seconds with a ``running`` event, which the submit operator answers by
-    deferring again from those offsets (as the Kubernetes pod operator's ``logging_interval``).
-    A trigger re-created from its kwargs (a triggerer restart) thus starts where the last copy
-    stopped: no line is copied twice. Meanwhile a one-line summary (roles ready, data, watermark,
-    ETA) is logged every ``summary_interval`` seconds, and the condition's line when it changes.
+    With ``log_interval`` the trigger hands off every ``log_interval`` seconds with a ``running``
+    event, which the submit operator answers by copying the trainers' new lines into the task log
+    and deferring again (as the Kubernetes pod operator's ``logging_interval``). The trigger copies
+    no trainer line itself: Airflow's triggerer writes each trigger's log to one file per triggerer
+    and task try, opened afresh for every trigger, so the lines a trigger logged are gone once the
+    task defers again; what the worker logs is appended to the try's log. Meanwhile the trigger logs
+    a one-line summary (roles ready, data, watermark, ETA) every ``summary_interval`` seconds, and
+    the condition's line when it changes.
 
     :param app_id: the job to watch.
     :param primus_conn_id: the ``primus`` connection it was submitted through.
     :param poll_interval: seconds between status reads.
     :param deadline: absolute time (epoch seconds) after which a ``timeout`` event fires; Airflow
         does not apply ``execution_timeout`` to a deferred task, the operator passes it here.
-    :param follow_logs: executors (``worker-0``) whose new stdout/stderr lines go to the task log.
-    :param log_offsets: log path -> bytes of it copied already (from the previous hand-off's event).
     :param log_interval: seconds between hand-offs while the job runs; None: only when it fires.
-    :param max_log_lines: at most this many lines of each followed log per hand-off.
     :param summary_interval: seconds between summary lines.
     """
 
+    #: Returned in every event: see ``PrimusJobTrigger``.
+    log_cursor: dict[str, Any] | None = None
+
     def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
-                 poll_interval: float = 5.0, deadline: float | None = None,
-                 follow_logs: list[str] | tuple[str, ...] = (), log_offsets: dict[str, int] | None = None,
-                 log_interval: float | None = None, max_log_lines: int = 20,
+                 poll_interval: float = 5.0, deadline: float | None = None, log_interval: float | None = None,
                  summary_interval: float = 30.0) -> None:
         super().__init__()
         self.app_id = app_id
         self.primus_conn_id = primus_conn_id
         self.poll_interval = poll_interval
         self.deadline = deadline
-        self.follow_logs = list(follow_logs)
-        self.log_offsets = dict(log_offsets or {})
         self.log_interval = log_interval
-        self.max_log_lines = max_log_lines
         self.summary_interval = summary_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -91,10 +87,7 @@ class PrimusStatusTrigger(BaseTrigger):
             "primus_conn_id": self.primus_conn_id,
             "poll_interval": self.poll_interval,
             "deadline": self.deadline,
-            "follow_logs": list(self.follow_logs),
-            "log_offsets": dict(self.log_offsets),
             "log_interval": self.log_interval,
-            "max_log_lines": self.max_log_lines,
             "summary_interval": self.summary_interval,
             **self._condition(),
         }
@@ -122,11 +115,9 @@ class PrimusStatusTrigger(BaseTrigger):
         yield event
 
     async def _first_event(self, hook: PrimusAsyncHook) -> TriggerEvent:
-        from airflow_provider_primus.hooks.primus import LogFollower
         from airflow_provider_primus.retries import READ_ERRORS
         from primus_runtime.client import JobNotFound
 
-        follower = LogFollower(self.follow_logs, max_lines=self.max_log_lines, offsets=self.log_offsets)
         summary = ProgressSummary(self.app_id)
         started = time.monotonic()
         last_line = None
@@ -134,8 +125,7 @@ class PrimusStatusTrigger(BaseTrigger):
             if self.deadline is not None and time.time() > self.deadline:
                 return self._event("timeout", "unknown", "the deadline (the task's timeout) passed")
             try:
-                # Transient errors are retried there. A summary: conditions and progress read no executor
-                # rows, the log follower asks for its executors' rows itself.
+                # Transient errors are retried there. A summary: conditions and progress read no executor rows.
                 status = await hook.astatus(self.app_id, summary=True)
             except JobNotFound:
                 return self._event("error", "gone", f"Primus job {self.app_id} does not exist (any more)")
@@ -147,36 +137,23 @@ class PrimusStatusTrigger(BaseTrigger):
                 self.log.info("Primus job %s %s", self.app_id, check.line)
                 last_line = check.line
             if check.met:
-                return await self._hand_off(hook, follower, status, self.success_event(status, check))
+                return self.success_event(status, check)
             if check.impossible:
-                return await self._hand_off(hook, follower, status, self._event(
-                    "failed", status["job"]["state"], check.impossible, input_at_fault=check.input_at_fault))
+                return self._event("failed", status["job"]["state"], check.impossible,
+                                   input_at_fault=check.input_at_fault)
             if summary.due(self.summary_interval):
                 self.log.info("%s", summary.line(status))
-            if self.follow_logs and self.log_interval is not None \
-                    and time.monotonic() - started >= self.log_interval:
-                return await self._hand_off(hook, follower, status, self._event(
-                    "running", status["job"]["state"], "log hand-off", deadline=self.deadline))
+            if self.log_interval is not None and time.monotonic() - started >= self.log_interval:
+                return self._event("running", status["job"]["state"], "log hand-off", deadline=self.deadline)
             await asyncio.sleep(self.poll_interval)
-
-    async def _hand_off(self, hook: PrimusAsyncHook, follower: LogFollower, status: dict[str, Any],
-                        event: TriggerEvent) -> TriggerEvent:
-        """Copy the followed logs' newest lines, then ``event``; a ``running`` one with where the copy
-        stopped (the next trigger starts there)."""
-        if not self.follow_logs:
-            return event
-        for line in await asyncio.to_thread(follower.new_lines, hook, self.app_id, status):
-            self.log.info("%s", line)
-        if event.payload["status"] != "running":
-            return event
-        return TriggerEvent({**event.payload, "log_offsets": dict(follower.offsets)})
 
     def _event(self, status: str, state: str, reason: str, input_at_fault: bool = False,
                **extra: Any) -> TriggerEvent:
         if len(reason) > MAX_EVENT_REASON:
             reason = reason[:MAX_EVENT_REASON - 1] + "…"
         return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason,
-                             **({"input_at_fault": True} if input_at_fault else {}), **extra})
+                             **({"input_at_fault": True} if input_at_fault else {}), **extra,
+                             **({"log_cursor": self.log_cursor} if self.log_cursor is not None else {})})
 
 
 class ProgressSummary:
@@ -227,19 +204,21 @@ class PrimusJobTrigger(PrimusStatusTrigger):
 
     :param on_kill_action: ``"kill"`` stops the job when a user marks the deferred task failed or
         success, or clears it (Airflow >= 3.3 calls ``on_kill``); ``"keep"`` leaves it.
+    :param log_cursor: where the submit operator's copy of the trainers' logs stands
+        (``LogFollower.cursor``), carried for the task and returned in every event. (A task instance's
+        ``next_kwargs`` would be the natural place, but ``airflow dags test`` drops them on resume.)
     """
 
     def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
-                 poll_interval: float = 5.0, deadline: float | None = None,
-                 follow_logs: list[str] | tuple[str, ...] = (), on_kill_action: str = "kill",
-                 log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
-                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
-        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
-                         max_log_lines, summary_interval)
+                 poll_interval: float = 5.0, deadline: float | None = None, on_kill_action: str = "kill",
+                 log_interval: float | None = None, summary_interval: float = 30.0,
+                 log_cursor: dict[str, Any] | None = None) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, log_interval, summary_interval)
         self.on_kill_action = on_kill_action
+        self.log_cursor = log_cursor
 
     def _condition(self) -> dict[str, Any]:
-        return {"on_kill_action": self.on_kill_action}
+        return {"on_kill_action": self.on_kill_action, "log_cursor": self.log_cursor}
 
     def check(self, status: dict[str, Any]) -> Check:
         from airflow_provider_primus.conditions import job_succeeded
@@ -271,11 +250,9 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
 
     def __init__(self, app_id: str, role: str, state: str = ExecutorState.RUNNING.value, count: int | None = None,
                  primus_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
-                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
-                 log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
-                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
-        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
-                         max_log_lines, summary_interval)
+                 deadline: float | None = None, log_interval: float | None = None,
+                 summary_interval: float = 30.0) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, log_interval, summary_interval)
         self.role, self.state, self.count = role, state, count
 
     def _condition(self) -> dict[str, Any]:
@@ -295,12 +272,9 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
 
     def __init__(self, app_id: str, min_progress: float | None = None, partition: str | None = None,
                  primus_conn_id: str = DEFAULT_CONN_ID, poll_interval: float = 5.0,
-                 deadline: float | None = None, follow_logs: list[str] | tuple[str, ...] = (),
-                 max_lag: int | None = None, watermark_after: str | None = None,
-                 log_offsets: dict[str, int] | None = None, log_interval: float | None = None,
-                 max_log_lines: int = 20, summary_interval: float = 30.0) -> None:
-        super().__init__(app_id, primus_conn_id, poll_interval, deadline, follow_logs, log_offsets, log_interval,
-                         max_log_lines, summary_interval)
+                 deadline: float | None = None, max_lag: int | None = None, watermark_after: str | None = None,
+                 log_interval: float | None = None, summary_interval: float = 30.0) -> None:
+        super().__init__(app_id, primus_conn_id, poll_interval, deadline, log_interval, summary_interval)
         self.min_progress, self.partition = min_progress, partition
         self.max_lag, self.watermark_after = max_lag, watermark_after
 

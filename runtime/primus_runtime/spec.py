@@ -35,6 +35,7 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_v
 
 from . import backends
 from .backends import KubernetesBackend, LocalBackend, YarnBackend
+from .partitions import DAY_RE, HOUR_RE, partition_hour
 from .spec_types import (
     SIZE_RULE,
     BackendSettings,
@@ -486,8 +487,6 @@ _FRAMING = {"text": "lines", "jsonl": "lines", "parquet": "lines",
             "raw": "length_prefixed", "tfrecord": "length_prefixed", "length_delimited": "length_prefixed"}
 TEMPLATE_TOKENS = ("YYYY", "MM", "DD", "HH")
 _TEMPLATE_RE = re.compile(r"\{\{([^{}]*)\}\}")
-_DAY_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
-_HOUR_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})(?::00(?::00)?)?$")
 
 
 def local_path(value: str) -> str:
@@ -616,7 +615,7 @@ def kafka_time(value: str) -> Any:
     ``YYYY-MM-DDTHH`` (a time partition's start), or an ISO 8601 time (without a zone: UTC)."""
     import datetime as _dt
 
-    day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
+    day, hour = DAY_RE.match(value), HOUR_RE.match(value)
     try:
         if day:
             return _dt.datetime(int(day[1]), int(day[2]), int(day[3]), tzinfo=_dt.timezone.utc)
@@ -764,23 +763,12 @@ class TimeRange(StrictModel):
     def _check_time(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        import datetime as _dt
-
-        day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
-        try:
-            if day:
-                _dt.datetime(int(day[1]), int(day[2]), int(day[3]))
-            elif hour:
-                _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]))
-            else:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"must be a date YYYY-MM-DD or an hour YYYY-MM-DDTHH, got {value!r}") from None
+        partition_hour(value)  # a ValueError says what is accepted
         return value
 
     def hours(self) -> tuple[Any, Any]:
         """(first hour, last hour or None) as datetimes: a date starts at its hour 00 and ends at its hour 23."""
-        return _to_hour(self.start, last=False), None if self.end is None else _to_hour(self.end, last=True)
+        return partition_hour(self.start), None if self.end is None else partition_hour(self.end, last=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> TimeRange:
@@ -788,16 +776,6 @@ class TimeRange(StrictModel):
         if end is not None and end < start:
             raise ValueError(f"end: must not be before start ({self.start}), got {self.end!r}")
         return self
-
-
-def _to_hour(value: str, last: bool) -> Any:
-    import datetime as _dt
-
-    day, hour = _DAY_RE.match(value), _HOUR_RE.match(value)
-    if hour:
-        return _dt.datetime(int(hour[1]), int(hour[2]), int(hour[3]), int(hour[4]))
-    assert day is not None
-    return _dt.datetime(int(day[1]), int(day[2]), int(day[3]), 23 if last else 0)
 
 
 class InputSpec(StrictModel):

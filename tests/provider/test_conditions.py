@@ -9,12 +9,11 @@ import pytest
 
 from airflow_provider_primus.conditions import (
     data_reached,
-    normalize_partition,
     normalize_time,
     role_reached,
     watermark_passed,
 )
-from airflow_provider_primus.partitions import PartitionPath, expand_partition
+from airflow_provider_primus.partitions import PartitionPath, expand_partition, normalize_partition
 from airflow_provider_primus.templating import keep_partition_placeholders
 
 

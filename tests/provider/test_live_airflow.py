@@ -512,3 +512,19 @@ def test_the_jobs_progress_is_in_the_task_state_store_during_and_after_the_run(l
         assert final["roles"] == {"worker": "1/1 succeeded"}, final
         log = live.task_log(dag_id, run_id, "train", 1)
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
+
+
+def test_every_hand_off_of_a_deferred_task_survives_in_its_final_log(live: LiveAirflow):
+    """Issue 27: with ``log_interval``, the trigger copied the trainer's lines into its own log file,
+    which the triggerer opens afresh for the next trigger of the try: the final task log kept only
+    the last segment. The task copies them on the worker now, whose log of the try is appended to."""
+    dag_id = "primus_live_hand_off"
+    with live.explain_failure(dag_id):
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id)
+        run = live.wait_for_run_state(dag_id, run_id)
+        assert run["state"] == "success", run
+        log = live.task_log(dag_id, run_id, "train", 1)
+        assert log.count("Pausing task as DEFERRED") >= 3, log[-5000:]  # the first deferral and hand-offs
+        ticks = [line.partition("] ")[2] for line in log.splitlines() if line.startswith("[worker-0 stdout] ")]
+        assert ticks == [f"tick-{i}" for i in range(1, 61)], log[-5000:]  # each once, in order

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -218,3 +221,60 @@ def test_without_a_store_it_still_announces_every_partition(tmp_path: Path, loop
     complete(tmp_path, "20261201", "20261202")
     running = Running(watcher(tmp_path), loop)  # no asset_state_store: Airflow before 3.3
     assert [running.next()["partition"] for _ in range(2)] == ["2026-12-01", "2026-12-02"]
+
+
+# In a fresh interpreter, as the triggerer: its own modules loaded, the trigger's not yet. The triggerer
+# imports the trigger's module and builds the trigger on its event loop (TriggerRunner.create_triggers);
+# asyncio's debug mode logs every step slower than slow_callback_duration ("Executing <Task...> took").
+WATCHER_PROBE = """
+import asyncio, json, logging, sys
+
+import airflow.jobs.triggerer_job_runner
+from airflow._shared.module_loading import import_string
+
+slow = []
+
+
+class Slow(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("Executing ") and " took " in record.getMessage():
+            slow.append(record.getMessage())
+
+
+logging.getLogger("asyncio").addHandler(Slow())
+logging.getLogger("asyncio").setLevel(logging.WARNING)
+
+
+async def main(path):
+    trigger = import_string("airflow_provider_primus.triggers.partition_events.PrimusPartitionEventTrigger")(
+        path=path, start="2026-12-01", poll_interval=0.1)
+    events = []
+    async for event in trigger.run():
+        events.append(event.payload)
+        if len(events) == 2:
+            break
+    print("PROBE " + json.dumps({"events": events, "slow": slow}))
+
+
+loop = asyncio.new_event_loop()
+loop.set_debug(True)
+loop.slow_callback_duration = 0.1
+loop.run_until_complete(main(sys.argv[1]))
+loop.close()
+"""
+
+
+def test_the_watcher_never_blocks_the_triggerers_event_loop(tmp_path):
+    """Issue 27: importing the watcher's module took ~1 s on the triggerer's loop (the runtime's data
+    scanner and spec, for a walk through the days). From its import to its second event, no step on
+    the loop may take 0.1 s."""
+    for day in ("20261201", "20261202"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "_SUCCESS").touch()
+    got = subprocess.run([sys.executable, "-c", WATCHER_PROBE, str(tmp_path / "{{YYYY}}{{MM}}{{DD}}")],
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-3000:]
+    (result,) = [json.loads(line.removeprefix("PROBE ")) for line in got.stdout.splitlines()
+                 if line.startswith("PROBE ")]
+    assert [event["partition"] for event in result["events"]] == ["2026-12-01", "2026-12-02"]
+    assert result["slow"] == []

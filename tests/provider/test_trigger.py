@@ -43,11 +43,11 @@ def first_event(trigger: PrimusJobTrigger, timeout: float = 60) -> dict:
 
 
 @pytest.mark.parametrize("trigger", [
-    PrimusJobTrigger("primus-1", "my_conn", poll_interval=2.5, deadline=123.0, follow_logs=["worker-0"],
-                     on_kill_action="keep", log_offsets={"/jobs/a/stdout": 42}, log_interval=30.0, max_log_lines=7,
-                     summary_interval=9.0),
+    PrimusJobTrigger("primus-1", "my_conn", poll_interval=2.5, deadline=123.0, on_kill_action="keep",
+                     log_interval=30.0, summary_interval=9.0,
+                     log_cursor={"executors": ["worker-0"], "offsets": {"worker-0/stdout@1": 42}}),
     PrimusRoleTrigger("primus-1", role="evaluator", state="succeeded", count=1, primus_conn_id="c",
-                      poll_interval=1.0, deadline=5.0, follow_logs=["evaluator-0"]),
+                      poll_interval=1.0, deadline=5.0, log_interval=10.0),
     PrimusDataProgressTrigger("primus-1", min_progress=0.5, partition="2026-12-01", primus_conn_id="c", max_lag=10,
                               watermark_after="2026-12-01T05:00:00.000+00:00"),
     PrimusPartitionTrigger("/data/20261201/_SUCCESS", webhdfs_conn_id="webhdfs_default", poll_interval=3.0,
@@ -150,15 +150,6 @@ def test_data_trigger_fails_for_a_job_without_input(primus_home, client):
     assert event["status"] == "failed" and "has no input section" in event["reason"]
 
 
-def test_job_trigger_copies_new_log_lines_of_followed_executors(primus_home, client, capsys):
-    spec = make_spec([{"name": "worker", "command": "for i in 1 2 3; do echo step-$i; sleep 0.2; done"}])
-    app_id = PrimusHook().submit(spec)
-    event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"]))
-    assert event["status"] == "success"
-    copied = re.findall(r"\[worker-0 stdout\] (\S+)", capsys.readouterr().out)  # Airflow logs to stdout
-    assert copied == ["step-1", "step-2", "step-3"]  # each line once, in order
-
-
 def test_partition_trigger_fires_when_the_marker_appears(tmp_path):
     marker = tmp_path / "20261201" / "_SUCCESS"
 
@@ -177,40 +168,125 @@ def test_partition_trigger_fires_when_the_marker_appears(tmp_path):
 
 
 def copied_lines(output: str) -> list[str]:
-    """The trainer lines the trigger logged (Airflow logs to stdout: ``<message>  [<logger>] loc=...``)."""
-    return re.findall(r"\[worker-0 stdout\] (.*?)\s+\[airflow_provider_primus", output)
+    """The trainer lines copied into the task log (Airflow logs to stdout: ``<message>  [<logger>] ...``)."""
+    return re.findall(r"\[worker-0 stdout\] (.*?)\s+\[airflow", output)
 
 
-def test_job_trigger_copies_only_the_newest_lines_and_counts_the_others(primus_home, client, capsys):
-    app_id = PrimusHook().submit(make_spec([{"name": "worker", "command": "seq 1 500"}]))
-    event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"], max_log_lines=5))
-    assert event["status"] == "success"
-    copied = copied_lines(capsys.readouterr().out)
-    assert copied[0].startswith("... 495 lines skipped, the newest 5 follow (all: primus logs ")
-    assert copied[1:] == ["496", "497", "498", "499", "500"]
-    assert "log_offsets" not in event  # the job ended: no trigger follows on from there
+def test_a_deferred_task_copies_every_line_once_across_hand_offs(primus_home, client, capsys):
+    """Issue 27: the triggerer opens a trigger's log file afresh for each trigger of a try, so lines a
+    trigger copied were gone after the next hand-off. The task copies them, on the worker, from the
+    cursor its deferral carries; the trigger only hands off."""
+    spec = make_spec([{"name": "worker", "command": "for i in $(seq 1 40); do echo step-$i; sleep 0.1; done"}])
+    op = PrimusSubmitJobOperator(task_id="train", spec=spec, deferrable=True, log_interval=0.5, poll_interval=0.1,
+                                 follow_logs=["worker-0"], log_lines_per_minute=1000)
+    context = make_context(store=FakeStateStore())
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(context)
+    deferred: TaskDeferred | None = info.value
+    hand_offs, out = 0, capsys.readouterr().out
+    while deferred is not None:
+        assert deferred.trigger.log_interval == 0.5 and deferred.trigger.log_cursor["executors"] == ["worker-0"]
+        event = first_event(deferred.trigger)
+        assert copied_lines(capsys.readouterr().out) == []  # the trigger copies none
+        assert event["log_cursor"] == deferred.trigger.log_cursor  # it brings the cursor back
+        try:
+            getattr(op, deferred.method_name)(context, event)  # as Airflow resumes the task
+            deferred = None
+        except TaskDeferred as again:
+            hand_offs, deferred = hand_offs + 1, again
+        out += capsys.readouterr().out
+    assert hand_offs >= 2, out[-3000:]
+    assert copied_lines(out) == [f"step-{i}" for i in range(1, 41)]  # each once, in order
 
 
-def test_a_trigger_recreated_from_its_kwargs_never_copies_a_line_twice(primus_home, client, capsys):
-    app_id = PrimusHook().submit(make_spec([{"name": "worker",
-                                             "command": "for i in $(seq 1 40); do echo step-$i; sleep 0.1; done"}]))
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
-    first = PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"], log_interval=0.3, max_log_lines=1000)
-    handed_off = first_event(first)
-    assert handed_off["status"] == "running" and handed_off["log_offsets"]  # a hand-off while the job runs
-    # The operator defers again from the event's offsets ...
-    path, kwargs = first.serialize()
-    kwargs |= {"log_offsets": handed_off["log_offsets"], "log_interval": None}
-    second = PrimusJobTrigger(**kwargs)
+class FakeLogs:
+    """A hook whose one executor's stdout is a file (``LogFollower``'s unit tests)."""
 
-    async def interrupted() -> None:  # ... and the triggerer dies before that trigger fires
-        await asyncio.wait_for(second.run().__anext__(), 0.2)
+    def __init__(self, path):
+        self.path, self.log = path, None
+        self.client = self
 
-    with pytest.raises(asyncio.TimeoutError):
-        asyncio.run(interrupted())
-    restarted = PrimusJobTrigger(**second.serialize()[1])  # re-created from its kwargs in the DB
-    assert first_event(restarted)["status"] == "success"
-    assert copied_lines(capsys.readouterr().out) == [f"step-{i}" for i in range(1, 41)]  # each once, in order
+    def cluster_for(self, app_id):
+        return self
+
+    def read_log(self, app_id, path, offset):
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+
+    def status(self):
+        return {"executors": [{"id": "worker-0", "incarnation": 1, "logs": {"stdout": str(self.path)}}]}
+
+
+def chatty_copies(tmp_path, copy_every: float, minutes: int = 10, lines_per_second: int = 20) -> list[list[str]]:
+    """What a follower copies of a trainer writing ``lines_per_second`` when it copies every
+    ``copy_every`` seconds (a worker slot's poll, or a deferred task's hand-off), on a fake clock."""
+    from airflow_provider_primus.hooks.primus import LogFollower
+
+    log = tmp_path / f"stdout-{copy_every}"
+    log.write_text("")
+    hook, now, written = FakeLogs(log), [0.0], 0
+    follower = LogFollower(["worker-0"], streams=("stdout",), lines_per_minute=60, clock=lambda: now[0])
+    copies = []
+    while now[0] < minutes * 60:
+        now[0] += copy_every
+        with log.open("a") as f:
+            for _ in range(int(lines_per_second * copy_every)):
+                written += 1
+                f.write(f"line-{written}\n")
+        follower = LogFollower.from_cursor(follower.cursor(), 60, clock=lambda: now[0])  # as across hand-offs
+        copies.append(follower.new_lines(hook, "primus-1", hook.status()))
+    return copies
+
+
+def test_one_line_cap_for_both_ways_of_waiting(tmp_path):
+    """Issue 27: the worker slot copied up to 200 lines at every poll, the deferred task 20 at each
+    hand-off. One rule now: at most lines_per_minute of a log a minute, plus one minute's worth saved."""
+    for copy_every in (5, 300):  # polls in a worker slot; hand-offs of a deferred task
+        copies = chatty_copies(tmp_path, copy_every)
+        trainer_lines = [line for copy in copies for line in copy if "lines skipped" not in line]
+        assert 600 <= len(trainer_lines) <= 660, (copy_every, len(trainer_lines))  # 10 minutes at 60 a minute
+        numbers = [int(line.rpartition("-")[2]) for line in trainer_lines]
+        assert numbers == sorted(set(numbers))  # none twice, in order
+        notices = [line for copy in copies for line in copy if "lines skipped" in line]
+        assert notices[0].startswith("[worker-0 stdout] ... ") and "(over 60 a minute)" in notices[0]
+        skipped = sum(int(re.search(r"\.\.\. (\d+) lines skipped", line).group(1)) for line in notices)
+        assert skipped + len(trainer_lines) == 20 * 600  # every line copied or counted
+
+
+def test_a_quiet_trainers_lines_all_arrive_and_a_burst_within_a_minutes_worth_too(tmp_path):
+    from airflow_provider_primus.hooks.primus import LogFollower
+
+    log = tmp_path / "stdout"
+    log.write_text("".join(f"banner-{i}\n" for i in range(50)))  # a trainer's start: a burst
+    hook, now = FakeLogs(log), [0.0]
+    follower = LogFollower(["worker-0"], streams=("stdout",), lines_per_minute=60, clock=lambda: now[0])
+    now[0] = 5
+    assert len(follower.new_lines(hook, "primus-1", hook.status())) == 50
+    copied = []
+    for second in range(10, 600, 5):  # then a line every 5 s
+        now[0] = second
+        with log.open("a") as f:
+            f.write(f"step-{second}\n")
+        copied += follower.new_lines(hook, "primus-1", hook.status())
+    assert copied == [f"[worker-0 stdout] step-{second}" for second in range(10, 600, 5)]
+
+
+def test_the_last_copy_says_what_was_skipped_since_the_last_line_copied(tmp_path):
+    from airflow_provider_primus.hooks.primus import LogFollower
+
+    log = tmp_path / "stdout"
+    log.write_text("".join(f"line-{i}\n" for i in range(100)))
+    hook, now = FakeLogs(log), [0.0]
+    follower = LogFollower(["worker-0"], streams=("stdout",), lines_per_minute=60, clock=lambda: now[0])
+    assert len(follower.new_lines(hook, "primus-1", hook.status())) == 61  # a notice and a minute's worth
+    with log.open("a") as f:
+        f.write("".join(f"more-{i}\n" for i in range(10)))
+    now[0] = 0.5  # too soon for a line: the skip waits for the next copy
+    assert follower.new_lines(hook, "primus-1", hook.status()) == []
+    last = follower.new_lines(hook, "primus-1", hook.status(), final=True)
+    assert len(last) == 1 and last[0].startswith("[worker-0 stdout] ... 10 lines skipped (over 60 a minute), "
+                                                 "the newest 0 follow (all: primus logs primus-1 --role worker")
 
 
 def test_trigger_logs_a_periodic_one_line_summary(primus_home, client, capsys):
@@ -225,20 +301,20 @@ def test_trigger_logs_a_periodic_one_line_summary(primus_home, client, capsys):
 def test_deferred_operator_defers_again_from_a_log_hand_off(primus_home, client, capsys):
     app_id = client.submit(make_spec(SLEEPY))
     op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True, log_interval=60, follow_logs=["worker-0"])
-    offsets = {"/some/stdout": 12}
+    cursor = {"executors": ["worker-0"], "offsets": {"worker-0/stdout@9": 12}, "allowance": {},
+              "copied_at": time.time()}
     with pytest.raises(TaskDeferred) as info:
         op.execute_complete(make_context(store=FakeStateStore()),
                             {"status": "running", "app_id": app_id, "state": "running", "reason": "log hand-off",
-                             "deadline": 123.0, "log_offsets": offsets})
+                             "deadline": 123.0, "log_cursor": cursor})
     trigger = info.value.trigger
-    assert (trigger.app_id, trigger.deadline, trigger.log_offsets, trigger.log_interval) == (app_id, 123.0, offsets, 60)
+    assert (trigger.app_id, trigger.deadline, trigger.log_interval) == (app_id, 123.0, 60)
+    assert trigger.log_cursor["offsets"]["worker-0/stdout@9"] == 12  # carried on
     assert "No connection" not in capsys.readouterr().out  # the try's start said it, not each resume
     client.kill(app_id)
 
 
-# A line every 0.4 s: the trigger copies at most 20 lines per check (the newest), so a hand-off
-# (event, resume, defer again) must take under 8 s for no line to be skipped; Airflow 3.2's
-# `dags test` resumes slower than 3.3's (with 0.2 s it skipped lines there, never repeated one).
+# A line every 0.4 s, copied by the task at each hand-off (every 2 s) and at the end.
 HAND_OFF_DAG = """
 from datetime import datetime
 from airflow.sdk import DAG
@@ -298,11 +374,10 @@ async def first_event(classpath, kwargs):
 
 async def main(app_id, gate):
     classpath = "airflow_provider_primus.triggers.primus.PrimusJobTrigger"
-    kwargs = {"app_id": app_id, "poll_interval": 0.1, "follow_logs": ["worker-0"], "log_interval": 0.5,
-              "max_log_lines": 5}
+    kwargs = {"app_id": app_id, "poll_interval": 0.1, "log_interval": 0.5}
     events = [await first_event(classpath, kwargs)]  # a log hand-off while the job runs
     open(gate, "w").close()  # the trainer ends
-    kwargs.update(log_offsets=events[0].get("log_offsets") or {}, log_interval=None)
+    kwargs.update(log_interval=None)
     events.append(await first_event(classpath, kwargs))  # deferred again: the job's end
     print("PROBE " + json.dumps({"events": events, "slow": slow}))  # Airflow logs to stdout too
 
@@ -318,8 +393,8 @@ loop.close()
 @pytest.mark.parametrize("tls", [False, True], ids=["http", "tls"])
 def test_the_trigger_never_blocks_the_event_loop(primus_home, client, tls, tmp_path):
     """Issue 27: the triggerer warned its loop was blocked (0.28-0.40 s) by Primus triggers. From
-    the import of the trigger's module to its last event, with log following and a hand-off, no step
-    on the loop may take 0.1 s (asyncio's debug mode says which one did)."""
+    the import of the trigger's module to its last event, across a hand-off, no step on the loop may
+    take 0.1 s (asyncio's debug mode says which one did)."""
     gate = tmp_path / "gate"  # the probe opens it after the hand-off: the job runs until then
     spec = make_spec([{"name": "worker", "command": f"i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo step-$i; "
                                                     "sleep 0.1; done"}], am={"tls": tls})
@@ -340,18 +415,14 @@ def test_events_carry_only_what_the_task_needs_and_the_trigger_never_announces_t
     "No connection 'primus_default'" line from the try's start and again from each trigger."""
     app_id = client.submit(make_spec(  # the runtime's client: says nothing of connections
         [{"name": "worker", "command": "for i in $(seq 1 30); do echo step-$i; sleep 0.1; done"}]))
-    trigger = PrimusJobTrigger(app_id, poll_interval=0.1, follow_logs=["worker-0"], log_interval=0.5,
-                               deadline=time.time() + 600)
+    trigger = PrimusJobTrigger(app_id, poll_interval=0.1, log_interval=0.5, deadline=time.time() + 600)
     running = first_event(trigger)
-    assert set(running) == {"status", "app_id", "state", "reason", "deadline", "log_offsets"}, running
+    assert set(running) == {"status", "app_id", "state", "reason", "deadline"}, running
     assert running["status"] == "running" and running["deadline"] == trigger.deadline
-    incarnation = client.executors(app_id, ids=["worker-0"])["executors"][0]["incarnation"]
-    assert set(running["log_offsets"]) == {f"worker-0/stdout@{incarnation}", f"worker-0/stderr@{incarnation}"}
-    ended = first_event(PrimusJobTrigger(**{**trigger.serialize()[1], "log_offsets": running["log_offsets"],
-                                           "log_interval": None}))
+    ended = first_event(PrimusJobTrigger(**{**trigger.serialize()[1], "log_interval": None}))
     assert ended == {"status": "success", "app_id": app_id, "state": "succeeded", "reason": ended["reason"]}
     failed = client.submit(make_spec(FAILING))
-    event = first_event(PrimusJobTrigger(failed, poll_interval=0.1, follow_logs=["worker-0"]))
+    event = first_event(PrimusJobTrigger(failed, poll_interval=0.1))
     assert set(event) == {"status", "app_id", "state", "reason"} and "exit 7" in event["reason"]
     assert "No connection" not in capsys.readouterr().out  # the task's start said it
 

@@ -20,7 +20,7 @@ import datetime as dt
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..data.dispatcher import _label_end
+from ..partitions import label_end
 from ..states import JOB_OUTCOMES, ExecutorState, JobState
 from .state import Executor
 
@@ -94,7 +94,7 @@ def kafka_metrics(kafka: KafkaInput, now: float) -> Iterator[Metric]:
 def watermark_lag(watermark: str, now: float) -> float:
     """Seconds from the end of the watermark's period (a day or an hour, its label read as UTC) to ``now``;
     negative while that end is still ahead."""
-    return now - _label_end(watermark).replace(tzinfo=dt.timezone.utc).timestamp()
+    return now - label_end(watermark).replace(tzinfo=dt.timezone.utc).timestamp()
 
 
 class AMMetrics:

@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from ..models import DataReport
+from ..partitions import DAY_LABEL, HOUR_LABEL, label_end, label_granularity
 from ..spec import InputSpec
 
 # How far back the transfer rate looks.
@@ -47,21 +48,6 @@ class Ending(str, Enum):
     # trainer was told to leave, so even the task it was reading is not counted as interrupted.
     DRAINED = "drained"
     STOPPED = "stopped"  # the AM stopped it (job end, scale-down, user)
-
-
-DAY_LABEL, HOUR_LABEL = "%Y-%m-%d", "%Y-%m-%dT%H"  # how partitions are labelled
-
-
-def label_granularity(label: str) -> str:
-    """``hour`` for a ``YYYY-MM-DDTHH`` partition label, ``day`` for ``YYYY-MM-DD``."""
-    return "hour" if "T" in label else "day"
-
-
-def _label_end(label: str) -> dt.datetime:
-    """The end of a partition's period: the next day or the next hour."""
-    if label_granularity(label) == "hour":
-        return dt.datetime.strptime(label, HOUR_LABEL) + dt.timedelta(hours=1)
-    return dt.datetime.strptime(label, DAY_LABEL) + dt.timedelta(days=1)
 
 
 class TaskState(str, Enum):
@@ -634,7 +620,7 @@ class Dispatcher:
         until every granularity has a fully consumed first partition."""
         if not self.partitions or not all(self._consumed.values()):
             return None
-        consumed_until = min(_label_end(labels[self._consumed[g] - 1]) for g, labels in self.partitions.items())
+        consumed_until = min(label_end(labels[self._consumed[g] - 1]) for g, labels in self.partitions.items())
         if "hour" in self.partitions:
             return (consumed_until - dt.timedelta(hours=1)).strftime(HOUR_LABEL)
         return (consumed_until - dt.timedelta(days=1)).strftime(DAY_LABEL)

@@ -34,9 +34,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .. import hadoop
+from ..partitions import label_granularity, walk
 from ..spec import FileSource, InputSpec, TimeRange
 from . import formats
-from .dispatcher import DAY_LABEL, HOUR_LABEL, Dispatcher, Task, label_granularity
+from .dispatcher import Dispatcher, Task
 
 log = logging.getLogger("primus.data")
 
@@ -78,16 +79,8 @@ def partitions(time_range: TimeRange | None, granularities: Collection[str | Non
     if time_range is None:
         yield Partition("", None)
         return
-    first, last = time_range.hours()
-    day = first.replace(hour=0)
-    while last is None or day <= last:
-        if "day" in granularities:
-            yield Partition(day.strftime(DAY_LABEL), day)
-        if "hour" in granularities:
-            for hour in (day + dt.timedelta(hours=h) for h in range(24)):
-                if first <= hour and (last is None or hour <= last):
-                    yield Partition(hour.strftime(HOUR_LABEL), hour)
-        day += dt.timedelta(days=1)
+    for label, start in walk(*time_range.hours(), granularities):
+        yield Partition(label, start)
 
 
 def readable(name: str) -> bool:

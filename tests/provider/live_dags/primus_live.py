@@ -103,3 +103,20 @@ with DAG(dag_id="primus_live_job_link", schedule=None, start_date=datetime(2026,
             "backend": {"type": "local"},
         },
     )
+
+# Deferred with a short log_interval: the test reads every trainer line, once and in order, from the
+# try's final log. (Airflow's triggerer opens a trigger's log file afresh for each trigger of a try.)
+with DAG(dag_id="primus_live_hand_off", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         tags=["primus", "live-test"]):
+    PrimusSubmitJobOperator(
+        task_id="train",
+        deferrable=True,
+        poll_interval=0.5,
+        log_interval=3,
+        spec={
+            "name": "live-hand-off",
+            "roles": [{"name": "worker", "command": "for i in $(seq 1 60); do echo tick-$i; sleep 0.25; done"}],
+            "am": FAST_AM,
+            "backend": {"type": "local"},
+        },
+    )
