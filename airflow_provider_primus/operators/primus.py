@@ -299,8 +299,9 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             else LogFollower([], lines_per_minute=self.log_lines_per_minute)
         if status == "running":  # a log hand-off: copy the new lines, then wait on
             if job_status is not None:
-                self._copy_log_lines(follower, app_id, job_status)
-                self.log.info("Primus job %s %s: %s", app_id, job_status["job"]["state"], progress_line(job_status))
+                running = dict(job_status)
+                self._copy_log_lines(follower, app_id, running)
+                self.log.info("Primus job %s %s: %s", app_id, running["job"]["state"], progress_line(running))
             self._defer_wait(app_id, event.get("deadline"), follower)
         self._copy_final_log_lines(follower, app_id)
         if status == "success":
