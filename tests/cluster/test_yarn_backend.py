@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_spec, wait_for
+from conftest import make_spec, read_log, wait_for
 from primus_runtime.client import PrimusClient
 from primus_runtime.hadoop import hadoop_user
 
@@ -186,6 +186,23 @@ def test_a_ps_failure_fails_the_application_with_the_reason_in_status_and_yarn(
     assert report["finalStatus"] == "FAILED"
     assert "ps-0" in report["diagnostics"], report["diagnostics"]
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
+
+
+def test_the_trainer_works_in_its_own_directory_with_its_files_and_not_the_token(
+        minicluster: Minicluster, yarn_client, tmp_path):
+    """Issue 25: the trainer's working directory was the container's, where YARN localizes the job's
+    token beside the role's files: ``cat token`` read it."""
+    script = tmp_path / "hello.sh"
+    script.write_text("echo hello from a role file\n")
+    spec = make_spec([{"name": "worker", "resources": SMALL, "files": [str(script)],
+                       "command": ["sh", "-c", 'echo "cwd=$(basename "$PWD") files=$(ls -A | tr "\\n" " ")"; '
+                                               "sh hello.sh; cat token || echo no token here"]}], backend=YARN)
+    app_id = yarn_client.submit(spec)
+    assert yarn_client.wait(app_id, timeout=240)["job"]["state"] == "succeeded"
+    out = read_log(yarn_client, app_id, "worker", 0)
+    token = yarn_client.cluster("yarn").store.read(app_id, "token").decode().strip()  # type: ignore[attr-defined]
+    assert token not in out
+    assert "cwd=work files=hello.sh \n" in out and "hello from a role file" in out and "no token here" in out, out
 
 
 def test_kill_stops_the_application_and_leaves_no_process(minicluster: Minicluster, yarn_client, tmp_path):

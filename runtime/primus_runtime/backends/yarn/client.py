@@ -137,7 +137,8 @@ class YarnClusterClient(ClusterClient):
                                                      type="file")
                 services[role.name] = skein.Service(
                     resources=skein.Resources(**container_resources(role.resources)),
-                    script=executor_script(python, tls=spec.am.tls), instances=early.get(role.name, 0), files=files,
+                    script=executor_script(python, tls=spec.am.tls, files=[Path(f).name for f in role.files]),
+                    instances=early.get(role.name, 0), files=files,
                     env={**role_env(spec, role.name), **store_env},
                     max_restarts=0, allow_failures=True,  # the Primus AM decides about failures
                     node_label=config.node_label or "")

@@ -11,6 +11,7 @@ import secrets
 import shlex
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from ...spec import JobSpec, Resources, SpecError, YarnBackend
 
 BUNDLE_NAME = "primus-runtime.zip"
 TOKEN_NAME = "token"
+#: The trainer's working directory, inside the container's (see ``executor_script``).
+TRAINER_WORK_DIR = "work"
 # am.tls: the job's CA certificate (AM, executors, clients) and its key (the AM's container only).
 CA_CERT_NAME = "ca.crt"
 CA_KEY_NAME = "ca.key"
@@ -144,14 +147,20 @@ def parse_prelaunched(value: str) -> dict[str, int]:
     return {role: int(n) for role, _, n in (item.partition("=") for item in value.split(",") if item)}
 
 
-def executor_script(python: str, tls: bool = False) -> str:
+def executor_script(python: str, tls: bool = False, files: Iterable[str] = ()) -> str:
     """The container's command: paths the executor needs come from what YARN sets in it. A
     container started with the application (no incarnation in its environment yet) is named by
     skein's id for it, ``<role>_<n>``, and learns the AM's address from the job store once the AM
-    has published it."""
+    has published it.
+
+    The trainer works in ``work/`` of the container's directory, where the role's ``files`` (which
+    YARN localizes beside the job's token, bundle and CA) are linked: a trainer that lists, reads or
+    uploads its working directory meets its own files, not the job's token."""
     app_of_container = "$(echo \"$CONTAINER_ID\" | sed -E 's/^container_(e[0-9]+_)?([0-9]+_[0-9]+)_.*/\\2/')"
     return "\n".join([
-        f'export {protocol.ENV_WORK_DIR}="$PWD" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
+        f'export {protocol.ENV_WORK_DIR}="$PWD/{TRAINER_WORK_DIR}" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
+        f"mkdir -p {TRAINER_WORK_DIR}",
+        *(f"ln -sfn \"$PWD\"/{shlex.quote(name)} {TRAINER_WORK_DIR}/{shlex.quote(name)}" for name in files),
         f'export {protocol.ENV_LOG_DIR}="${{LOG_DIRS%%,*}}"',
         f'export {protocol.ENV_EXECUTOR_HOST}="${{NM_HOST:-$(hostname -f)}}"',
         f'export {protocol.ENV_SIGTERM_IS_NOTICE}=0',  # see protocol.py: the container status tells
