@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypedDict
 
+from airflow_provider_primus.events import PrimusTriggerEvent
 from airflow_provider_primus.version_compat import task_state_store
 from primus_runtime.client import progress_line
 from primus_runtime.states import JOB_FINISHED, JobState
@@ -249,16 +250,16 @@ class ProgressPublisher:
             document = self.last or unknown_progress(app_id, "unknown", reason)
         return self.publish(with_outcome(document, outcome, reason))
 
-    def from_event(self, event: Mapping[str, Any], status: Mapping[str, Any] | None) -> bool:
+    def from_event(self, event: PrimusTriggerEvent, status: Mapping[str, Any] | None) -> bool:
         """Publish the progress of ``status`` (the job's, read by the task resumed from ``event``; None:
         not readable): as is for a ``running`` hand-off, with the event's outcome otherwise."""
-        document = job_progress(event["app_id"], status) if status is not None else None
-        if event["status"] == "running":
+        app_id = str(event.app_id)
+        document = job_progress(app_id, status) if status is not None else None
+        if event.status == "running":
             return self.publish(document) if document is not None else False
         if document is None:
-            document = unknown_progress(event["app_id"], str(event.get("state") or "unknown"),
-                                        event.get("reason") or "no reason")
-        return self.publish(with_outcome(document, event["status"], event.get("reason") or ""))
+            document = unknown_progress(app_id, event.state or "unknown", event.reason or "no reason")
+        return self.publish(with_outcome(document, event.status, event.reason))
 
     def publish(self, document: JobProgress) -> bool:
         """Write ``document`` now; whether it was written."""

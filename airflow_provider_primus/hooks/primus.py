@@ -19,6 +19,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_provider_primus import get_provider_info
+from airflow_provider_primus.events import LogCursor
 from airflow_provider_primus.retries import READ_ERRORS, async_retrying, retrying
 from primus_runtime import backends, protocol
 from primus_runtime.api_client import (
@@ -348,23 +349,20 @@ class LogFollower:
         self._skipped: dict[str, int] = {}  # <executor>/<stream> -> lines skipped, not yet said
         self._copied_at = clock()
 
-    def cursor(self) -> dict[str, Any]:
-        """Where the follower stands, as JSON (see the class)."""
-        cursor: dict[str, Any] = {"executors": list(self.executors), "offsets": dict(self.offsets),
-                                  "allowance": {log: round(left, 2) for log, left in self._allowance.items()},
-                                  "copied_at": round(self._copied_at, 2)}
-        if self._skipped:
-            cursor["skipped"] = dict(self._skipped)
-        return cursor
+    def cursor(self) -> LogCursor:
+        """Where the follower stands (see the class)."""
+        return LogCursor(executors=list(self.executors), offsets=dict(self.offsets),
+                         allowance={log: round(left, 2) for log, left in self._allowance.items()},
+                         skipped=dict(self._skipped), copied_at=round(self._copied_at, 2))
 
     @classmethod
-    def from_cursor(cls, cursor: dict[str, Any], lines_per_minute: int = 60,
+    def from_cursor(cls, cursor: LogCursor, lines_per_minute: int = 60,
                     clock: Callable[[], float] = time.time) -> LogFollower:
-        follower = cls(cursor["executors"], lines_per_minute=lines_per_minute, clock=clock)
-        follower.offsets = {str(k): int(v) for k, v in cursor.get("offsets", {}).items()}
-        follower._allowance = {str(k): float(v) for k, v in cursor.get("allowance", {}).items()}
-        follower._skipped = {str(k): int(v) for k, v in cursor.get("skipped", {}).items()}
-        follower._copied_at = float(cursor.get("copied_at", follower._copied_at))
+        follower = cls(cursor.executors, lines_per_minute=lines_per_minute, clock=clock)
+        follower.offsets = dict(cursor.offsets)
+        follower._allowance = dict(cursor.allowance)
+        follower._skipped = dict(cursor.skipped)
+        follower._copied_at = cursor.copied_at
         return follower
 
     def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any], final: bool = False) -> list[str]:

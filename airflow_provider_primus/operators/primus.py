@@ -16,6 +16,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout, TaskDeferred
 
 from airflow_provider_primus.conditions import job_succeeded
+from airflow_provider_primus.events import PrimusTriggerEvent
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
 from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, task_job_page_url
@@ -272,7 +273,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
                                      on_kill_action=self.on_kill_action,
                                      log_interval=self.log_interval if following else None,
-                                     log_cursor=follower.cursor() if following else None),
+                                     log_cursor=follower.cursor().model_dump(mode="json") if following else None),
             method_name="execute_complete",
         )
 
@@ -287,22 +288,22 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         """Back from the trigger: the app id on success, else the runtime's reason as the error. The
         followed logs' new lines are copied from the event's ``log_cursor`` on (``LogFollower``)."""
-        app_id, status, reason = event["app_id"], event["status"], event.get("reason") or "no reason"
+        fired = PrimusTriggerEvent.of(event)
+        app_id, status, reason = str(fired.app_id), fired.status, fired.reason or "no reason"
         self.app_id = app_id
         self._resumed = True
         self._progress = ProgressPublisher.for_task(context, self.progress_interval, self.log)
         # The event is kept small (see PrimusStatusTrigger): the progress is read here, now.
         job_status = self._progress.read_status(app_id, lambda: self.hook.status(app_id, summary=True))
-        self._progress.from_event(event, job_status)
-        cursor = event.get("log_cursor")
-        follower = LogFollower.from_cursor(cursor, self.log_lines_per_minute) if cursor \
+        self._progress.from_event(fired, job_status)
+        follower = LogFollower.from_cursor(fired.log_cursor, self.log_lines_per_minute) if fired.log_cursor \
             else LogFollower([], lines_per_minute=self.log_lines_per_minute)
         if status == "running":  # a log hand-off: copy the new lines, then wait on
             if job_status is not None:
                 running = dict(job_status)
                 self._copy_log_lines(follower, app_id, running)
                 self.log.info("Primus job %s %s: %s", app_id, running["job"]["state"], progress_line(running))
-            self._defer_wait(app_id, event.get("deadline"), follower)
+            self._defer_wait(app_id, fired.deadline, follower)
         self._copy_final_log_lines(follower, app_id)
         if status == "success":
             self.log.info("Primus job %s succeeded: %s", app_id, reason)

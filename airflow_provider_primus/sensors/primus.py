@@ -25,6 +25,7 @@ from airflow_provider_primus.conditions import (
     normalize_time,
     role_reached,
 )
+from airflow_provider_primus.events import PrimusTriggerEvent
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.partitions import PartitionPath, normalize_partition, partition_ready
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
@@ -61,11 +62,12 @@ class _DeferrableSensor(BaseSensorOperator):
                    timeout=timedelta(seconds=self.timeout))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> None:
-        if event["status"] == "success":
-            self.log.info("%s", event.get("reason") or "condition met")
+        fired = PrimusTriggerEvent.of(event)
+        if fired.status == "success":
+            self.log.info("%s", fired.reason or "condition met")
             return
-        reason = event.get("reason") or f"sensor ended with {event['status']}"
-        if event.get("input_at_fault"):
+        reason = fired.reason or f"sensor ended with {fired.status}"
+        if fired.input_at_fault:
             raise AirflowFailException(f"{reason} (not retried: the next try would read the same input)")
         raise AirflowException(reason)
 

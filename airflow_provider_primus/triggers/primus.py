@@ -20,6 +20,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 # Light imports only (see ``triggers/__init__.py``): what the triggers run on is imported off the
 # event loop by ``import_off_loop(*RUNS_ON)`` on their first run, then imported where used (a lookup).
+from airflow_provider_primus.events import EventStatus, LogCursor, PrimusTriggerEvent
 from airflow_provider_primus.partitions import path_exists
 from airflow_provider_primus.triggers import import_off_loop
 from primus_runtime.states import ExecutorState, JobState
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 #: The modules the triggers of this module need once they run.
 RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.hooks.primus",
            "airflow_provider_primus.progress", "airflow_provider_primus.retries", "primus_runtime.client")
-#: A trigger event's reason is cut to this many characters (Airflow logs the event on one line).
-MAX_EVENT_REASON = 300
 #: ``PrimusHook.default_conn_name`` (not imported from the hook's module: see above).
 DEFAULT_CONN_ID = "primus_default"
 
@@ -40,14 +39,11 @@ DEFAULT_CONN_ID = "primus_default"
 class PrimusStatusTrigger(BaseTrigger):
     """The polling loop; subclasses say what they wait for (``check``) and what they carry.
 
-    Event payload: ``{"status": "success" | "failed" | "timeout" | "error" | "running", "app_id",
-    "state", "reason"}``, ``state`` being the job's state when the event fired and ``reason`` a whole
-    sentence naming the job (what the task fails with, at most ``MAX_EVENT_REASON`` characters);
-    ``input_at_fault: True`` when a failure is the input's; a ``running`` hand-off carries the
-    ``deadline`` to defer again with; ``log_cursor`` comes back as it was given. Nothing else: Airflow
-    logs every event whole on one line ("Trigger fired event"), so what the task needs besides (the
-    job's progress, the trainers' new log lines, the failed executors' logs) it reads again on the
-    worker.
+    Event payload: a ``PrimusTriggerEvent`` (``events.py``): status (``success``, ``failed``,
+    ``timeout``, ``error``, or ``running`` for a hand-off), app id, the job's state, a reason naming
+    the job. Nothing else: Airflow logs every event whole on one line ("Trigger fired event"), so
+    what the task needs besides (the job's progress, the trainers' new log lines, the failed
+    executors' logs) it reads again on the worker.
 
     With ``log_interval`` the trigger hands off every ``log_interval`` seconds with a ``running``
     event, which the submit operator answers by copying the trainers' new lines into the task log
@@ -147,13 +143,12 @@ class PrimusStatusTrigger(BaseTrigger):
                 return self._event("running", status["job"]["state"], "log hand-off", deadline=self.deadline)
             await asyncio.sleep(self.poll_interval)
 
-    def _event(self, status: str, state: str, reason: str, input_at_fault: bool = False,
-               **extra: Any) -> TriggerEvent:
-        if len(reason) > MAX_EVENT_REASON:
-            reason = reason[:MAX_EVENT_REASON - 1] + "…"
-        return TriggerEvent({"status": status, "app_id": self.app_id, "state": state, "reason": reason,
-                             **({"input_at_fault": True} if input_at_fault else {}), **extra,
-                             **({"log_cursor": self.log_cursor} if self.log_cursor is not None else {})})
+    def _event(self, status: EventStatus, state: str, reason: str, input_at_fault: bool = False,
+               deadline: float | None = None) -> TriggerEvent:
+        cursor = LogCursor.model_validate(self.log_cursor) if self.log_cursor is not None else None
+        return TriggerEvent(PrimusTriggerEvent.build(
+            status, reason, app_id=self.app_id, state=state, input_at_fault=input_at_fault, deadline=deadline,
+            log_cursor=cursor).payload())
 
 
 class ProgressSummary:
@@ -311,16 +306,16 @@ class PrimusPartitionTrigger(BaseTrigger):
 
         while True:
             if self.deadline is not None and time.time() > self.deadline:
-                yield TriggerEvent({"status": "timeout", "reason": f"{self.path} did not appear in time"})
+                yield TriggerEvent(PrimusTriggerEvent.build("timeout", f"{self.path} did not appear in time").payload())
                 return
             try:  # a NameNode that does not answer is transient (partitions.path_exists): retried there
                 found: bool = await async_retrying(f"Checking {self.path}", self.log)(
                     asyncio.to_thread, path_exists, self.path, self.webhdfs_conn_id)
             except READ_ERRORS as exc:
-                yield TriggerEvent({"status": "error", "reason": f"cannot check {self.path}: {exc}"})
+                yield TriggerEvent(PrimusTriggerEvent.build("error", f"cannot check {self.path}: {exc}").payload())
                 return
             if found:
-                yield TriggerEvent({"status": "success", "reason": f"{self.path} exists"})
+                yield TriggerEvent(PrimusTriggerEvent.build("success", f"{self.path} exists").payload())
                 return
             self.log.info("Waiting for %s", self.path)
             await asyncio.sleep(self.poll_interval)

@@ -13,6 +13,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout, TaskDeferred
 from airflow.sdk.execution_time.timeout import timeout
 
+from airflow_provider_primus.events import PrimusTriggerEvent
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.progress import PROGRESS_KEY, ProgressPublisher, job_progress, truthful_share
@@ -173,18 +174,19 @@ def test_a_trigger_event_is_published_with_the_status_read_on_resume_and_its_out
     store = WritesStore()
     publisher = ProgressPublisher(store)
     status = a_status(data=files_data(done=3, total=10, progress=0.3))
-    assert publisher.from_event({"status": "running", "app_id": "primus-1", "state": "running",
-                                 "reason": "log hand-off"}, status)
-    assert publisher.from_event({"status": "failed", "app_id": "primus-1", "state": "failed",
-                                 "reason": "Primus job primus-1 failed: worker-0 exit 3"}, status)
-    assert publisher.from_event({"status": "error", "app_id": "primus-1", "state": "gone",
-                                 "reason": "Primus job primus-1 does not exist (any more)"}, None)
+    assert publisher.from_event(fired("running", "running", "log hand-off"), status)
+    assert publisher.from_event(fired("failed", "failed", "Primus job primus-1 failed: worker-0 exit 3"), status)
+    assert publisher.from_event(fired("error", "gone", "Primus job primus-1 does not exist (any more)"), None)
     assert store.writes[0] == {**job_progress("primus-1", status), "updated_at": store.writes[0]["updated_at"]}
     assert store.writes[1]["outcome"] == {"status": "failed", "reason": "Primus job primus-1 failed: worker-0 exit 3"}
     assert store.writes[1]["data"] == store.writes[0]["data"]
     assert (store.writes[2]["state"], store.writes[2]["outcome"]["status"]) == ("gone", "error")  # type: ignore[index]
-    assert not publisher.from_event({"status": "running", "app_id": "primus-1", "state": "running",
-                                     "reason": "log hand-off"}, None)  # no status read: nothing to write
+    assert not publisher.from_event(fired("running", "running", "log hand-off"), None)  # no status: nothing to write
+
+
+def fired(status: str, state: str, reason: str) -> PrimusTriggerEvent:
+    """An event as the resumed task validates it."""
+    return PrimusTriggerEvent.of({"status": status, "app_id": "primus-1", "state": state, "reason": reason})
 
 
 # --- the operator, real local jobs ---------------------------------------------------------------

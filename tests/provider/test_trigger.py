@@ -15,6 +15,7 @@ from importlib import import_module
 import pytest
 from airflow.sdk.exceptions import AirflowException, TaskDeferred
 
+from airflow_provider_primus.events import LogCursor
 from airflow_provider_primus.hooks.primus import PrimusHook
 from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.triggers.primus import (
@@ -122,7 +123,8 @@ def test_deferrable_operator_defers_with_the_job_and_an_absolute_deadline(primus
 
 def test_execute_complete_maps_events_to_outcomes(primus_home, client):
     op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True)
-    assert op.execute_complete({}, {"status": "success", "app_id": "a1", "state": "succeeded"}) == "a1"
+    assert op.execute_complete({}, {"status": "success", "app_id": "a1", "state": "succeeded",
+                                  "reason": "success policy met"}) == "a1"
     failed = PrimusHook().submit(make_spec(FAILING))
     wait_for(lambda: client.status(failed)["job"]["state"] == "failed", what="job failed")
     with pytest.raises(AirflowException, match="exit 7"):
@@ -130,7 +132,8 @@ def test_execute_complete_maps_events_to_outcomes(primus_home, client):
                                  "reason": client.status(failed)["job"]["reason"]})
     slow = PrimusHook().submit(make_spec(SLEEPY))
     with pytest.raises(AirflowException, match="execution_timeout"):
-        op.execute_complete({}, {"status": "timeout", "app_id": slow, "state": "running"})
+        op.execute_complete({}, {"status": "timeout", "app_id": slow, "state": "running",
+                                 "reason": "the deadline (the task's timeout) passed"})
     wait_for(lambda: client.status(slow)["job"]["state"] == "killed", what="timed-out job killed")
 
 
@@ -188,7 +191,8 @@ def test_a_deferred_task_copies_every_line_once_across_hand_offs(primus_home, cl
         assert deferred.trigger.log_interval == 0.5 and deferred.trigger.log_cursor["executors"] == ["worker-0"]
         event = first_event(deferred.trigger)
         assert copied_lines(capsys.readouterr().out) == []  # the trigger copies none
-        assert event["log_cursor"] == deferred.trigger.log_cursor  # it brings the cursor back
+        assert LogCursor.model_validate(event["log_cursor"]) == LogCursor.model_validate(
+            deferred.trigger.log_cursor)  # it brings the cursor back
         try:
             getattr(op, deferred.method_name)(context, event)  # as Airflow resumes the task
             deferred = None
@@ -439,3 +443,21 @@ def test_an_events_reason_is_cut_short_and_the_task_fails_with_the_jobs_whole_re
     with pytest.raises(AirflowException) as raised:
         op.execute_complete({}, {"status": "failed", "app_id": failed, "state": "failed", "reason": reason[:50]})
     assert f"Primus job {failed} failed: {reason}" in str(raised.value)
+
+
+def test_a_misspelt_or_unknown_event_field_fails_loudly_on_resume():
+    """Issue 25: a trigger event crosses into the worker as a model dumped to JSON and validated back."""
+    from pydantic import ValidationError
+
+    from airflow_provider_primus.events import PrimusTriggerEvent
+
+    event = PrimusTriggerEvent.build("failed", "x" * 1000, app_id="primus-1", state="failed")
+    payload = event.payload()
+    assert payload == {"status": "failed", "reason": "x" * 299 + "…", "app_id": "primus-1", "state": "failed"}
+    assert PrimusTriggerEvent.of(payload) == event
+    for wrong in ({**payload, "reasn": "typo"}, {**payload, "status": "succeeded"}, {"app_id": "primus-1"}):
+        with pytest.raises(ValidationError):
+            PrimusTriggerEvent.of(wrong)
+    op = PrimusSubmitJobOperator(task_id="train", spec={})
+    with pytest.raises(ValidationError, match="status"):
+        op.execute_complete(make_context(), {**payload, "status": "done"})
