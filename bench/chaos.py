@@ -57,9 +57,9 @@ from typing import Any
 
 from netfault import FaultProxy, free_port
 
-from primus_runtime import protocol
+from primus_runtime import procfs, protocol
 from primus_runtime.api_client import AMClient
-from primus_runtime.backends.local.jobs import pid_alive, processes_of_job
+from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 
 HERE = Path(__file__).resolve().parent
@@ -290,12 +290,12 @@ def executor_sigstop(chaos: Chaos) -> None:
         wait_until(lambda: chaos.executor("worker-0")["incarnation"] != victim["incarnation"],
                    "the stopped executor to be replaced")
     finally:
-        if pid_alive(victim["pid"]):
+        if procfs.alive(victim["pid"]):
             os.kill(victim["pid"], signal.SIGCONT)
     lost = [e for e in chaos.status()["events"] if e["incarnation"] == victim["incarnation"]]
     chaos.outcome.checks["marked lost"] = any(e["to_state"] == "lost" for e in lost)
     chaos.outcome.checks["its trainer killed"] = bool(
-        wait_until(lambda: not pid_alive(trainer), "the zombie's trainer to die", timeout=15))
+        wait_until(lambda: not procfs.alive(trainer), "the zombie's trainer to die", timeout=15))
     endpoint = chaos.client.local.am_endpoint(chaos.app)
     assert endpoint is not None
     late = AMClient(*endpoint).post(protocol.HEARTBEAT_PATH, {
@@ -418,7 +418,7 @@ def serving_am(chaos: Chaos) -> int | None:
     """The pid of the AM process (the supervisor's child) that published its address."""
     job = chaos.client.local.job(chaos.app)
     info = job.read_json(job.am_info)
-    return int(info["pid"]) if info and pid_alive(int(info["pid"])) else None
+    return int(info["pid"]) if info and procfs.alive(int(info["pid"])) else None
 
 
 def recovered_at(chaos: Chaos) -> float | None:

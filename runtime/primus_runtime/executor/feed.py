@@ -98,6 +98,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any, BinaryIO, cast
 
+from .. import procfs
 from ..data import formats, kafka_reader, webhdfs
 
 log = logging.getLogger("primus.executor")
@@ -312,7 +313,7 @@ class Feeder:
         self._probe: int | None = self.fd  # the end of the pipe FIONREAD is asked on (see _close_stdin)
         self._read_end: int | None = None
         self.reader_group = reader_group  # process group of the trainer (who reads the pipe)
-        self._readers: list[str] = []  # pids of that group reading the pipe, as last found
+        self._readers: list[int] = []  # pids of that group reading the pipe, as last found
         self._readers_at = 0.0
         self.pipe = f"pipe:[{os.fstat(self.fd).st_ino}]"
         self.max_tasks = max_tasks
@@ -576,33 +577,17 @@ class Feeder:
         if not self._readers or now - self._readers_at >= READERS_REFRESH:
             self._readers, self._readers_at = self._pipe_readers(), now
         for pid in self._readers:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/0") != self.pipe:  # gone (its pid maybe reused)
-                    continue
-                with open(f"/proc/{pid}/wchan") as f:
-                    if "pipe" in f.read():  # pipe_read, anon_pipe_read, pipe_wait (older kernels)
-                        return True
-            except OSError:
+            if procfs.fd_target(pid, 0) != self.pipe:  # gone (its pid maybe reused)
                 continue
+            # pipe_read, anon_pipe_read, pipe_wait (older kernels)
+            if "pipe" in (procfs.wchan(pid) or ""):
+                return True
         return False
 
-    def _pipe_readers(self) -> list[str]:
+    def _pipe_readers(self) -> list[int]:
         """The pids of the trainer's group whose stdin is the pipe."""
-        try:
-            pids = [p for p in os.listdir("/proc") if p.isdigit()]
-        except OSError:
-            return []
-        readers = []
-        for pid in pids:
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[2]) != self.reader_group:
-                        continue
-                if os.readlink(f"/proc/{pid}/fd/0") == self.pipe:
-                    readers.append(pid)
-            except (OSError, ValueError, IndexError):
-                continue
-        return readers
+        return [pid for pid, found in procfs.all_stats().items()
+                if found.pgrp == self.reader_group and procfs.fd_target(pid, 0) == self.pipe]
 
     def _close(self) -> None:
         if not self.closed:

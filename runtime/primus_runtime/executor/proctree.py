@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any
 
+from .. import procfs
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -52,32 +54,17 @@ def become_subreaper() -> bool:
     return prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state letter) of every process."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rpartition(")")[2].split()  # after "pid (comm)": state ppid ...
-        except OSError:
-            continue  # it just exited
-        found[int(name)] = (int(fields[1]), fields[0])
-    return found
-
-
 def descendants(root: int) -> tuple[list[int], list[int]]:
     """The live descendants of ``root`` and its zombie children (to reap), from /proc."""
     children: dict[int, list[int]] = {}
-    processes = _processes()
-    for pid, (ppid, _) in processes.items():
-        children.setdefault(ppid, []).append(pid)
+    processes = procfs.all_stats()
+    for pid, found in processes.items():
+        children.setdefault(found.ppid, []).append(pid)
     alive, zombies, todo = [], [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
-        if processes[pid][1] == "Z":
-            if processes[pid][0] == root:
+        if processes[pid].zombie:
+            if processes[pid].ppid == root:
                 zombies.append(pid)
         else:
             alive.append(pid)

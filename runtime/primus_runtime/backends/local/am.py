@@ -15,14 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from ... import protocol
+from ... import procfs, protocol
 from ...am import journal
 from ...am.main import serve
 from ...am.master import ApplicationMaster
 from ...spec import JobSpec
 from ..base import JobStore
 from .executors import LocalExecutorBackend
-from .jobs import LOCAL_HOST, JobDir, pid_alive
+from .jobs import LOCAL_HOST, JobDir
 from .settings import LocalBackend
 
 log = logging.getLogger("primus.am")
@@ -80,7 +80,7 @@ async def keep_supervised(am: ApplicationMaster, job: JobDir, bundle: Path) -> N
             supervisor = int(job.am_pid.read_text())
         except (OSError, ValueError):
             supervisor = None
-        if supervisor is None or pid_alive(supervisor) or am.record.state.terminal:
+        if supervisor is None or procfs.alive(supervisor) or am.record.state.terminal:
             continue
         with open(job.am_log, "ab") as out:
             watcher = subprocess.Popen(

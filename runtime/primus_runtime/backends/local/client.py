@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ... import protocol
+from ... import procfs, protocol
 from ...bundle import build_bundle
 from ...executor.proctree import Cgroup, signal_all
 from ...spec import JobSpec, LocalBackend, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient
-from .jobs import JobDir, ResourceLedger, default_home, pid_alive, processes_of_job, write_private
+from .jobs import JobDir, ResourceLedger, default_home, processes_of_job, write_private
 
 # --- from outside: submit, find, kill -----------------------------------------------------
 
@@ -124,7 +124,7 @@ class LocalClusterClient(ClusterClient):
     def am_endpoint(self, app_id: str) -> tuple[str, str] | None:
         job = self.job(app_id)
         info = job.read_json(job.am_info)
-        if info is None or not pid_alive(int(info["pid"])):
+        if info is None or not procfs.alive(int(info["pid"])):
             return None
         return info["address"], job.token.read_text().strip()
 
@@ -141,11 +141,11 @@ class LocalClusterClient(ClusterClient):
             pid = int(job.am_pid.read_text())
         except (OSError, ValueError):
             return None
-        if pid_alive(pid):
+        if procfs.alive(pid):
             return pid
         info = job.read_json(job.am_info) or {}
         am = info.get("pid")
-        return am if isinstance(am, int) and am != pid and pid_alive(am) else None
+        return am if isinstance(am, int) and am != pid and procfs.alive(am) else None
 
     def final_status(self, app_id: str) -> dict[str, Any] | None:
         job = self.job(app_id)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ... import protocol
+from ... import procfs, protocol
 from ...executor.proctree import Cgroup, signal_all
 from ...spec import LocalBackend, Resources
 from ..base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
@@ -25,7 +25,6 @@ from .jobs import (
     job_cgroup,
     kill_session,
     link_files,
-    pid_alive,
     processes_of_job,
     reaped_exit_code,
 )
@@ -232,7 +231,7 @@ class LocalExecutorBackend(ExecutorBackend):
                 running = self._running.get(incarnation)
                 if running is None:
                     self._adopted.discard(incarnation)
-                elif not pid_alive(running[1]):
+                elif not procfs.alive(running[1]):
                     self._adopted.discard(incarnation)
                     self._on_exit(incarnation, await self._exit_code(running[1]))
         self._watcher = None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import protocol
+from ... import procfs, protocol
 from ...executor.proctree import Cgroup, cgroup2_mount, own_cgroup
 from ...spec import LocalBackend, Resources
 
@@ -136,22 +136,13 @@ def _visible_gpus() -> list[int]:
 # --- process helpers ----------------------------------------------------------------
 
 
-def _proc_stat_fields(pid: str) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()
-    except OSError:
-        return None
-
-
 def kill_session(sid: int, sig: int = signal.SIGKILL) -> int:
     """Signal every process of session ``sid`` (an executor and all it started)."""
     count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        fields = _proc_stat_fields(pid)
-        if fields and fields[3] == str(sid):  # after "pid (comm)": state ppid pgrp session
+    for pid, found in procfs.all_stats().items():
+        if found.session == sid:
             try:
-                os.kill(int(pid), sig)
+                os.kill(pid, sig)
                 count += 1
             except OSError:
                 pass
@@ -164,15 +155,8 @@ def processes_of_job(app_id: str, incarnation: str | None = None) -> list[int]:
     needles = {f"{protocol.ENV_APP_ID}={app_id}".encode()}
     if incarnation is not None:
         needles.add(f"{protocol.ENV_INCARNATION}={incarnation}".encode())
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needles <= set(f.read().split(b"\0")):
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return [p for p in found if p != os.getpid()]
+    return [pid for pid in procfs.pids()
+            if pid != os.getpid() and needles <= set(procfs.environ(pid) or ())]
 
 
 def job_cgroup(app_id: str) -> Cgroup | None:
@@ -186,23 +170,11 @@ def job_cgroup(app_id: str) -> Cgroup | None:
     return Cgroup.create(os.path.join(mount, own.lstrip("/")), app_id)  # local app ids read primus-<time>-<random>
 
 
-def pid_alive(pid: int) -> bool:
-    fields = _proc_stat_fields(str(pid))
-    return fields is not None and fields[0] != "Z"
-
-
 def executor_processes(log: Path) -> list[int]:
     """Pids of the live processes writing their stderr to ``log``: an executor, found by its own log
     (a forked executor's /proc environ is its fork server's, so its variables cannot tell)."""
     target = str(log)
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/fd/2") == target and pid_alive(int(pid)):
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    return [pid for pid in procfs.pids() if procfs.fd_target(pid, 2) == target and procfs.alive(pid)]
 
 
 def reaped_exit_code(job: JobDir, pid: int) -> int | None:

@@ -37,7 +37,7 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from primus_runtime import protocol  # noqa: E402
+from primus_runtime import procfs, protocol  # noqa: E402
 from primus_runtime.executor.proctree import become_subreaper  # noqa: E402
 from primus_runtime.states import JOB_OUTCOMES  # noqa: E402
 
@@ -117,7 +117,7 @@ class Supervisor:
         except ProcessLookupError:
             return 0 if self.has_outcome() else -signal.SIGKILL
         except OSError:  # a kernel without pidfds (before 5.3): look at /proc instead
-            while os.path.exists(f"/proc/{pid}") and not _zombie(pid):
+            while procfs.alive(pid):
                 self.reap_orphans()
                 time.sleep(0.5)
             return 0 if self.has_outcome() else -signal.SIGKILL
@@ -179,26 +179,9 @@ class Supervisor:
             deadline = time.monotonic() + 1.0
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 def children() -> list[int]:
-    me = str(os.getpid())
-    found = []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if fields[1] == me and fields[0] != "Z":
-            found.append(int(name))
-    return found
+    me = os.getpid()
+    return [pid for pid, found in procfs.all_stats().items() if found.ppid == me and not found.zombie]
 
 
 def supervise_this_process() -> None:
