@@ -27,9 +27,18 @@ from .. import protocol
 from ..backends.base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, launch_env
 from ..data.dispatcher import Ending, Task, TaskActionRefused
 from ..hadoop import HadoopConfigError
-from ..models import HeartbeatRequest, RegisterRequest, RequestError, UnregisterRequest
+from ..models import (
+    DrainReply,
+    HeartbeatRequest,
+    RegisterRequest,
+    RestartReply,
+    SavepointReply,
+    ScaleReply,
+    UnregisterRequest,
+)
 from ..spec import JobSpec
 from .autoscaler import Autoscaler, Backlog
+from .errors import Conflict, ControlRefused, Invalid, NotFound
 from .failover import Action, FailoverEngine
 from .group_commit import GroupCommit
 from .journal import JOURNAL, AMJournal, Recovered, restore
@@ -280,22 +289,22 @@ class ApplicationMaster(BackendEvents):
         self._check_not_finished("it cannot be marked succeeded")
         self.finish(JobState.SUCCEEDED, reason or "marked succeeded on request", actor)
 
-    def request_restart(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
+    def request_restart(self, executor_id: str, reason: str = "", actor: str | None = None) -> RestartReply:
         """Stop one executor and start a new incarnation of its index once it stopped (uncharged)."""
         ex = self._executor_to_act_on(executor_id, "restarted")
         why = reason or "restart requested"
         self.record.add_event(ex.id, ex.state.value, "restarting", why, incarnation=ex.incarnation, actor=actor)
         self._restart(ex, why)
         self._reconcile()
-        return {"executor": ex.id, "incarnation": ex.incarnation}
+        return RestartReply(executor=ex.id, incarnation=ex.incarnation)
 
-    def request_drain(self, executor_id: str, reason: str = "", actor: str | None = None) -> dict[str, Any]:
+    def request_drain(self, executor_id: str, reason: str = "", actor: str | None = None) -> DrainReply:
         """Drain one running executor as on a preemption notice: its tasks move at their final positions
         and a new incarnation follows it, uncharged."""
         ex = self._executor_to_act_on(executor_id, "drained")
         if ex.state is not ExecutorState.RUNNING or ex.draining is not None:
             doing = f" and draining: {ex.draining}" if ex.draining is not None else ""
-            raise RequestError(409, f"{executor_id} is {ex.state.value}{doing}: only a running executor that is "
+            raise Conflict(f"{executor_id} is {ex.state.value}{doing}: only a running executor that is "
                                     f"not draining can be drained (restart it instead)")
         ex.draining = f"drain requested{': ' + reason if reason else ''}"
         self.record.touch(ex)
@@ -303,7 +312,7 @@ class ApplicationMaster(BackendEvents):
                               actor=actor)
         self._send(ex, {"command": protocol.CMD_DRAIN, "reason": ex.draining})
         self._journal()
-        return {"executor": ex.id, "incarnation": ex.incarnation}
+        return DrainReply(executor=ex.id, incarnation=ex.incarnation)
 
     def _executor_to_act_on(self, executor_id: str, done: str) -> Executor:
         """The live executor a user's request names (404 if none, 409 if it ended or is stopping), for
@@ -311,12 +320,12 @@ class ApplicationMaster(BackendEvents):
         self._check_not_finished(f"its executors cannot be {done}")
         ex = self.record.executors.get(executor_id)
         if ex is None:
-            raise RequestError(404, f"no executor {executor_id!r} (executors: "
+            raise NotFound(f"no executor {executor_id!r} (executors: "
                                     f"{', '.join(sorted(self.record.executors)[:20])})")
         if ex.state.terminal:
-            raise RequestError(409, f"{executor_id} has ended ({ex.state.value}): it cannot be {done}")
+            raise Conflict(f"{executor_id} has ended ({ex.state.value}): it cannot be {done}")
         if ex.stop_reason is not None:
-            raise RequestError(409, f"{executor_id} is stopping ({ex.stop_reason}): it cannot be {done}")
+            raise Conflict(f"{executor_id} is stopping ({ex.stop_reason}): it cannot be {done}")
         return ex
 
     def _restart(self, ex: Executor, why: str) -> None:
@@ -331,7 +340,7 @@ class ApplicationMaster(BackendEvents):
         ``expected_holder``: the executor id the user was told reads it ('' none); a skip is refused if
         that is no longer so (the task was handed out or handed back meanwhile)."""
         if self.data is None:
-            raise RequestError(404, "this job has no input")
+            raise NotFound("this job has no input")
         self._check_not_finished(f"its tasks cannot be {'re-queued' if action == 'requeue' else 'skipped'}")
         dispatcher = self.data.dispatcher
         if action == "skip" and expected_holder is not None and task_id in dispatcher.tasks:
@@ -340,7 +349,7 @@ class ApplicationMaster(BackendEvents):
             now = ex.id if ex is not None else ""
             if now != expected_holder:
                 will = f"skipping it now restarts {now}" if now else "skipping it now restarts nobody"
-                raise RequestError(409, f"task {task_id} is read by {now or 'no executor'} now, not by "
+                raise Conflict(f"task {task_id} is read by {now or 'no executor'} now, not by "
                                         f"{expected_holder or 'no executor'} as you were told: {will}; look again "
                                         f"and confirm")
         try:
@@ -348,7 +357,7 @@ class ApplicationMaster(BackendEvents):
                 return dispatcher.requeue(task_id, f"re-queued on request{': ' + reason if reason else ''}", actor)
             task, holder = dispatcher.skip(task_id, f"skipped on request{': ' + reason if reason else ''}", actor)
         except TaskActionRefused as exc:
-            raise RequestError(exc.status, str(exc)) from None
+            raise (NotFound if exc.status == 404 else Conflict)(str(exc)) from None
         ex = self._live.get(holder) if holder is not None else None
         if ex is not None and ex.stop_reason is None:
             self._restart(ex, f"it was reading task {task_id}, skipped on request")
@@ -356,21 +365,21 @@ class ApplicationMaster(BackendEvents):
         return task
 
     def request_scale(self, role_name: str, replicas: int, actor: str | None = None,
-                      reason: str | None = None) -> dict[str, Any]:
+                      reason: str | None = None) -> ScaleReply:
         self._check_not_finished("it cannot be scaled")
         if role_name not in self.record.roles:
-            raise RequestError(404, f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
+            raise NotFound(f"no role {role_name!r} (roles: {sorted(self.record.roles)})")
         if replicas < 0:
-            raise RequestError(400, f"replicas must be >= 0, got {replicas}")
+            raise Invalid(f"replicas must be >= 0, got {replicas}")
         if replicas == 0 and (self.spec.role(role_name).success_percent or 0) > 0:
-            raise RequestError(409, f"role {role_name} must keep at least 1 replica: the job waits for it to "
+            raise Conflict(f"role {role_name} must keep at least 1 replica: the job waits for it to "
                                     f"succeed (success_percent {self.spec.role(role_name).success_percent:g})")
         if self.spec.role(role_name).framework == "pytorch":
-            raise RequestError(409, f"role {role_name} is a pytorch role: WORLD_SIZE is fixed at start")
+            raise Conflict(f"role {role_name} is a pytorch role: WORLD_SIZE is fixed at start")
         role = self.record.roles[role_name]
         old = role.replicas
         if replicas == old:
-            return {"role": role_name, "replicas": old}
+            return ScaleReply(role=role_name, replicas=old)
         role.replicas = replicas
         self.record.add_event(f"role/{role_name}", str(old), str(replicas),
                               reason or f"scaled from {old} to {replicas}", actor=actor)
@@ -383,12 +392,12 @@ class ApplicationMaster(BackendEvents):
             self._new_incarnation(role_name, index, attempt=0)
         self.membership.resized(role_name)
         self._reconcile()
-        return {"role": role_name, "replicas": replicas}
+        return ScaleReply(role=role_name, replicas=replicas)
 
     def request_data(self, action: str, actor: str | None = None) -> dict[str, Any]:
         """``suspend`` or ``resume`` handing out input tasks; the data status."""
         if self.data is None:
-            raise RequestError(404, "this job has no input")
+            raise NotFound("this job has no input")
         if action != "status":
             self._check_not_finished(f"its input cannot be {'suspended' if action == 'suspend' else 'resumed'}")
         if action == "suspend":
@@ -400,20 +409,20 @@ class ApplicationMaster(BackendEvents):
         self._journal()
         return status
 
-    async def request_savepoint(self, directory: str) -> dict[str, Any]:
+    async def request_savepoint(self, directory: str) -> SavepointReply:
         """Write every input task's position to ``directory``; what was saved."""
         if self.data is None:
-            raise RequestError(404, "this job has no input")
+            raise NotFound("this job has no input")
         if not directory.startswith(("/", "file://", "hdfs://", "webhdfs://")):
-            raise RequestError(400, f"dir must be an absolute path, a file://, hdfs:// or webhdfs://host:port URL, "
+            raise Invalid(f"dir must be an absolute path, a file://, hdfs:// or webhdfs://host:port URL, "
                                     f"got {directory!r}")
         try:
             saved = await self.data.savepoint(directory)
         except (OSError, ValueError, HadoopConfigError) as exc:
-            raise RequestError(400, f"cannot write a savepoint to {directory}: {exc}") from None
+            raise Invalid(f"cannot write a savepoint to {directory}: {exc}") from None
         self.record.add_event("data", None, "savepoint", f"{saved['tasks']} task positions saved to {directory}")
         self._journal()
-        return saved
+        return SavepointReply(**saved)
 
     # --- the data plane's reports (DataEvents) ---------------------------------------
 
@@ -429,9 +438,9 @@ class ApplicationMaster(BackendEvents):
         """A 409 once the job's outcome is decided: ``job APP has ended (succeeded): it cannot be
         scaled``, or while its executors stop, ``job APP is already stopping (killed): ...``."""
         if self.record.state.terminal:
-            raise RequestError(409, f"job {self.record.app_id} has ended ({self.record.state.value}): {cannot}")
+            raise Conflict(f"job {self.record.app_id} has ended ({self.record.state.value}): {cannot}")
         if self.record.finishing is not None:
-            raise RequestError(409, f"job {self.record.app_id} is already stopping ({self.record.finishing.value}): "
+            raise Conflict(f"job {self.record.app_id} is already stopping ({self.record.finishing.value}): "
                                     f"{cannot}")
 
     # --- executor protocol --------------------------------------------------------
@@ -819,7 +828,7 @@ class ApplicationMaster(BackendEvents):
             old = role.replicas
             try:
                 self.request_scale(name, decision.replicas, actor=AUTOSCALER, reason=decision.reason)
-            except RequestError as exc:
+            except ControlRefused as exc:
                 log.warning("autoscaler: cannot scale role %s to %d: %s", name, decision.replicas, exc)
                 continue
             role.autoscale = {**(role.autoscale or {}), "last_decision": {

@@ -45,12 +45,15 @@ from ..ui.web import (
     error_reply,
     json_error_app,
 )
+from .errors import Conflict, ControlRefused, Invalid, NotFound
 from .master import NONE_BYTES, NONE_REPLY, ApplicationMaster
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _JSON = "application/json"
 M = TypeVar("M", bound=BaseModel)
+# The HTTP status of each kind of refused control (am/errors.py): the only place that knows it.
+_REFUSED: tuple[tuple[type[ControlRefused], int], ...] = ((NotFound, 404), (Conflict, 409), (Invalid, 400))
 
 
 def encode_reply(data: dict[str, Any]) -> bytes:
@@ -68,6 +71,17 @@ def encode_reply(data: dict[str, Any]) -> bytes:
 
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(body=json.dumps(data).encode(), status=status, content_type=_JSON)
+
+
+def _reply(reply: BaseModel) -> web.Response:
+    """A control's reply model, as the JSON it always was (``json.dumps`` of its fields, in order)."""
+    return _json(reply.model_dump(mode="json"))
+
+
+def refused(exc: ControlRefused) -> RequestError:
+    """A control the job refused, as the HTTP error to answer with."""
+    status = next((code for kind, code in _REFUSED if isinstance(exc, kind)), 409)
+    return RequestError(status, str(exc))
 
 
 def _executor_reply(data: dict[str, Any]) -> web.Response:
@@ -97,6 +111,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     view = LiveView(am)
     expected = ("Bearer " + token).encode()
     expected_plain = token.encode()
+
+    def control(handler: GuardedHandler) -> GuardedHandler:
+        async def refusing(request: web.Request, actor: str) -> web.StreamResponse:
+            try:
+                return await handler(request, actor)
+            except ControlRefused as exc:
+                raise refused(exc) from None
+
+        return refusing
 
     def executor_only(handler: Handler) -> Handler:
         async def check(request: web.Request) -> web.StreamResponse:
@@ -140,15 +163,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
 
     async def scale(request: web.Request, actor: str) -> web.Response:
         replicas = parse(ScaleRequest, await request.read(), "scale").replicas
-        return _json(am.request_scale(request.match_info["role"], replicas, actor))
+        return _reply(am.request_scale(request.match_info["role"], replicas, actor))
 
     async def restart(request: web.Request, actor: str) -> web.Response:
         reason = parse(RestartRequest, await request.read(), "restart").reason
-        return _json(am.request_restart(request.match_info["executor"], reason, actor))
+        return _reply(am.request_restart(request.match_info["executor"], reason, actor))
 
     async def drain(request: web.Request, actor: str) -> web.Response:
         reason = parse(DrainRequest, await request.read(), "drain").reason
-        return _json(am.request_drain(request.match_info["executor"], reason, actor))
+        return _reply(am.request_drain(request.match_info["executor"], reason, actor))
 
     async def data_suspend(request: web.Request, actor: str) -> web.Response:
         parse(EmptyRequest, await request.read(), "suspend")
@@ -173,7 +196,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
 
     async def data_savepoint(request: web.Request, actor: str) -> web.Response:
         directory = parse(SavepointRequest, await request.read(), "savepoint").dir
-        return _json(await am.request_savepoint(directory))
+        return _reply(await am.request_savepoint(directory))
 
     app = json_error_app(client_max_size=1 << 20)
     executor_routes: tuple[tuple[str, Handler], ...] = (
@@ -189,8 +212,8 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         ("/data/resume", data_resume), ("/data/tasks/requeue", task_action("requeue")),
         ("/data/tasks/skip", task_action("skip")), ("/data/savepoint", data_savepoint),
     )
-    for path, control in control_routes:
-        app.router.add_post(prefix + path, guard(control, action=True))
+    for path, controlled in control_routes:
+        app.router.add_post(prefix + path, guard(control(controlled), action=True))
     app.router.add_route("GET", "/metrics", guard(metrics))
     add_read_routes(app, view, guard, readers)
     add_page_routes(app, auth)
