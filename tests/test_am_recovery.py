@@ -232,18 +232,18 @@ def test_journal_replay_rebuilds_the_record_before_and_after_compaction(tmp_path
         record, journal = am.record, am.journal
         assert journal is not None
         await am.backend.start(am)
-        am._finish_reason = "why"
+        am.finish_reason = "why"
         for role in spec.roles:
             for index in range(role.replicas):
-                am._new_incarnation(role.name, index, attempt=0)
+                am.new_incarnation(role.name, index, attempt=0)
         worker = record.executors["worker-1"]
         record.set_executor_state(worker, ExecutorState.STARTING, "launched")
         record.set_executor_state(worker, ExecutorState.FAILED, "exit 3", 3)
         record.roles["worker"].failures_by_index[1] = 1
         record.history.append(worker)
-        am._new_incarnation("worker", 1, attempt=1)
-        am.request_scale("worker", 2)
-        am._journal()
+        am.new_incarnation("worker", 1, attempt=1)
+        am.controls.scale("worker", 2)
+        am.publisher.write_journals()
 
         def replayed() -> dict[str, Any]:
             fresh = JobRecord(app_id="app", name=spec.name)
@@ -286,7 +286,7 @@ def test_heartbeats_of_one_loop_turn_share_one_journal_write_and_answer_after_it
         assert am.data is not None and am.data.journal is not None
         while not am.data.dispatcher.scan_complete:
             await asyncio.sleep(0.05)
-        executors = list(am._live.values())
+        executors = list(am.fleet.live.values())
         for ex in executors:
             am.register(RegisterRequest(id=ex.id, role=ex.role, index=ex.index, incarnation=ex.incarnation,
                                         host="127.0.0.1", ports=[], pid=0))

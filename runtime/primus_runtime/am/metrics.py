@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
     from ..data.kafka import KafkaInput
-    from .master import ApplicationMaster
+    from .readout import AMReadout
 
 # A heartbeat is handled in well under a millisecond on an idle AM; the upper buckets show an
 # overloaded event loop.
 HEARTBEAT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 # The states an AM records (``lost`` is the clients' word for an AM gone without one).
-_JOB_STATES = [JobState.PENDING, JobState.STARTING, JobState.RUNNING, *sorted(JOB_OUTCOMES)]
+JOB_STATES = [JobState.PENDING, JobState.STARTING, JobState.RUNNING, *sorted(JOB_OUTCOMES)]
 _SIGNALS = range(1, 65)  # 128+N is how a shell (and the executor) reports death by signal N
 
 
@@ -102,7 +102,7 @@ class AMMetrics:
     the histogram's buckets), and the registry that serves them with the state read at each scrape
     (made at the first one)."""
 
-    def __init__(self, am: ApplicationMaster):
+    def __init__(self, am: AMReadout):
         self.am = am
         self.heartbeat_counts = [0] * (len(HEARTBEAT_BUCKETS) + 1)  # per bucket (not cumulative); the last: +Inf
         self.heartbeat_sum = 0.0

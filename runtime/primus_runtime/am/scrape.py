@@ -11,17 +11,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from ..data.dispatcher import RATE_WINDOW_SECONDS, TaskState
-from .metrics import _JOB_STATES, HEARTBEAT_BUCKETS, AMMetrics, end_cause, kafka_metrics, watermark_lag
+from .metrics import HEARTBEAT_BUCKETS, JOB_STATES, AMMetrics, end_cause, kafka_metrics, watermark_lag
 
 if TYPE_CHECKING:
-    from .master import ApplicationMaster
+    from .readout import AMReadout
 
 
 class StateCollector:
     """Reads the job's, the roles', the executors' and the input's state at each scrape (a prometheus
     ``Collector``: registries only call ``collect``)."""
 
-    def __init__(self, am: ApplicationMaster, metrics: AMMetrics):
+    def __init__(self, am: AMReadout, metrics: AMMetrics):
         self.am = am
         self.metrics = metrics
 
@@ -49,7 +49,7 @@ class StateCollector:
     def _job(self) -> Iterator[Metric]:
         state = GaugeMetricFamily("primus_job_state", "1 for the job's current state, 0 for the others",
                                   labels=["state"])
-        for job_state in _JOB_STATES:
+        for job_state in JOB_STATES:
             state.add_metric([job_state.value], float(self.am.record.state is job_state))
         yield state
 

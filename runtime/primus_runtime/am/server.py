@@ -45,12 +45,16 @@ from ..ui.web import (
     error_reply,
     json_error_app,
 )
-from .master import NONE_BYTES, NONE_REPLY, ApplicationMaster
+from .errors import Conflict, ControlRefused, Invalid, NotFound
+from .executor_protocol import NONE_BYTES, NONE_REPLY
+from .master import ApplicationMaster
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _JSON = "application/json"
 M = TypeVar("M", bound=BaseModel)
+# The HTTP status of each kind of refused control (am/errors.py): the only place that knows it.
+_REFUSED: tuple[tuple[type[ControlRefused], int], ...] = ((NotFound, 404), (Conflict, 409), (Invalid, 400))
 
 
 def encode_reply(data: dict[str, Any]) -> bytes:
@@ -68,6 +72,17 @@ def encode_reply(data: dict[str, Any]) -> bytes:
 
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(body=json.dumps(data).encode(), status=status, content_type=_JSON)
+
+
+def _reply(reply: BaseModel) -> web.Response:
+    """A control's reply model, as the JSON it always was (``json.dumps`` of its fields, in order)."""
+    return _json(reply.model_dump(mode="json"))
+
+
+def refused(exc: ControlRefused) -> RequestError:
+    """A control the job refused, as the HTTP error to answer with."""
+    status = next((code for kind, code in _REFUSED if isinstance(exc, kind)), 409)
+    return RequestError(status, str(exc))
 
 
 def _executor_reply(data: dict[str, Any]) -> web.Response:
@@ -98,6 +113,15 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     expected = ("Bearer " + token).encode()
     expected_plain = token.encode()
 
+    def control(handler: GuardedHandler) -> GuardedHandler:
+        async def refusing(request: web.Request, actor: str) -> web.StreamResponse:
+            try:
+                return await handler(request, actor)
+            except ControlRefused as exc:
+                raise refused(exc) from None
+
+        return refusing
+
     def executor_only(handler: Handler) -> Handler:
         async def check(request: web.Request) -> web.StreamResponse:
             bearer = request.headers.get("Authorization", "").encode()
@@ -120,48 +144,48 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
     # --- executor protocol ---
 
     async def register(request: web.Request) -> web.Response:
-        return _executor_reply(am.register(parse(RegisterRequest, await request.read(), "register")))
+        return _executor_reply(am.executors.register(parse(RegisterRequest, await request.read(), "register")))
 
     async def heartbeat(request: web.Request) -> web.Response:
-        return _executor_reply(await am.heartbeat(parse(HeartbeatRequest, await request.read(), "heartbeat")))
+        return _executor_reply(await am.executors.heartbeat(parse(HeartbeatRequest, await request.read(), "heartbeat")))
 
     async def unregister(request: web.Request) -> web.Response:
-        return _executor_reply(am.unregister(parse(UnregisterRequest, await request.read(), "unregister")))
+        return _executor_reply(am.executors.unregister(parse(UnregisterRequest, await request.read(), "unregister")))
 
     # --- control (each recorded with who asked) ---
 
     async def kill(request: web.Request, actor: str) -> web.Response:
-        am.request_kill(parse(EndRequest, await request.read(), "kill").reason, actor)
+        am.controls.kill(parse(EndRequest, await request.read(), "kill").reason, actor)
         return _json({"accepted": True, "state": "killing"}, 202)
 
     async def succeed(request: web.Request, actor: str) -> web.Response:
-        am.request_succeed(parse(EndRequest, await request.read(), "succeed").reason, actor)
+        am.controls.succeed(parse(EndRequest, await request.read(), "succeed").reason, actor)
         return _json({"accepted": True, "state": "succeeding"}, 202)
 
     async def scale(request: web.Request, actor: str) -> web.Response:
         replicas = parse(ScaleRequest, await request.read(), "scale").replicas
-        return _json(am.request_scale(request.match_info["role"], replicas, actor))
+        return _reply(am.controls.scale(request.match_info["role"], replicas, actor))
 
     async def restart(request: web.Request, actor: str) -> web.Response:
         reason = parse(RestartRequest, await request.read(), "restart").reason
-        return _json(am.request_restart(request.match_info["executor"], reason, actor))
+        return _reply(am.controls.restart(request.match_info["executor"], reason, actor))
 
     async def drain(request: web.Request, actor: str) -> web.Response:
         reason = parse(DrainRequest, await request.read(), "drain").reason
-        return _json(am.request_drain(request.match_info["executor"], reason, actor))
+        return _reply(am.controls.drain(request.match_info["executor"], reason, actor))
 
     async def data_suspend(request: web.Request, actor: str) -> web.Response:
         parse(EmptyRequest, await request.read(), "suspend")
-        return _json(am.request_data("suspend", actor))
+        return _json(am.controls.data("suspend", actor))
 
     async def data_resume(request: web.Request, actor: str) -> web.Response:
         parse(EmptyRequest, await request.read(), "resume")
-        return _json(am.request_data("resume", actor))
+        return _json(am.controls.data("resume", actor))
 
     def task_action(action: str) -> GuardedHandler:
         async def act(request: web.Request, actor: str) -> web.Response:
             body = parse(TaskActionRequest, await request.read(), action)
-            task = am.request_task(action, body.task, body.reason, actor, body.holder)
+            task = am.controls.task(action, body.task, body.reason, actor, body.holder)
             return _json(task_view(task, view.holder_name(task.holder)))
 
         return act
@@ -173,7 +197,7 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
 
     async def data_savepoint(request: web.Request, actor: str) -> web.Response:
         directory = parse(SavepointRequest, await request.read(), "savepoint").dir
-        return _json(await am.request_savepoint(directory))
+        return _reply(await am.controls.savepoint(directory))
 
     app = json_error_app(client_max_size=1 << 20)
     executor_routes: tuple[tuple[str, Handler], ...] = (
@@ -189,8 +213,8 @@ def build_app(am: ApplicationMaster, token: str) -> web.Application:
         ("/data/resume", data_resume), ("/data/tasks/requeue", task_action("requeue")),
         ("/data/tasks/skip", task_action("skip")), ("/data/savepoint", data_savepoint),
     )
-    for path, control in control_routes:
-        app.router.add_post(prefix + path, guard(control, action=True))
+    for path, controlled in control_routes:
+        app.router.add_post(prefix + path, guard(control(controlled), action=True))
     app.router.add_route("GET", "/metrics", guard(metrics))
     add_read_routes(app, view, guard, readers)
     add_page_routes(app, auth)

@@ -21,7 +21,7 @@ from ..models import EventsQuery, ExecutorsQuery, TasksQuery
 from ..spec_types import mask_secrets
 
 if TYPE_CHECKING:
-    from ..am.master import ApplicationMaster
+    from ..am.readout import AMReadout
     from ..am.state import Executor
 
 # What a finished job leaves beside its status file for the history page.
@@ -141,7 +141,7 @@ class LiveView(JobView):
 
     live = True
 
-    def __init__(self, am: ApplicationMaster):
+    def __init__(self, am: AMReadout):
         self.am = am
         self.app_id = am.record.app_id
 
@@ -191,7 +191,7 @@ class LiveView(JobView):
                 "tasks": [task_view(t, self.holder_name(t.holder)) for t in tasks]}
 
     def holder_name(self, incarnation: str | None) -> str | None:
-        ex = self.am._live.get(incarnation) if incarnation else None  # noqa: SLF001 - the AM's own index
+        ex = self.am.executor_of(incarnation)
         return ex.id if ex is not None else incarnation
 
     def partitions(self) -> dict[str, Any]:
@@ -216,7 +216,7 @@ class LiveView(JobView):
     async def log(self, executor_id: str, stream: str, offset: int, limit: int,
                   attempt: int | None = None) -> dict[str, Any]:
         path = self.executor_logs(executor_id, stream, attempt)
-        data, size = await self.am.backend.read_log(path, offset, limit)
+        data, size = await self.am.read_log(path, offset, limit)
         start = offset if offset >= 0 else max(0, (size or 0) + offset)
         return log_chunk(executor_id, stream, start, data, size)
 
