@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FAST_AM, executor, make_spec, read_log, wait_for
+from primus_runtime import procfs
 
 FAIL_FIRST_TRY = 'if [ "$PRIMUS_ATTEMPT" = 0 ]; then exit 1; fi; sleep 0.2'
 
@@ -152,7 +153,7 @@ def test_hung_executor_is_detected_as_lost_and_replaced(client):
     os.kill(victim["pid"], signal.SIGSTOP)
     replaced = wait_for(lambda: (ex := executor(client.status(app), "worker-1"))["incarnation"] !=
                         victim["incarnation"] and ex["state"] == "running" and ex, 30, "replacement running")
-    lost = [e for e in client.status(app)["events"] if e["to_state"] == "lost"]
+    lost = [e for e in client.status(app)["events"] if e["to_state"] == "lost" != e["from_state"]]
     assert len(lost) == 1 and lost[0]["incarnation"] == victim["incarnation"]
     assert "no heartbeat" in lost[0]["reason"]
     assert replaced["attempt"] == 1
@@ -163,13 +164,15 @@ def test_hung_executor_is_detected_as_lost_and_replaced(client):
     assert timeout <= lost[0]["time"] - stopped_at + FAST_AM["heartbeat_interval"] < timeout + 10, \
         (lost[0], stopped_at)
     # The stopped executor was force-killed, not left frozen.
-    wait_for(lambda: not _alive(victim["pid"]), 10, "the hung executor to be reaped")
+    wait_for(lambda: not procfs.alive(victim["pid"]), 10, "the hung executor to be reaped")
+    # Its exit code, which the backend learns after the AM declared it lost, is kept (issue 25: it
+    # stayed null, as YARN's container status of a lost executor arrives after the loss).
+    ended = wait_for(lambda: (ex := next(e for e in client.incarnations(app, ids=["worker-1"])
+                                         if e["incarnation"] == victim["incarnation"]))["exit_code"] is not None and ex,
+                     10, "the lost incarnation's exit code")
+    killed = 128 + signal.SIGKILL  # the local backend's code for "killed by signal 9", as a shell's
+    assert ended["state"] == "lost" and ended["exit_code"] == killed, ended
+    late = [e for e in client.status(app)["events"] if e["incarnation"] == victim["incarnation"]
+            and e["from_state"] == e["to_state"] == "lost"]
+    assert len(late) == 1 and late[0]["exit_code"] == killed and "ended later" in late[0]["reason"], late
     client.kill(app)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False

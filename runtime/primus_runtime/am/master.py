@@ -235,10 +235,24 @@ class ApplicationMaster(BackendEvents):
 
     def on_exited(self, exited: Exited) -> None:
         ex = self.fleet.get(exited.incarnation)
-        if ex is None:
-            return  # already ended through unregister, loss, or a forced stop
+        if ex is None:  # already ended through unregister, loss, or a forced stop
+            self._late_exit(exited)
+            return
         state = ExecutorState.SUCCEEDED if exited.exit_code == 0 else ExecutorState.FAILED
         self.ended(ex, state, exited.reason, exited.exit_code, exited.preempted)
+
+    def _late_exit(self, exited: Exited) -> None:
+        """The end of an incarnation the AM ended already without an exit code (declared lost when it
+        stopped answering), as the backend learnt it later (YARN's container status, the local
+        supervisor's): its exit code is the cause a user looks for."""
+        ex = self.record.find_incarnation(exited.incarnation)
+        if ex is None or ex.exit_code is not None or exited.exit_code is None:
+            return
+        ex.exit_code = exited.exit_code
+        self.record.add_event(ex.id, ex.state.value, ex.state.value, f"its process ended later: {exited.reason}",
+                              exited.exit_code, ex.incarnation)
+        self.record.touch(ex)
+        self.publisher.write_journals()
 
     # --- the decisions -------------------------------------------------------------------
 

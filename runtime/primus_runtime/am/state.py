@@ -178,6 +178,13 @@ class JobRecord:
         self.touch(ex)
         return ex
 
+    def find_incarnation(self, incarnation: str) -> Executor | None:
+        """The executor incarnation of that name, current or replaced (the newest one first)."""
+        for ex in (*self.executors.values(), *reversed(self.history)):
+            if ex.incarnation == incarnation:
+                return ex
+        return None
+
     def touch(self, ex: Executor) -> None:
         """``ex`` changed: the AM journal writes it at the end of the AM's current step."""
         self.dirty[ex.incarnation] = ex
