@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import sys
-import time
 
 from conftest import executor, make_spec, read_log, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
@@ -92,7 +91,12 @@ def test_am_death_leaves_no_orphan_executors(client):
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
     client.scale(app, "worker", 3)  # a change after the job started: only a periodic snapshot has it
     wait_for(lambda: executor(client.status(app), "worker-2")["state"] == "running", 30, "worker-2 running")
-    time.sleep(2.5)  # the status file is rewritten at most every 2 s
+
+    def snapshot_has_three_running():  # the status file the AM rewrites at most every 2 s
+        saved = client.local.last_status(app)
+        return saved is not None and [e["state"] for e in saved["executors"]] == ["running"] * 3
+
+    wait_for(snapshot_has_three_running, 30, "the status file to show worker-2 running")
     am_pid = client.local.am_pid(app)
     os.kill(am_pid, signal.SIGKILL)
     # Executors notice within the heartbeat timeout (3s here), kill their trainers and exit.

@@ -100,7 +100,9 @@ def test_a_partition_is_read_only_after_its_marker(client, dirs):
     assert "20261202/_SUCCESS" in (info["waiting_for"] or "")
     # Day 1 is read, day 2 awaited: no share of the whole input is claimed, only of what is listed.
     assert info["progress"] is None and info["progress_of_discovered"] == 1.0
-    time.sleep(1.0)  # several scan polls while day 2 has no marker
+    # Time passing is what is tested: five scan polls (poll_interval 0.2 s) while day 2 has no marker
+    # read nothing of it.
+    time.sleep(1.0)
     assert sorted(all_lines(out)) == sorted(first)
     (data / "20261202" / "_SUCCESS").write_text("")
     wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-02", 30, "day 2 consumed")
@@ -196,7 +198,9 @@ def test_exactly_once_survives_trainers_killed_at_random_points(client, dirs):
 
     for _ in range(3):
         pid = wait_for(reading_trainer, 30, "a trainer that committed")
-        time.sleep(0.1 * len(killed))  # at different points
+        # Not a synchronisation: each kill comes a little later in the trainer's reading (0, 0.1, 0.2 s
+        # after its first commit), so the three interrupt it at different points.
+        time.sleep(0.1 * len(killed))
         os.kill(pid, signal.SIGKILL)
         killed.add(pid)
     status = client.wait(app, timeout=90)
@@ -237,7 +241,10 @@ def test_scaling_a_consuming_role_down_hands_its_tasks_to_the_others(client, dir
     app = client.submit(data_spec(out, data, replicas=2, env={"SLEEP_EVERY": "250", "SLEEP": "0.2"},
                                   time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="8Ki"))
     wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) >= 2, 30, "both workers reading")
-    time.sleep(0.5)
+    # worker-1 (the one scaled down) has read records of its tasks: it hands back tasks begun, not only
+    # tasks assigned.
+    wait_for(lambda: any(f.name.startswith("worker-1-") and f.stat().st_size > 0 for f in out.iterdir()), 30,
+             "worker-1 reading")
     client.scale(app, "worker", 1)
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
@@ -323,6 +330,8 @@ def test_status_progress_and_suspend_resume(client, dirs):
     assert suspended["state"] == "suspended"
     # What the executor held drains; nothing new is handed out.
     held = wait_for(lambda: (d := client.data(app))["tasks"]["running"] == 0 and d, 30, "held tasks drained")
+    # Time passing is what is tested: a second of heartbeats (0.25 s apart, each asking for tasks)
+    # while suspended hands nothing out.
     time.sleep(1.0)
     still = client.data(app)
     assert still["tasks"]["done"] == held["tasks"]["done"] and still["tasks"]["queued"] > 0

@@ -38,18 +38,32 @@ def _running(client, spec: dict) -> tuple[str, str, str]:
     return app, f"http://{address}", token
 
 
+WORKERS = [{"name": "worker", "replicas": 2, "command": "sleep 300"}]
+
+
 @pytest.fixture(scope="module")
 def workers(module_client):
-    """A job of two `sleep 300` workers: (app id, base URL, token)."""
-    yield _running(module_client, make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
+    """A job of two `sleep 300` workers: (app id, base URL, token). Shared by the tests that only read
+    it (sign-in, what the page asks for, a refused action): a test that changes the job (kills a
+    trainer, scales, restarts) takes ``own_workers``."""
+    yield _running(module_client, make_spec(WORKERS))
 
 
-@pytest.fixture(scope="module")
-def data_job(module_client, tmp_path_factory):
-    """A job with input: one worker reading a line a second, so most tasks stay queued."""
-    root = tmp_path_factory.mktemp("ui-data")
+@pytest.fixture
+def own_workers(module_client):
+    """The same job as ``workers``, the test's own: ended after it."""
+    job = _running(module_client, make_spec(WORKERS))
+    yield job
+    module_client.local.force_kill(job[0])
+
+
+@pytest.fixture
+def data_job(module_client, tmp_path):
+    """A job with input, the test's own (its tests suspend it, skip and re-queue tasks): one worker
+    reading a line a second, so most tasks stay queued."""
+    root = tmp_path / "ui-data"
     data, out = root / "data", root / "out"
-    data.mkdir()
+    data.mkdir(parents=True)
     out.mkdir()
     for f in range(3):
         (data / f"part-{f}.txt").write_text("".join(f"f{f}-{i:05d}\n" for i in range(300)))
@@ -57,7 +71,9 @@ def data_job(module_client, tmp_path_factory):
                        "env": {"OUT_DIR": str(out), "SLEEP_EVERY": "1", "SLEEP": "1"}}],
                      input={"sources": [{"name": "lines", "path": str(data), "success_marker": None}],
                             "task_size": "1000B", "poll_interval": 0.2})
-    yield _running(module_client, spec)
+    job = _running(module_client, spec)
+    yield job
+    module_client.local.force_kill(job[0])
 
 
 def sign_in(page: Page, base: str, token: str, name: str) -> None:
@@ -142,8 +158,8 @@ def test_an_ended_session_shows_the_sign_in_link_and_signing_out_ends_it(workers
     assert page.request.get(base + "/api/v1/status").status == 401
 
 
-def test_the_role_table_follows_a_killed_trainer_without_a_reload(workers, module_client, page, artifacts):
-    app, base, token = workers
+def test_the_role_table_follows_a_killed_trainer_without_a_reload(own_workers, module_client, page, artifacts):
+    app, base, token = own_workers
     sign_in(page, base, token, "alice")
     expect(page.locator('.role[data-role="worker"] tbody tr.st-running')).to_have_count(2)
     row = worker_row(page, "worker-0")
@@ -181,8 +197,8 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def test_scaling_through_the_page_adds_executors_and_records_who_asked(workers, page):
-    app, base, token = workers
+def test_scaling_through_the_page_adds_executors_and_records_who_asked(own_workers, page):
+    app, base, token = own_workers
     sign_in(page, base, token, "carol")
     asked = answer_dialogs(page, "3")
     expect(page.locator('.role[data-role="worker"] tbody tr')).to_have_count(2)

@@ -1,4 +1,8 @@
-"""Entry point of the AM process: ``python -m primus_runtime.am JOB_DIR``."""
+"""Entry point of the AM process: ``python -m primus_runtime.am --backend NAME [ARGS]``.
+
+The arguments after the backend's name are its bootstrap's (``backends/<name>/am.py``): ``main.py``
+parses them. This module only prepares the process (collector off, an early listen, the local
+backend's supervisor fork) before the AM's stack is imported."""
 
 import gc
 import os
