@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from primus_runtime.spec import InputSpec, JobSpec, SpecError
+from primus_runtime.spec import JobSpec, SpecError
 
 POLICY = {"min_replicas": 1, "max_replicas": 4, "target_queued": "64Mi"}
 FILES = {"sources": [{"name": "clicks", "path": "/data/clicks/"}]}
@@ -89,7 +89,6 @@ def test_catch_up_time_fits_a_file_input():
     assert policy is not None and policy.target == "target_catchup" and policy.target_catchup == 120.0
 
 
-@pytest.mark.skipif(not hasattr(InputSpec, "kafka_sources"), reason="Kafka input is not merged yet")
 def test_kafka_input_takes_lag_or_catch_up_but_not_queued_bytes():
     kafka = {"kafka": {"bootstrap_servers": "broker:9092", "topics": ["clicks"]}}
     for target in ({"target_lag": 10_000}, {"target_catchup": "1m"}):
