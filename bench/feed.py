@@ -26,7 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from primus_runtime.data.formats import frame, plan_splits, read_framed, read_records, write_records
+from primus_runtime.data.formats import frame
+from primus_runtime.data.records import plan_splits, read_framed, read_records, write_records
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 200))
 RUNS = int(os.environ.get("RUNS", 3))

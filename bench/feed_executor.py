@@ -1,7 +1,7 @@
 """Feeding a trainer through the executor's feed machinery, against ``cat FILE | the same consumer``.
 
 A local file (``SIZE_MB``, default 1024 MB of text lines of 20-300 bytes, generated once under
-``/tmp/primus-bench-feed`` and reused) is planned into tasks with ``formats.plan_splits``
+``/tmp/primus-bench-feed`` and reused) is planned into tasks with ``records.plan_splits``
 (``TASK_MB``, default 64, the input spec's default task size) and handed, as the AM's task
 assignments, to the executor's real ``Feeder`` (``executor/feed.py``; ``max_tasks`` 2 and one
 reader: the defaults of ``max_tasks_per_executor`` 1 + ``prefetch`` 1). The trainer is the
@@ -36,8 +36,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import feed_consumer  # noqa: E402
-from primus_runtime.data import formats
 from primus_runtime.data.dispatcher import Task
+from primus_runtime.data.formats import RAW_CHUNK
+from primus_runtime.data.records import plan_splits, write_records
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 1024))
 TASK_MB = int(os.environ.get("TASK_MB", 64))
@@ -83,17 +84,17 @@ def make_records(path: Path, fmt: str, records: list[bytes], repeat: int) -> Non
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     with open(partial, "wb") as out:
         if fmt == "parquet":
-            formats.write_records(out, records * repeat, fmt, row_group_rows=10_000)
+            write_records(out, records * repeat, fmt, row_group_rows=10_000)
         else:
             for _ in range(repeat):
-                formats.write_records(out, records, fmt)
+                write_records(out, records, fmt)
     os.replace(partial, path)
 
 
 def assignments(path: Path, fmt: str) -> list[dict[str, Any]]:
     """The file's tasks as the AM sends them (``dispatcher.Task.assignment``)."""
     size = path.stat().st_size
-    splits = formats.plan_splits(lambda: open(path, "rb"), size, fmt, "none", TASK_MB * MiB)
+    splits = plan_splits(lambda: open(path, "rb"), size, fmt, "none", TASK_MB * MiB)
     return [Task(id=f"t{i}", partition="", source="bench", url=path.as_uri(), format=fmt, compression="none",
                  start=split.start, end=split.end, size=split.end - split.start).assignment()
             for i, split in enumerate(splits)]
@@ -152,7 +153,7 @@ def main() -> None:
     make_text(text, size)
     with open(text, "rb") as f:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(16 * MiB), b""))
-    raw_bytes = size + 4 * -(-size // formats.RAW_CHUNK)  # every 64 KiB record framed with its length
+    raw_bytes = size + 4 * -(-size // RAW_CHUNK)  # every 64 KiB record framed with its length
     tasks = len(assignments(text, "text"))
     print(f"{text}: {size / MB:.0f} MB, {lines:,} lines, {tasks} tasks of {TASK_MB} MiB", flush=True)
     other_formats(min(RUNS, 2))

@@ -40,8 +40,8 @@ from feed_executor import DATA, make_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import feed_consumer  # noqa: E402
-from primus_runtime.data import formats
 from primus_runtime.data.dispatcher import Task
+from primus_runtime.data.records import plan_splits
 from primus_runtime.data.webhdfs import WebHDFSFile
 
 SIZE_MB = int(os.environ.get("SIZE_MB", 256))
@@ -77,7 +77,7 @@ def minicluster() -> Iterator[dict[str, str]]:
 
 def assignments(url: str, size: int) -> list[dict[str, Any]]:
     """The file's tasks as the AM sends them (text splits are planned from the file itself)."""
-    splits = formats.plan_splits(lambda: WebHDFSFile(url, user=USER), size, "text", "none", TASK_MB * MiB)
+    splits = plan_splits(lambda: WebHDFSFile(url, user=USER), size, "text", "none", TASK_MB * MiB)
     return [Task(id=f"t{i}", partition="", source="bench", url=url, format="text", compression="none",
                  start=split.start, end=split.end, size=split.end - split.start).assignment()
             for i, split in enumerate(splits)]

@@ -4,10 +4,10 @@ The same records (SIZES: ``mixed``, 100-2000 random bytes as in bench/feed.py, a
 them; ``small``, 20-200 bytes) are written once as TFRecord (``uint64`` length, its masked
 CRC-32C, the data, the data's masked CRC-32C: both CRCs are checked when read) and once as
 length-delimited records (a varint length, the data: nothing to check). Each file is read the way
-the executor feeds it (``formats.read_framed`` over SPLITS splits, every framed byte touched by a
+the executor feeds it (``records.read_framed`` over SPLITS splits, every framed byte touched by a
 sum of block lengths), RUNS times interleaved, best kept. TFRecord's CRCs go through
 ``google-crc32c`` when it is installed (its C extension), else through the standard-library code
-in ``data/formats.py``; both are measured, in the same run.
+in ``data/crc32c.py``; both are measured, in the same run.
 
 The last line is length-delimited's time / TFRecord's time for the mixed records with the CRC
 implementation in use (1.0: checking CRCs is free; goal >= 0.8x).
@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from primus_runtime.data import formats
+from primus_runtime.data import crc32c
+from primus_runtime.data.records import plan_splits, read_framed, write_records
 
 SIZE_MB = float(os.environ.get("SIZE_MB", 64))
 RUNS = int(os.environ.get("RUNS", 3))
@@ -49,19 +50,19 @@ def make_records(rng: random.Random, low: int, high: int, total: int) -> list[by
 
 def write(path: Path, records: list[bytes], fmt: str) -> int:
     with open(path, "wb") as out:
-        formats.write_records(out, records, fmt)
+        write_records(out, records, fmt)
     return path.stat().st_size
 
 
 def read_seconds(path: Path, fmt: str) -> tuple[float, int]:
     """Seconds to read every split of the file as the executor does; the records read."""
     size = path.stat().st_size
-    splits = formats.plan_splits(lambda: open(path, "rb"), size, fmt, "none", -(-size // SPLITS))
+    splits = plan_splits(lambda: open(path, "rb"), size, fmt, "none", -(-size // SPLITS))
     start = time.perf_counter()
     fed = records = 0
     for split in splits:
         with open(path, "rb") as f:
-            for block, n in formats.read_framed(f, fmt, "none", split.start, split.end):
+            for block, n in read_framed(f, fmt, "none", split.start, split.end):
                 fed += len(block)
                 last = n
             records += last if fed else 0
@@ -71,12 +72,12 @@ def read_seconds(path: Path, fmt: str) -> tuple[float, int]:
 @contextmanager
 def crc_implementation(fast: bool) -> Iterator[str]:
     """TFRecord's CRCs through google-crc32c (``fast``) or the standard-library code, for the block."""
-    saved = formats._crc_backend, formats._crc_looked_up
-    formats._crc_backend, formats._crc_looked_up = formats._fast_crc() if fast else None, True
+    saved = crc32c._crc_backend, crc32c._crc_looked_up
+    crc32c._crc_backend, crc32c._crc_looked_up = crc32c._fast_crc() if fast else None, True
     try:
-        yield "google-crc32c" if formats._crc_backend is not None else "standard library"
+        yield "google-crc32c" if crc32c._crc_backend is not None else "standard library"
     finally:
-        formats._crc_backend, formats._crc_looked_up = saved
+        crc32c._crc_backend, crc32c._crc_looked_up = saved
 
 
 def measure(records: list[bytes], tmp: Path, label: str) -> dict[str, float]:

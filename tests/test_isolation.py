@@ -13,10 +13,11 @@ from primus_runtime.bundle import _MAIN, build_bundle
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime" / "primus_runtime"
 # Imported inside the functions that need them only, never at import time: by the formats that
-# read them (google_crc32c: TFRecord's CRCs, when installed), (fsspec) by the AM's and clients' WebHDFS filesystem, never by the executor, and
-# (confluent_kafka) by an executor handed a Kafka task.
-OPTIONAL_IMPORTS = {"formats.py": {"pyarrow", "zstandard", "compression", "google_crc32c"}, "reader.py": {"torch"},
-                    "hadoop.py": {"fsspec"}, "kafka_reader.py": {"confluent_kafka"}}
+# read them (parquet, zstd; google_crc32c: TFRecord's CRCs, when installed), (fsspec) by the AM's and clients' WebHDFS
+# filesystem, never by the executor, and (confluent_kafka) by an executor handed a Kafka task.
+OPTIONAL_IMPORTS = {"parquet.py": {"pyarrow"}, "decompression.py": {"zstandard", "compression"},
+                    "crc32c.py": {"google_crc32c"}, "reader.py": {"torch"}, "hadoop.py": {"fsspec"},
+                    "kafka_reader.py": {"confluent_kafka"}}
 
 
 def _module_file(name: str) -> Path | None:

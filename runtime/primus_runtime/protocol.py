@@ -70,7 +70,7 @@ trainer still running ``s`` seconds after its stdin was closed is stopped; a tra
 itself holds at most ``b`` bytes taken from the pipe but not processed (absent: ``feed.TRAINER_BUFFER``).
 ``TASK`` is ``{"task_id", "url", "format", "compression", "start", "end", "skip"}``:
 read the records of ``url`` that start in ``[start, end)`` (row groups for parquet)
-with ``data.formats.read_records``, after skipping ``skip`` of them. A Kafka task adds ``"kafka":
+with ``data.records.read_records``, after skipping ``skip`` of them. A Kafka task adds ``"kafka":
 {"bootstrap", "topic", "partition", "group", "end_time", "config"}``: read the partition from offset
 ``start`` (to ``end`` exclusive when ``end >= 0``, and before the first record at or after
 ``end_time`` ms when given), counting records from ``skip`` (``data/kafka_reader.py``).

@@ -23,8 +23,8 @@ import hdfs
 import pytest
 
 from conftest import make_spec, wait_for
-from primus_runtime.data import formats
 from primus_runtime.data.journal import HdfsSnapshots
+from primus_runtime.data.records import write_records
 from primus_runtime.data.webhdfs import WebHDFSFile
 from primus_runtime.hadoop import hadoop_user
 
@@ -144,7 +144,7 @@ def test_tfrecord_and_gzip_text_files_on_hdfs_reach_the_trainer_record_by_record
             rows = [f'{{"id": "{day}-{f}-{i:04d}"}}'.encode() for i in range(500)]
             buffer = io.BytesIO()
             if kind == "tfrecord":
-                formats.write_records(buffer, rows, "tfrecord")
+                write_records(buffer, rows, "tfrecord")
                 fs.write(f"{directory}/part-{f}.tfrecord", data=buffer.getvalue())
             else:
                 fs.write(f"{directory}/part-{f}.jsonl.gz", data=gzip.compress(b"\n".join(rows) + b"\n"))

@@ -353,7 +353,7 @@ def test_status_progress_and_suspend_resume(client, dirs):
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited", "jsonl"])
 def test_framed_formats_reach_the_trainer_record_by_record(client, dirs, fmt):
-    from primus_runtime.data import formats
+    from primus_runtime.data.records import write_records
 
     data, out = dirs
     expected = []
@@ -363,7 +363,7 @@ def test_framed_formats_reach_the_trainer_record_by_record(client, dirs, fmt):
         for f in range(2):
             rows = [f'{{"id": "{fmt}-{day}-{f}-{i:04d}"}}'.encode() for i in range(400)]
             with open(directory / f"part-{f}.rec", "wb") as out_file:
-                formats.write_records(out_file, rows, fmt)
+                write_records(out_file, rows, fmt)
             expected += [r.decode() for r in rows]
         (directory / "_SUCCESS").write_text("")
     spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="4Ki")

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from primus_runtime.data.dispatch_views import data_status, source_watermarks, task_page
 from primus_runtime.data.dispatcher import Dispatcher, Ending, Task
 from primus_runtime.models import DataReport
 from primus_runtime.spec import InputSpec
@@ -83,7 +84,7 @@ def test_bad_data_fail_policy_fails_naming_the_task_and_file():
         d.heartbeat("a", report({"failed": {"c/2026-12-01/f0:0": "corrupt record at byte 5"}}))
     assert len(events.failed) == 1
     assert "c/2026-12-01/f0:0 (/d/2026-12-01/f0)" in events.failed[0] and "corrupt record" in events.failed[0]
-    assert d.status()["state"] == "failed"
+    assert data_status(d)["state"] == "failed"
 
 
 def test_quarantine_goes_on_and_lists_the_task():
@@ -93,7 +94,7 @@ def test_quarantine_goes_on_and_lists_the_task():
     d.heartbeat("a", report({"need_tasks": 2}))
     reply = d.heartbeat("a", report({"failed": {"c/2026-12-01/f0:0": "bad"}, "done": ["c/2026-12-01/f1:0"]}))
     assert reply.get("data_exhausted") is True and not events.failed
-    status = d.status()
+    status = data_status(d)
     assert status["quarantined"] == ["c/2026-12-01/f0:0"] and status["state"] == "exhausted"
     assert status["watermark"] == "2026-12-01"
 
@@ -104,16 +105,16 @@ def test_watermark_waits_for_every_earlier_partition():
     d.add_partition("2026-12-02", tasks("2026-12-02", 1))
     d.heartbeat("a", report({"need_tasks": 3}))
     d.heartbeat("a", report({"done": ["c/2026-12-02/f0:0", "c/2026-12-01/f0:0"]}))
-    assert d.status()["watermark"] is None
+    assert data_status(d)["watermark"] is None
     d.heartbeat("a", report({"done": ["c/2026-12-01/f1:0"]}))
-    assert d.status()["watermark"] == "2026-12-02"
+    assert data_status(d)["watermark"] == "2026-12-02"
 
 
 def test_suspend_stops_handing_out_tasks():
     d, _ = make()
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.suspend()
-    assert d.heartbeat("a", report({"need_tasks": 1})) == {} and d.status()["state"] == "suspended"
+    assert d.heartbeat("a", report({"need_tasks": 1})) == {} and data_status(d)["state"] == "suspended"
     d.resume()
     assert ids(d.heartbeat("a", report({"need_tasks": 1}))) == ["c/2026-12-01/f0:0"]
 
@@ -134,7 +135,7 @@ def test_success_percent_stops_reading_the_rest():
         task_id = ids(d.heartbeat("a", report({"need_tasks": 1})))[0]
         reply = d.heartbeat("a", report({"done": [task_id]}))
     assert reply.get("data_exhausted") is True and ids(reply) == []
-    assert d.status()["tasks"]["queued"] == 2
+    assert data_status(d)["tasks"]["queued"] == 2
 
 
 def test_progress_counts_done_tasks_whole_and_running_ones_at_their_position():
@@ -143,7 +144,7 @@ def test_progress_counts_done_tasks_whole_and_running_ones_at_their_position():
     d.scan_finished()
     d.heartbeat("a", report({"need_tasks": 2}))
     d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"], "progress": {"c/2026-12-01/f1:0": {"records": 1, "bytes": 10}}}))
-    status = d.status()
+    status = data_status(d)
     assert status["progress"] == 0.55 and status["bytes"] == {"done": 110, "total": 200}
     assert status["tasks"]["running"] == 1 and status["records_done"] == 1
 
@@ -155,7 +156,7 @@ def test_rate_is_bytes_over_the_last_30_s_and_eta_the_rest_at_that_rate(monkeypa
     def at(seconds: float, fields: dict[str, Any]) -> dict[str, Any]:
         clock[0] = 1000.0 + seconds
         d.heartbeat("a", report(fields))
-        return {k: v for k, v in d.status().items() if k in ("rate_bytes_per_s", "eta_seconds")}
+        return {k: v for k, v in data_status(d).items() if k in ("rate_bytes_per_s", "eta_seconds")}
 
     d, _ = make(max_tasks_per_executor=2, prefetch=0)
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))  # 2 x 100 bytes
@@ -182,7 +183,7 @@ def test_final_data_state_follows_the_job():
             d.heartbeat("a", report({"need_tasks": 1}))
             d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
         d.finish(job_state)
-        assert d.status()["state"] == expected, (job_state, read)
+        assert data_status(d)["state"] == expected, (job_state, read)
 
 
 def _crash_reading(d: Dispatcher, holder: str, slot: str, task_id: str, records: int) -> None:
@@ -259,10 +260,10 @@ def test_progress_is_unknown_while_partitions_are_awaited_and_never_counts_unrea
     d.add_partition("2026-12-01", tasks("2026-12-01", 2))
     d.heartbeat("a", report({"need_tasks": 1}))
     d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
-    status = d.status()
+    status = data_status(d)
     assert status["progress"] is None and status["progress_of_discovered"] == 0.5
     d.scan_finished()  # success_percent 50 met: the second task is not read
-    status = d.status()
+    status = data_status(d)
     assert status["state"] == "exhausted" and status["progress"] == 0.5
 
 
@@ -271,7 +272,7 @@ def test_a_job_that_succeeded_with_tasks_left_reports_its_input_incomplete():
     d.add_partition("2026-12-01", tasks("2026-12-01", 3))
     d.scan_finished()
     d.finish("succeeded")
-    assert d.status()["state"] == "incomplete"
+    assert data_status(d)["state"] == "incomplete"
     assert any(e[2] == "incomplete" and "3 of 3 tasks left" in e[3] for e in events.events)
 
 
@@ -285,9 +286,9 @@ def test_watermark_with_daily_and_hourly_sources_is_where_both_are_consumed():
         d.add_partition(label, tasks(label, 1))
     d.heartbeat("a", report({"need_tasks": 3}))
     d.heartbeat("a", report({"done": ["c/2026-12-01T00/f0:0", "c/2026-12-01T01/f0:0"]}))
-    assert d.status()["watermark"] is None  # the daily partition, covering those hours too, is not consumed
+    assert data_status(d)["watermark"] is None  # the daily partition, covering those hours too, is not consumed
     d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
-    assert d.status()["watermark"] == "2026-12-01T01"  # the day is consumed, but hours 02-23 are not yet
+    assert data_status(d)["watermark"] == "2026-12-01T01"  # the day is consumed, but hours 02-23 are not yet
 
 
 def test_watermark_waits_for_a_source_that_has_no_consumed_partition_yet():
@@ -298,7 +299,7 @@ def test_watermark_waits_for_a_source_that_has_no_consumed_partition_yet():
     d.add_partition("2026-12-01", tasks("2026-12-01", 1))
     d.heartbeat("a", report({"need_tasks": 1}))
     d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
-    assert d.status()["watermark"] is None
+    assert data_status(d)["watermark"] is None
 
 
 def test_a_user_requeue_reads_a_done_task_again_and_takes_the_watermark_back():
@@ -347,16 +348,16 @@ def test_task_pages_and_per_source_watermarks():
     d.add_partition("2026-12-01", tasks("2026-12-01", 5))
     d.add_partition("2026-12-02", tasks("2026-12-02", 5))
     d.heartbeat("a", report({"need_tasks": 1}))
-    assert [t.id for t in d.task_page(None, None, 3, 4)[1]] == [f"c/2026-12-01/f{i}:0" for i in (3, 4)] + [
+    assert [t.id for t in task_page(d, None, None, 3, 4)[1]] == [f"c/2026-12-01/f{i}:0" for i in (3, 4)] + [
         f"c/2026-12-02/f{i}:0" for i in (0, 1)]
-    assert d.task_page(TaskState.QUEUED, None, 0, 2)[0] == 9
-    total, page = d.task_page(TaskState.QUEUED, "12-02", 4, 10)
+    assert task_page(d, TaskState.QUEUED, None, 0, 2)[0] == 9
+    total, page = task_page(d, TaskState.QUEUED, "12-02", 4, 10)
     assert total == 5 and [t.id for t in page] == ["c/2026-12-02/f4:0"]
-    assert d.source_watermarks() == {"c": None}
+    assert source_watermarks(d) == {"c": None}
     d.heartbeat("a", report({"done": ["c/2026-12-01/f0:0"]}))
     for i in range(1, 5):
         d.skip(f"c/2026-12-01/f{i}:0", "skipped")
-    assert d.source_watermarks() == {"c": "2026-12-01"}
+    assert source_watermarks(d) == {"c": "2026-12-01"}
 
 
 def test_a_restarted_am_gives_adopted_executors_their_tasks_back_and_keeps_their_early_reports():
@@ -424,7 +425,7 @@ def test_the_status_counts_the_partitions_listed_not_their_granularities():
     d, _ = make()
     for day in ("2026-12-01", "2026-12-02", "2026-12-03"):
         d.add_partition(day, tasks(day, 2))
-    assert d.status()["partitions_listed"] == 3  # was 1: one granularity (days)
+    assert data_status(d)["partitions_listed"] == 3  # was 1: one granularity (days)
 
 
 def test_no_eta_while_suspended_and_neither_rate_nor_eta_once_the_job_ended(monkeypatch):
@@ -437,12 +438,12 @@ def test_no_eta_while_suspended_and_neither_rate_nor_eta_once_the_job_ended(monk
     for n in range(1, 4):
         clock[0] += 1
         d.heartbeat("a", report({"held": [task], "reading": task, "progress": {task: {"records": n, "bytes": 10 * n}}}))
-    status = d.status()
+    status = data_status(d)
     assert status["rate_bytes_per_s"] > 0 and status["eta_seconds"] is not None
     d.suspend()
-    status = d.status()
+    status = data_status(d)
     assert status["eta_seconds"] is None  # suspended: the input would not be read to its end
     d.resume()
     d.finish("killed")
-    status = d.status()
+    status = data_status(d)
     assert (status["rate_bytes_per_s"], status["eta_seconds"], d.rate()) == (0, None, 0)  # was the last rate

@@ -12,7 +12,8 @@ from unittest import mock
 
 import pytest
 
-from primus_runtime.data import formats
+from primus_runtime.data.formats import Split
+from primus_runtime.data.records import plan_splits, read_framed
 from primus_runtime.executor import feed
 from primus_runtime.executor.feed import Feeder
 
@@ -27,7 +28,7 @@ def _text(path: Path) -> bytes:
     return data
 
 
-def _feed(path: Path, fmt: str, splits: list[formats.Split], skips: list[int]) -> tuple[bytes, dict]:
+def _feed(path: Path, fmt: str, splits: list[Split], skips: list[int]) -> tuple[bytes, dict]:
     """Everything the Feeder writes for these tasks, and its last report."""
     read_fd, write_fd = os.pipe()
     got: list[bytes] = []
@@ -58,10 +59,10 @@ def _feed(path: Path, fmt: str, splits: list[formats.Split], skips: list[int]) -
 def test_fed_bytes_and_positions_match_read_framed(tmp_path, fmt, splice):
     path = tmp_path / "input"
     data = _text(path)
-    splits = formats.plan_splits(lambda: open(path, "rb"), len(data), fmt, "none", 100_000)
+    splits = plan_splits(lambda: open(path, "rb"), len(data), fmt, "none", 100_000)
     assert len(splits) > 3
     skips = [0, 17, 0] + [1] * (len(splits) - 3)
-    expected = [list(formats.read_framed(io.BytesIO(data), fmt, "none", s.start, s.end, skip))
+    expected = [list(read_framed(io.BytesIO(data), fmt, "none", s.start, s.end, skip))
                 for s, skip in zip(splits, skips, strict=True)]
     with mock.patch.object(Feeder, "__init__", _no_splice(Feeder.__init__) if not splice else Feeder.__init__):
         fed, progress = _feed(path, fmt, splits, skips)

@@ -16,7 +16,7 @@ from unittest import mock
 
 import pytest
 
-from primus_runtime.data import formats
+from primus_runtime.data.records import write_records
 from primus_runtime.executor import feed
 from primus_runtime.executor.feed import Feeder
 
@@ -58,7 +58,7 @@ def write_input(path: Path, fmt: str, records: list[bytes]) -> dict[str, Any]:
     compression = "gzip" if path.suffix == ".gz" else "none"
     opener = gzip.open if compression == "gzip" else open
     with opener(path, "wb") as f:
-        formats.write_records(f, records, fmt)
+        write_records(f, records, fmt)
     return {"task_id": "t0", "url": str(path), "format": fmt, "compression": compression, "start": 0,
             "end": path.stat().st_size, "skip": 0}
 

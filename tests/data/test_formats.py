@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gzip
+import importlib
 import io
 import json
 import random
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -20,24 +21,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from primus_runtime.data import formats
-from primus_runtime.data.formats import (
-    COMPRESSIONS,
-    FORMATS,
-    CorruptRecord,
-    Split,
-    compression_for,
-    crc32c,
-    frame,
-    plan_splits,
-    read_framed,
-    read_records,
-    write_records,
-)
+from primus_runtime.data import byte_ranges, formats, streaming, text_lines
+from primus_runtime.data import crc32c as crcs
+from primus_runtime.data.crc32c import crc32c
+from primus_runtime.data.decompression import compression_for
+from primus_runtime.data.formats import COMPRESSIONS, FORMATS, CorruptRecord, Split, frame
+from primus_runtime.data.records import plan_splits, read_framed, read_records, write_records
 
 RUNTIME = Path(formats.__file__).resolve().parents[2]
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RECORD_FORMATS = ("text", "jsonl", "tfrecord", "length_delimited")
+# Every module that reads input formats: each holds its own reference to the constants it shares.
+FORMAT_MODULES = tuple(importlib.import_module(f"primus_runtime.data.{name}") for name in (
+    "formats", "records", "text_lines", "binary_records", "parquet", "decompression", "crc32c", "site_packages",
+    "byte_ranges", "streaming"))
+
+
+@contextmanager
+def patched(name: str, value: object) -> Iterator[None]:
+    """``name`` set to ``value`` in every format module that has it."""
+    with ExitStack() as stack:
+        for module in FORMAT_MODULES:
+            if hasattr(module, name):
+                stack.enter_context(mock.patch.object(module, name, value))
+        yield
 
 
 def _line(data: bytes) -> bytes:
@@ -100,8 +107,8 @@ def _check_framed(data: bytes, fmt: str, compression: str, split: Split, skip: i
     assert b"".join(block for block, _ in blocks) == b"".join(frame(record, fmt) for record, _ in expected)
     if expected:
         assert blocks[-1][1] == expected[-1][1]
-    if fmt in formats.RANGE_FORMATS and compression == "none":
-        for step in (1, 7, formats.RANGE_SIZE):
+    if fmt in byte_ranges.RANGE_FORMATS and compression == "none":
+        for step in (1, 7, byte_ranges.RANGE_SIZE):
             _check_ranges(data, fmt, split, skip, expected, step)
             if fmt != "raw":
                 _check_streamed(data, split, skip, expected, step)
@@ -114,14 +121,14 @@ def _check_ranges(data: bytes, fmt: str, split: Split, skip: int, expected: list
         f.write(data)
         f.flush()
         fed = b""
-        for offset, length, block, n in formats.framed_ranges(f.fileno(), fmt, split.start, split.end, skip, step):
+        for offset, length, block, n in byte_ranges.framed_ranges(f.fileno(), fmt, split.start, split.end, skip, step):
             assert length > 0
             if block is None:
                 part = data[offset:offset + length]
                 if fmt == "raw":
                     part = b"".join(frame(part[at:at + formats.RAW_CHUNK], fmt)
                                     for at in range(0, len(part), formats.RAW_CHUNK))
-                    assert len(part) == formats.raw_framed_length(length)
+                    assert len(part) == byte_ranges.raw_framed_length(length)
                 block = part
             fed += block
             assert fed == b"".join(frame(record, fmt) for record, _ in expected[:n - skip]), n
@@ -131,7 +138,7 @@ def _check_ranges(data: bytes, fmt: str, split: Split, skip: int, expected: list
 def _check_streamed(data: bytes, split: Split, skip: int, expected: list[tuple[bytes, int]], step: int) -> None:
     """``streamed_lines`` (HDFS) feeds what ``read_framed`` does, and each block ends after record ``n``."""
     fed = b""
-    for block, n in formats.streamed_lines(io.BytesIO(data), split.start, split.end, skip, step):
+    for block, n in streaming.streamed_lines(io.BytesIO(data), split.start, split.end, skip, step):
         assert len(block) > 0
         fed += bytes(block)
         assert fed == b"".join(frame(record, "text") for record, _ in expected[:n - skip]), n
@@ -139,7 +146,7 @@ def _check_streamed(data: bytes, split: Split, skip: int, expected: list[tuple[b
 
 
 @pytest.mark.parametrize("ahead", [False, True])
-@pytest.mark.parametrize("headroom", [4, 64, formats.STREAM_HEADROOM])
+@pytest.mark.parametrize("headroom", [4, 64, streaming.STREAM_HEADROOM])
 def test_streamed_lines_with_lines_longer_than_the_headroom_and_blocks_read_ahead(tmp_path, headroom, ahead):
     """The start of a line a block cut goes in front of the next block, or (longer than the room
     there) into a new buffer; blocks read ahead by another thread come out the same."""
@@ -150,9 +157,9 @@ def test_streamed_lines_with_lines_longer_than_the_headroom_and_blocks_read_ahea
     path.write_bytes(data)
     for start, end, skip in ((0, len(data), 0), (7, len(data) // 2, 3), (len(data) // 3, len(data), 0)):
         expected = list(read_records(io.BytesIO(data), "text", "none", start, end, skip))
-        with mock.patch.object(formats, "STREAM_HEADROOM", headroom):
-            blocks = formats.ReadAhead(lambda: open(path, "rb"), start, 256, depth=2) if ahead else None
-            fed = b"".join(bytes(b) for b, _ in formats.streamed_lines(io.BytesIO(data), start, end, skip, 256,
+        with mock.patch.object(streaming, "STREAM_HEADROOM", headroom):
+            blocks = streaming.ReadAhead(lambda: open(path, "rb"), start, 256, depth=2) if ahead else None
+            fed = b"".join(bytes(b) for b, _ in streaming.streamed_lines(io.BytesIO(data), start, end, skip, 256,
                                                                        blocks=blocks))
             if blocks is not None:
                 blocks.close()
@@ -160,7 +167,7 @@ def test_streamed_lines_with_lines_longer_than_the_headroom_and_blocks_read_ahea
 
 
 def test_stream_buffers_are_used_again_only_once_nothing_refers_to_them():
-    buffers = formats._Buffers(16)
+    buffers = streaming._Buffers(16)
     view = memoryview(buffers.take())[2:5]  # a block still queued, or logged by the feed
     held = view.obj
     second = buffers.take()
@@ -175,7 +182,7 @@ def test_a_read_error_ahead_reaches_the_consumer():
         raise OSError("the DataNode went away")
 
     with pytest.raises(OSError, match="went away"):
-        list(formats.streamed_lines(None, 0, 100, blocks=formats.ReadAhead(broken, 0)))
+        list(streaming.streamed_lines(None, 0, 100, blocks=streaming.ReadAhead(broken, 0)))
 
 
 @pytest.mark.parametrize("fmt", RECORD_FORMATS)
@@ -185,7 +192,7 @@ def test_splits_deliver_every_record_once_in_order(fmt, data, read_size):
     records = data.draw(_records[fmt])
     encoded = _encode(records, fmt)
     target = data.draw(st.integers(1, len(encoded) + 10))
-    with mock.patch.object(formats, "READ_SIZE", read_size), mock.patch.object(formats, "_PLAN_READ_SIZE", read_size):
+    with patched("READ_SIZE", read_size), patched("_PLAN_READ_SIZE", read_size):
         assert _read_all(encoded, fmt, "none", target) == records
 
 
@@ -212,7 +219,7 @@ def test_zstd_file_of_several_frames_delivers_every_record(fmt):
 def test_raw_records_are_fixed_chunks_and_splits_fall_between_them(data, chunk):
     blob = data.draw(st.binary(max_size=200))
     target = data.draw(st.integers(1, len(blob) + 10))
-    with mock.patch.object(formats, "RAW_CHUNK", chunk):
+    with patched("RAW_CHUNK", chunk):
         out = _read_all(blob, "raw", "none", target)
         for split in _splits(blob, "raw", "none", target):
             assert split.start % chunk == 0
@@ -283,16 +290,16 @@ def _reference_crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-FAST_CRC = formats._fast_crc()
+FAST_CRC = crcs._fast_crc()
 CRC_IMPLEMENTATIONS = ["standard library", pytest.param("google-crc32c", marks=pytest.mark.skipif(
     FAST_CRC is None, reason="google-crc32c (with its C extension) is not installed"))]
 
 
 @contextmanager
 def crc_implementation(impl: str) -> Iterator[None]:
-    """formats._crc() finds this CRC-32C implementation for the block."""
-    with mock.patch.object(formats, "_crc_backend", FAST_CRC if impl == "google-crc32c" else None), \
-            mock.patch.object(formats, "_crc_looked_up", True):
+    """crc32c._crc() finds this CRC-32C implementation for the block."""
+    with mock.patch.object(crcs, "_crc_backend", FAST_CRC if impl == "google-crc32c" else None), \
+            mock.patch.object(crcs, "_crc_looked_up", True):
         yield
 
 
@@ -329,19 +336,19 @@ def test_google_crc32c_and_the_standard_library_code_agree(seed):
     assert FAST_CRC is not None
     for size in (0, 1, 7, 8, 63, 64, 511, 512, 4096, 16_385, rng.randrange(300_000)):
         data = rng.randbytes(size)
-        assert FAST_CRC.value(data) == formats.crc32c_python(data)
+        assert FAST_CRC.value(data) == crcs.crc32c_python(data)
         cut = rng.randrange(size + 1)
-        assert FAST_CRC.extend(formats.crc32c_python(data[:cut]), data[cut:]) == formats.crc32c_python(data)
+        assert FAST_CRC.extend(crcs.crc32c_python(data[:cut]), data[cut:]) == crcs.crc32c_python(data)
     buf = rng.randbytes(40_000)
     spans = [tuple(sorted((rng.randrange(len(buf)), rng.randrange(len(buf))))) for _ in range(30)]
-    assert [FAST_CRC.value(buf[a:b]) for a, b in spans] == formats.crc32c_many_python(buf, spans)
+    assert [FAST_CRC.value(buf[a:b]) for a, b in spans] == crcs.crc32c_many_python(buf, spans)
 
 
 @pytest.mark.parametrize("size", [511, 512, 4095, 4096, 40_000, 300_001])  # every width of the lane-wise path
 def test_crc32c_lane_wise_path_agrees_with_slicing_by_8(size):
     data = random.Random(size).randbytes(size)
-    python = formats.crc32c_python
-    assert python(data) == formats._crc_sliced(0xFFFFFFFF, data) ^ 0xFFFFFFFF
+    python = crcs.crc32c_python
+    assert python(data) == crcs._crc_sliced(0xFFFFFFFF, data) ^ 0xFFFFFFFF
     assert python(data[size // 3:], python(data[:size // 3])) == python(data)
 
 
@@ -354,16 +361,16 @@ def test_crc32c_many_equals_one_crc32c_per_span(impl, data):
     bounds = st.integers(0, len(buf))
     spans = [tuple(sorted(pair)) for pair in data.draw(st.lists(st.tuples(bounds, bounds), max_size=20))]
     with crc_implementation(impl):
-        assert formats.crc32c_many(buf, spans) == [_reference_crc32c(buf[a:b]) for a, b in spans]
+        assert crcs.crc32c_many(buf, spans) == [_reference_crc32c(buf[a:b]) for a, b in spans]
 
 
 def test_reader_threads_building_the_crc_tables_at_once_all_read_correctly(monkeypatch):
     import threading
 
-    monkeypatch.setattr(formats, "_crc_backend", None)  # the standard-library code builds tables
-    monkeypatch.setattr(formats, "_crc_looked_up", True)
-    monkeypatch.setattr(formats, "_PADS", [])
-    monkeypatch.setattr(formats, "_WIDE", {})
+    monkeypatch.setattr(crcs, "_crc_backend", None)  # the standard-library code builds tables
+    monkeypatch.setattr(crcs, "_crc_looked_up", True)
+    monkeypatch.setattr(crcs, "_PADS", [])
+    monkeypatch.setattr(crcs, "_WIDE", {})
     records = [random.Random(i).randbytes(i * 37 % 3000) for i in range(300)]
     encoded = _encode(records, "tfrecord")
     results: list[object] = []
@@ -388,7 +395,7 @@ def test_tfrecord_layout_matches_the_tensorflow_framing(crc_impl):
     encoded = _encode([b"hello"], "tfrecord")
     length = (5).to_bytes(8, "little")
     assert encoded[:8] == length and encoded[12:17] == b"hello" and len(encoded) == 21
-    assert int.from_bytes(encoded[8:12], "little") == formats.masked_crc32c(length)
+    assert int.from_bytes(encoded[8:12], "little") == crcs.masked_crc32c(length)
     # the masked CRC: rotate right by 15, add 0xa282ead8
     crc = crc32c(b"hello")
     assert int.from_bytes(encoded[17:], "little") == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
@@ -570,10 +577,10 @@ def test_missing_optional_packages_are_named(monkeypatch):
         _read(b"x", "text", "zstd", Split(0, 1))
 
 
-def test_module_imports_with_the_standard_library_only():
+def test_modules_import_with_the_standard_library_only():
     code = ("import sys\n"
             f"sys.path.insert(0, {str(RUNTIME)!r})\n"
-            "import primus_runtime.data.formats\n"
+            "import primus_runtime.data.records, primus_runtime.data.byte_ranges, primus_runtime.data.streaming\n"
             "loaded = {m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)\n"
             "assert loaded == {'primus_runtime', '__main__'}, loaded\n"
             "assert 'pyarrow' not in sys.modules and 'zstandard' not in sys.modules\n")
@@ -591,11 +598,11 @@ def test_executor_under_dash_s_checks_tfrecord_crcs_with_google_crc32c_when_inst
     code = ("import sys\n"
             + ("sys.modules['google_crc32c'] = None\n" if blocked else "")
             + f"sys.path.insert(0, {str(RUNTIME)!r})\n"
-            "from primus_runtime.data import formats\n"
+            "from primus_runtime.data import crc32c, records\n"
             "assert 'google_crc32c' not in sys.modules or sys.modules['google_crc32c'] is None\n"
             f"with open({str(path)!r}, 'rb') as f:\n"
-            "    got = [r for r, _ in formats.read_records(f, 'tfrecord', 'none', 0, 1 << 30)]\n"
-            "print(len(got), sum(map(len, got)), formats._crc() is not None)\n")
+            "    got = [r for r, _ in records.read_records(f, 'tfrecord', 'none', 0, 1 << 30)]\n"
+            "print(len(got), sum(map(len, got)), crc32c._crc() is not None)\n")
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     count, size, fast = proc.stdout.split()
@@ -603,14 +610,16 @@ def test_executor_under_dash_s_checks_tfrecord_crcs_with_google_crc32c_when_inst
     assert fast == str(FAST_CRC is not None and not blocked)
 
 
-def test_module_parses_as_python_3_9():
-    path = Path(formats.__file__)
-    ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
+def test_modules_parse_as_python_3_9():
+    for module in FORMAT_MODULES:
+        path = Path(module.__file__ or "")
+        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
 
 
 _ROUND_TRIP = """
 import gzip, io, sys
-from primus_runtime.data.formats import frame, plan_splits, read_framed, read_records, write_records
+from primus_runtime.data.formats import frame
+from primus_runtime.data.records import plan_splits, read_framed, read_records, write_records
 records = [b"a", b"", b"b\\rc", b"x" * 3000] * 50
 for fmt in ("text", "tfrecord", "length_delimited"):
     out = io.BytesIO()
@@ -644,7 +653,7 @@ def test_round_trip_on_python_3_9_when_this_machine_has_it():
 @given(data=st.data(), chunk=st.sampled_from([1, 3, 16]))
 def test_raw_ranges_resume_like_read_framed(data, chunk):
     blob = data.draw(st.binary(min_size=1, max_size=200))
-    with mock.patch.object(formats, "RAW_CHUNK", chunk):
+    with patched("RAW_CHUNK", chunk):
         split = data.draw(st.sampled_from(_splits(blob, "raw", "none", data.draw(st.integers(1, len(blob) + 10)))))
         whole = _read(blob, "raw", "none", split)
         skip = data.draw(st.integers(0, len(whole) + 2))
@@ -655,6 +664,6 @@ def test_raw_ranges_resume_like_read_framed(data, chunk):
 def test_newline_count_of_a_range_prefix(line):
     data = (line * (20_000 // len(line)))[:20_000] + b"tail"
     for take in (0, 1, 4096, 9_999, 10_000, 19_999, len(data)):
-        assert formats._newlines(data, 0, take) == data.count(b"\n", 0, take)
+        assert text_lines.count_newlines(data, 0, take) == data.count(b"\n", 0, take)
         for start in (0, 1, 4097, take // 3):
-            assert formats._newlines(data, start, take) == data.count(b"\n", start, take)
+            assert text_lines.count_newlines(data, start, take) == data.count(b"\n", start, take)

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from primus_runtime.data import formats
+from primus_runtime.data.formats import frame
 from primus_runtime.data.reader import TruncatedRecord, records
 from primus_runtime.spec import JobSpec, SpecError
 
@@ -18,12 +18,12 @@ def test_records_round_trip_the_feed_framing(fmt, framing):
         sent = [b"alpha", b"", b'{"b": 2}', b"last"]
     else:
         sent = [b"\x00\x01\n\xff", b"", b"x" * 70000, b"\n\n"]
-    stream = io.BytesIO(b"".join(formats.frame(r, fmt) for r in sent))
+    stream = io.BytesIO(b"".join(frame(r, fmt) for r in sent))
     assert list(records(stream, framing)) == sent
 
 
 def test_a_truncated_binary_record_is_an_error():
-    stream = io.BytesIO(formats.frame(b"whole", "tfrecord") + formats.frame(b"cut short", "tfrecord")[:-3])
+    stream = io.BytesIO(frame(b"whole", "tfrecord") + frame(b"cut short", "tfrecord")[:-3])
     reader = records(stream, "length_prefixed")
     assert next(reader) == b"whole"
     with pytest.raises(TruncatedRecord):

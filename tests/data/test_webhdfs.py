@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from primus_runtime.data import formats
+from primus_runtime.data import streaming
 from primus_runtime.data.webhdfs import WebHDFSFile
 
 DATA = bytes(range(256)) * 16384  # 4 MiB: more than READ_PAST
@@ -117,9 +117,9 @@ def test_text_splits_over_webhdfs_match_the_local_reader(fake, ahead):
     for start, end in ((0, size // 3), (size // 3, 2 * size // 3), (2 * size // 3, size)):
         with WebHDFSFile(fake.url + "/data/lines", user="u") as f:
             # As the executor reads it: ahead, on a connection of its own, from the task's assignment on.
-            blocks = formats.ReadAhead(lambda: WebHDFSFile(fake.url + "/data/lines", user="u"), start,
+            blocks = streaming.ReadAhead(lambda: WebHDFSFile(fake.url + "/data/lines", user="u"), start,
                                        64 * 1024) if ahead else None
-            pieces.append(b"".join(bytes(block) for block, _ in formats.streamed_lines(f, start, end, 0, 64 * 1024,
+            pieces.append(b"".join(bytes(block) for block, _ in streaming.streamed_lines(f, start, end, 0, 64 * 1024,
                                                                                        blocks=blocks)))
     assert b"".join(pieces) == lines  # every line once, none cut at a split boundary
     # The length comes with each OPEN's response: no GETFILESTATUS before reading.

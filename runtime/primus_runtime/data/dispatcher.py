@@ -21,7 +21,6 @@ backstop for a task that takes down every executor reading it), ``on_bad_data`` 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import time
 from collections import Counter, deque
 from collections.abc import Iterable
@@ -572,36 +571,7 @@ class Dispatcher:
         else:
             self._set_state("incomplete", f"the job succeeded with the input not read to the end: {self.left()}")
 
-    # --- views ---
-
-    def task_page(self, state: TaskState | None, text: str | None, offset: int, limit: int) -> tuple[int, list[Task]]:
-        """(how many tasks match, the ``limit`` of them after ``offset``), in reading order. Without a
-        text filter the count is kept, so a page costs O(offset + limit), not O(tasks)."""
-        tasks: Iterable[Task] = self.tasks.values()
-        if state is not None:
-            tasks = (t for t in tasks if t.state is state)
-        if not text:
-            total = self.counts[state] if state is not None else len(self.tasks)
-            return total, list(itertools.islice(tasks, offset, offset + limit))
-        matching = [t for t in tasks if text in t.id]
-        return len(matching), matching[offset:offset + limit]
-
-    def source_watermarks(self) -> dict[str, str | None]:
-        """Per source, its latest partition consumed completely with every earlier one of its own."""
-        marks: dict[str, str | None] = {}
-        for labels in self.partitions.values():
-            for source in {source for source, _ in self.progress_by_partition}:
-                mark = None
-                for label in labels:
-                    part = self.progress_by_partition.get((source, label))
-                    if part is None:
-                        continue  # this source has no files in that partition
-                    if part.states[TaskState.DONE] + part.states[TaskState.QUARANTINED] < part.tasks:
-                        break
-                    mark = label
-                if any((source, label) in self.progress_by_partition for label in labels):
-                    marks[source] = mark
-        return marks
+    # --- what the views, savepoints and metrics read ---
 
     def saved_state(self) -> dict[str, dict[str, Any]]:
         """Every task's position, as a savepoint keeps it (``journal.write_snapshot``)."""
@@ -624,34 +594,6 @@ class Dispatcher:
         if "hour" in self.partitions:
             return (consumed_until - dt.timedelta(hours=1)).strftime(HOUR_LABEL)
         return (consumed_until - dt.timedelta(days=1)).strftime(DAY_LABEL)
-
-    def status(self) -> dict[str, Any]:
-        """``progress`` is the share of bytes done, known only once every partition is listed (null
-        before: the total is not known); ``progress_of_discovered`` is over the tasks listed so far.
-        Neither counts a quarantined or unread task as done."""
-        discovered = self.bytes_done / self.bytes_total if self.bytes_total else 0.0
-        rate = self.rate()
-        eta = None
-        if self.consumed:
-            eta = 0.0
-        elif self.scan_complete and rate > 0 and not self.suspended:  # suspended, it would not end then
-            eta = (self.bytes_total - self.bytes_done) / rate
-        return {
-            "state": self.state,
-            "tasks": {"total": len(self.tasks), **{s.value: self.counts[s] for s in TaskState}},
-            "bytes": {"done": self.bytes_done, "total": self.bytes_total},
-            "records_done": self.records_done,
-            "progress": round(min(discovered, 1.0), 6) if self.scan_complete else None,
-            "progress_of_discovered": round(min(discovered, 1.0), 6),
-            "partitions_listed": len(self.unresolved),  # every partition label listed, not granularities
-            "rate_bytes_per_s": round(rate, 1),
-            "eta_seconds": None if eta is None else round(eta, 1),
-            "watermark": self.watermark,
-            "scan_complete": self.scan_complete,
-            "waiting_for": self.waiting_for,
-            "quarantined": list(self.quarantined),
-            "failure": self.failure,
-        }
 
     def rate(self) -> float:
         """Bytes read per second over the last RATE_WINDOW_SECONDS; 0 once the job ended."""

@@ -5,7 +5,7 @@ executor is first handed a Kafka task. Each partition is read by its own consume
 by the AM's choice of offset (never subscribed: the AM assigns partitions, not the group), with
 the fetch settings that keep librdkafka from capping the rate (``fetch.queue.backoff.ms=0``).
 
-A block is what ``formats.read_framed`` yields: framed records (a JSON document as one line,
+A block is what ``records.read_framed`` yields: framed records (a JSON document as one line,
 raw and protobuf values length-prefixed) and the task's position after them, counted in
 records. Kafka positions are offsets, which records do not map to one-to-one (compaction,
 transaction markers, retention leave gaps): ``OffsetMap`` keeps where they part, so that a
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .formats import with_site_packages
+from .site_packages import with_site_packages
 
 log = logging.getLogger("primus.executor")
 

@@ -22,6 +22,7 @@ from .. import hadoop
 from ..am.autoscaler import Backlog
 from ..models import DataReport, FeedStats
 from ..spec import InputSpec, local_path
+from .dispatch_views import data_status
 from .dispatcher import RATE_WINDOW_SECONDS, DataEvents, Dispatcher, Ending, TaskState
 from .journal import (
     UPLOAD_SECONDS,
@@ -175,7 +176,7 @@ class DataPlane:
         return self.status()
 
     def status(self) -> dict[str, Any]:
-        status = self.dispatcher.status()
+        status = data_status(self.dispatcher)
         if self.kafka is not None:
             status["kafka"] = self.kafka.status()
             status["progress"] = None  # Kafka's share is counted in offsets, not bytes: see status["kafka"]

@@ -7,7 +7,7 @@ in time order by their start, a day before its first hour (day D, D T00 .. D T23
 partition, of any source, is read before an earlier one's marker is there. The scanner
 waits for each partition's success marker, lists the files matching the source's pattern
 (never ``_SUCCESS``, ``_temporary``, or names starting with ``.`` or ``_``), splits them
-into tasks with ``formats.plan_splits`` and hands the partition to the dispatcher, sources
+into tasks with ``records.plan_splits`` and hands the partition to the dispatcher, sources
 in spec order and files by path. An open-ended range keeps waiting for the next partition.
 With ``input.wait_timeout``, a partition still awaited that long after its day or hour ended
 fails the job, naming the marker (or directory) awaited.
@@ -36,8 +36,9 @@ from urllib.parse import urlsplit
 from .. import hadoop
 from ..partitions import label_granularity, walk
 from ..spec import FileSource, InputSpec, TimeRange
-from . import formats
+from .decompression import compression_for
 from .dispatcher import Dispatcher, Task
+from .records import plan_splits
 
 log = logging.getLogger("primus.data")
 
@@ -168,8 +169,8 @@ class Scanner:
             if not readable(name) or not (match_all or fnmatch.fnmatchcase(name, source.pattern)):
                 continue
             size = int(entry["size"])
-            compression = formats.compression_for(name) if source.compression == "auto" else source.compression
-            splits = formats.plan_splits(functools.partial(fs.open, file_path, "rb"), size, fmt, compression, target)
+            compression = compression_for(name) if source.compression == "auto" else source.compression
+            splits = plan_splits(functools.partial(fs.open, file_path, "rb"), size, fmt, compression, target)
             url = url_base + file_path
             whole = fmt == "parquet" or compression != "none"
             for split in splits:

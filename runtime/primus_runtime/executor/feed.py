@@ -1,14 +1,14 @@
 """Feeding input tasks to the trainer's stdin (standard library only, Python 3.9+).
 
 The AM assigns tasks on heartbeat replies. Reader threads (one per task read at a
-time) read each task's records with ``data.formats.read_framed`` and put them,
+time) read each task's records with ``data.records.read_framed`` and put them,
 framed (``formats.frame``: text lines end with a newline, binary records get a 4-byte
 big-endian length), in chunks of about ``CHUNK_BYTES`` into a bounded buffer; one
 writer thread writes the chunks into the trainer's stdin pipe. A full pipe blocks the
 writer, a full buffer blocks the readers: backpressure all the way to the files.
 
-Uncompressed text, jsonl and raw tasks take a faster path (``formats.framed_ranges``): the
-reader only finds the byte ranges of about ``formats.RANGE_SIZE`` that hold whole records
+Uncompressed text, jsonl and raw tasks take a faster path (``byte_ranges.framed_ranges``): the
+reader only finds the byte ranges of about ``byte_ranges.RANGE_SIZE`` that hold whole records
 (counting a range's lines in C, so positions stay exact record counts), and the writer moves
 them from the file into the pipe with ``os.splice`` (Linux; ``pread`` + ``write`` elsewhere):
 the records never pass through Python. Raw records get their 4-byte length written before
@@ -17,9 +17,9 @@ newline) come as bytes, as on the other path. The pipe is enlarged to ``PIPE_BYT
 the system allows it. That path needs a local file. HDFS tasks (``webhdfs://`` URLs) read one
 streamed WebHDFS response per task (``data/webhdfs.py``); uncompressed text and jsonl go in
 blocks of the same range size, each read once into a buffer and fed from it
-(``formats.streamed_lines``). Their bytes must pass through Python once, since positions are
+(``streaming.streamed_lines``). Their bytes must pass through Python once, since positions are
 exact record counts: splicing socket -> pipe would leave the lines uncounted. Such a task's
-stream is read ahead (``formats.ReadAhead``) from the moment it is assigned, by a thread of its
+stream is read ahead (``streaming.ReadAhead``) from the moment it is assigned, by a thread of its
 own on a connection of its own: the next task's request is made, and its first blocks read,
 while the one before is fed, and the socket is read while the reader counts lines; buffers are
 used again once fed (no new, zeroed 1 MiB per block).
@@ -99,7 +99,8 @@ from collections.abc import Iterator
 from typing import IO, Any, BinaryIO, cast
 
 from .. import procfs
-from ..data import formats, kafka_reader, webhdfs
+from ..data import byte_ranges, formats, kafka_reader, streaming, webhdfs
+from ..data.records import read_framed
 
 log = logging.getLogger("primus.executor")
 
@@ -121,7 +122,7 @@ def _streamed(assignment: dict[str, Any]) -> bool:
     return str(assignment["url"]).startswith("webhdfs://")
 
 
-def _read_ahead(assignment: dict[str, Any]) -> formats.ReadAhead | None:
+def _read_ahead(assignment: dict[str, Any]) -> streaming.ReadAhead | None:
     """A WebHDFS text task's stream, read ahead from now on a connection of its own: when the reader
     thread gets to it (once the task before is fed), the request is made and the first blocks are
     there, and while it counts lines the next ones arrive. None for other tasks."""
@@ -129,19 +130,19 @@ def _read_ahead(assignment: dict[str, Any]) -> formats.ReadAhead | None:
             and assignment["compression"] == "none" and not assignment.get("kafka")):
         return None
     url, start, end = str(assignment["url"]), int(assignment["start"]), int(assignment["end"])
-    return formats.ReadAhead(lambda: open_input(url), start, _range_size(end - start))
+    return streaming.ReadAhead(lambda: open_input(url), start, _range_size(end - start))
 
 
 def _range_size(task_bytes: int) -> int:
     """Bytes per range on the fast path: a 64th of the task (positions advance by whole ranges), from
-    ``CHUNK_BYTES`` (64 KiB, as on the other path) to ``formats.RANGE_SIZE`` (1 MiB: fewer, larger
+    ``CHUNK_BYTES`` (64 KiB, as on the other path) to ``byte_ranges.RANGE_SIZE`` (1 MiB: fewer, larger
     splices; with a 1 MiB pipe, a range per pipe). Up to ``BUFFER_CHUNKS`` ranges are read ahead:
     only their positions, unless their lines had to change (``\r\n``), then their bytes too."""
-    return min(formats.RANGE_SIZE, max(CHUNK_BYTES, task_bytes // 64))
+    return min(byte_ranges.RANGE_SIZE, max(CHUNK_BYTES, task_bytes // 64))
 
 
 class _Range:
-    """Framed records that are bytes ``[offset, offset + length)`` of an open file (``formats.framed_ranges``)."""
+    """Framed records that are bytes ``[offset, offset + length)`` of an open file (``byte_ranges.framed_ranges``)."""
 
     __slots__ = ("file", "offset", "length", "raw")
 
@@ -169,7 +170,7 @@ class _TaskFeed:
                         if assignment.get("kafka") else None)
         self.revoked = False
         # A WebHDFS text task: its stream read ahead from the moment it is assigned (see _read_ahead).
-        self.read_ahead: formats.ReadAhead | None = None
+        self.read_ahead: streaming.ReadAhead | None = None
 
 
 Chunk = Any  # bytes | memoryview | _Range: what the writer puts into the pipe at once
@@ -207,7 +208,7 @@ class _Segment:
 def _framed_size(data: Chunk) -> int:
     """Bytes the chunk puts into the pipe."""
     if isinstance(data, _Range):
-        return formats.raw_framed_length(data.length) if data.raw else data.length
+        return byte_ranges.raw_framed_length(data.length) if data.raw else data.length
     return len(data)
 
 
@@ -641,17 +642,17 @@ class Feeder:
                     self._put(task, framed, records, nbytes, False)
                 if self.closed or self.broken:
                     return
-            elif fmt in formats.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread") and \
+            elif fmt in byte_ranges.RANGE_FORMATS and a["compression"] == "none" and hasattr(os, "pread") and \
                     not streamed:
                 # Byte ranges of whole records, moved file -> pipe by the writer (os.splice).
                 f = task.file = open_input(str(a["url"]))  # the writer closes it after the task
                 raw = fmt == "raw"
                 start, end = int(a["start"]), int(a["end"])
-                for offset, length, block, count in formats.framed_ranges(
+                for offset, length, block, count in byte_ranges.framed_ranges(
                         f.fileno(), fmt, start, end, task.skip, _range_size(end - start)):
                     records = count
                     if block is None:
-                        nbytes += formats.raw_framed_length(length) if raw else length
+                        nbytes += byte_ranges.raw_framed_length(length) if raw else length
                         self._put(task, _Range(f, offset, length, raw), records, nbytes, False)
                     else:
                         nbytes += len(block)
@@ -666,10 +667,10 @@ class Feeder:
                     if task.read_ahead is not None:
                         # A WebHDFS stream: large reads, each block fed as it was read (one copy), read
                         # ahead on a connection of its own while this thread counts the lines.
-                        blocks = formats.streamed_lines(None, start, end, task.skip, task.read_ahead.step,
+                        blocks = streaming.streamed_lines(None, start, end, task.skip, task.read_ahead.step,
                                                         blocks=task.read_ahead)
                     else:  # blocks of about CHUNK_BYTES
-                        blocks = formats.read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
+                        blocks = read_framed(f, fmt, str(a["compression"]), start, end, task.skip)
                     for data, count in blocks:
                         records = count  # position in the split, skipped records included
                         nbytes += len(data)
@@ -796,7 +797,7 @@ class Feeder:
             length = min(formats.RAW_CHUNK, end - at)
             self._write(_RAW_LENGTH.pack(length))
             self._move(fd, at, length)
-        return formats.raw_framed_length(span.length)
+        return byte_ranges.raw_framed_length(span.length)
 
     def _move(self, fd: int, offset: int, length: int) -> None:
         while length:

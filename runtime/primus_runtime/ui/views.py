@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..data.dispatch_views import partition_table, task_page
 from ..data.dispatcher import Dispatcher, Task, TaskState
 from ..models import EventsQuery, ExecutorsQuery, TasksQuery
 from ..spec_types import mask_secrets
@@ -186,7 +187,7 @@ class LiveView(JobView):
     def task_page(self, query: TasksQuery) -> dict[str, Any]:
         dispatcher = self._dispatcher()
         state = TaskState(query.state) if query.state else None
-        total, tasks = dispatcher.task_page(state, query.q, query.offset, query.limit)
+        total, tasks = task_page(dispatcher, state, query.q, query.offset, query.limit)
         return {"total": total, "offset": query.offset, "limit": query.limit,
                 "tasks": [task_view(t, self.holder_name(t.holder)) for t in tasks]}
 
@@ -195,15 +196,7 @@ class LiveView(JobView):
         return ex.id if ex is not None else incarnation
 
     def partitions(self) -> dict[str, Any]:
-        dispatcher = self._dispatcher()
-        rows = [{"source": source, "partition": label, "tasks": part.tasks,
-                 "done": part.states[TaskState.DONE], "quarantined": part.states[TaskState.QUARANTINED],
-                 "running": part.states[TaskState.RUNNING], "bytes": part.bytes, "bytes_done": part.bytes_done}
-                for (source, label), part in dispatcher.progress_by_partition.items()]
-        return {"partitions": rows,
-                "sources": [{"name": name, "watermark": mark} for name, mark in dispatcher.source_watermarks().items()],
-                "watermark": dispatcher.watermark, "waiting_for": dispatcher.waiting_for,
-                "scan_complete": dispatcher.scan_complete}
+        return partition_table(self._dispatcher())
 
     def timeline(self, since: float) -> dict[str, Any]:
         # The charts end at this moment, not at the last sample taken.
