@@ -93,7 +93,7 @@ def test_am_death_leaves_no_orphan_executors(client):
     client.scale(app, "worker", 3)  # a change after the job started: only a periodic snapshot has it
     wait_for(lambda: executor(client.status(app), "worker-2")["state"] == "running", 30, "worker-2 running")
     time.sleep(2.5)  # the status file is rewritten at most every 2 s
-    am_pid = client.local.am_pid(app)
+    am_pid = client.cluster("local").am_pid(app)
     os.kill(am_pid, signal.SIGKILL)
     # Executors notice within the heartbeat timeout (3s here), kill their trainers and exit.
     wait_for(lambda: processes_of_job(app) == [], 20, "executors and trainers to exit")
@@ -106,7 +106,7 @@ def test_am_death_leaves_no_orphan_executors(client):
 def test_sigterm_to_the_am_kills_the_job_gracefully(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
-    os.kill(client.local.am_pid(app), signal.SIGTERM)
+    os.kill(client.cluster("local").am_pid(app), signal.SIGTERM)
     status = client.wait(app, timeout=30)
     assert status["job"]["state"] == "killed" and "SIGTERM" in status["job"]["reason"]
     wait_for(lambda: processes_of_job(app) == [], 10, "all processes gone")
