@@ -14,28 +14,29 @@ def _field(label: str, description: str, schema: dict) -> dict:
 
 
 _TEXT = {"type": ["string", "null"]}
-# Declarative form fields (Airflow >= 3.2, the floor in pyproject.toml), stored as keys of the connection's extra; read by
-# PrimusHook.settings (hooks/primus.py CONNECTION_FIELDS). The connection holds no secret: the
-# job token lives with each job (local: its job directory, mode 0600) and never in Airflow.
-_CONNECTION_FIELDS = {
-    "backend": _field("Backend", "Where jobs run: local (this machine), yarn or kubernetes.",
-                      {"type": "string", "enum": ["local", "yarn", "kubernetes"], "default": "local"}),
-    "home": _field("Local job home", "local: the Primus home holding one directory per job "
-                   "(default $PRIMUS_HOME, else ~/.primus).", _TEXT),
-    "work_preserve_root": _field("Data checkpoint root", "Where the submit operator keeps each task "
-                                 "instance's data checkpoints, so a retry resumes the input where the failed "
-                                 "try stopped (default <home>/work-preserve; an hdfs:// path on YARN).", _TEXT),
-    "yarn_queue": _field("YARN queue", "yarn: the queue jobs are submitted to (a job spec's backend.queue "
-                         "wins).", _TEXT),
-    "hadoop_conf_dir": _field("Hadoop configuration", "yarn: directory of the cluster's client configuration "
-                              "(core-site.xml, hdfs-site.xml, yarn-site.xml; default $HADOOP_CONF_DIR).", _TEXT),
-    "kubernetes_conn_id": _field("Kubernetes connection", "kubernetes: the cncf-kubernetes provider's "
-                                 "connection to reach the cluster with (default kubernetes_default).", _TEXT),
-    "namespace": _field("Kubernetes namespace", "kubernetes: namespace of the AM and executor pods (a job "
-                        "spec's backend.namespace wins; default the Kubernetes connection's, else default).", _TEXT),
-    "image": _field("Runtime image", "kubernetes: the image the AM and executors run when a job spec's backend "
-                    "names none (built FROM the Primus runtime image, see docker/).", _TEXT),
-}
+
+
+def connection_fields() -> dict[str, dict]:
+    """Declarative form fields (Airflow >= 3.2, the floor in pyproject.toml), stored as keys of the
+    connection's extra; read by PrimusHook.settings (hooks/primus.py CONNECTION_FIELDS): the backend,
+    each backend's own fields (its registry entry's ``connection_fields``), the data checkpoint
+    root. The connection holds no secret: the job token lives with each job (local: its job
+    directory, mode 0600) and never in Airflow."""
+    from primus_runtime import backends  # light: the backends' settings, not their clients
+
+    fields = {
+        "backend": _field("Backend", "Where jobs run: " + ", ".join(
+            f"{info.name} ({info.summary})" for info in backends.BACKENDS.values()) + ".",
+            {"type": "string", "enum": list(backends.NAMES), "default": backends.DEFAULT}),
+    }
+    for info in backends.BACKENDS.values():
+        for field in info.connection_fields:
+            fields.setdefault(field.name, _field(field.label, field.description, _TEXT))
+    fields["work_preserve_root"] = _field(
+        "Data checkpoint root", "Where the submit operator keeps each task instance's data checkpoints, so a "
+        "retry resumes the input where the failed try stopped (default <home>/work-preserve; an hdfs:// path on "
+        "YARN).", _TEXT)
+    return fields
 
 
 def get_provider_info() -> dict:
@@ -67,7 +68,7 @@ def get_provider_info() -> dict:
                 "hook-class-name": "airflow_provider_primus.hooks.primus.PrimusHook",
                 "hook-name": "Primus",
                 # Declarative form fields (Airflow >= 3.2); stored as keys of the connection's extra.
-                "conn-fields": _CONNECTION_FIELDS,
+                "conn-fields": connection_fields(),
                 "ui-field-behaviour": {
                     "hidden-fields": ["host", "schema", "login", "password", "port", "extra"],
                     "relabeling": {},

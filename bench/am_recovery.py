@@ -46,7 +46,7 @@ def main() -> None:
         client = PrimusClient(home=home)
         started = time.monotonic()
         app = client.submit(spec())
-        job = client.local.job(app)
+        job = client.cluster("local").job(app)
 
         def all_running() -> bool:
             status = job.read_json(job.status) or {}

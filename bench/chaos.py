@@ -136,7 +136,7 @@ class Chaos:
 
     def all_events(self) -> list[dict[str, Any]]:
         """Every event of the job, from its event log (a status carries only the latest ones)."""
-        log = self.client.local.job(self.app).path / "events.jsonl"
+        log = self.client.cluster("local").job(self.app).path / "events.jsonl"
         lines = log.read_text().splitlines() if log.exists() else []
         return [event for event in map(json.loads, lines) if event.get("kind") == "event"]
 
@@ -207,7 +207,7 @@ def _is_trainer(pid: int) -> bool:
 
 def committed(client: PrimusClient, app: str, out: Path) -> list[str]:
     """Exactly-once: the records of every checkpoint an executor saw committed."""
-    names = [json.loads(line)["checkpoint"] for f in client.local.job(app).path.rglob("commits.jsonl")
+    names = [json.loads(line)["checkpoint"] for f in client.cluster("local").job(app).path.rglob("commits.jsonl")
              for line in f.read_text().splitlines()]
     return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
 
@@ -261,7 +261,7 @@ def kill_storm(chaos: Chaos) -> None:
     chaos.submit()
     chaos.wait_reading()
     pick = random.Random(24)
-    while chaos.outcome.faults < STORM_KILLS and not chaos.client.local.final_status(chaos.app):
+    while chaos.outcome.faults < STORM_KILLS and not chaos.client.cluster("local").final_status(chaos.app):
         time.sleep(STORM_INTERVAL)
         reading = [(e, trainer_pids(chaos.app, e["incarnation"])) for e in chaos.status()["executors"]
                    if e["state"] == "running"]
@@ -296,7 +296,7 @@ def executor_sigstop(chaos: Chaos) -> None:
     chaos.outcome.checks["marked lost"] = any(e["to_state"] == "lost" for e in lost)
     chaos.outcome.checks["its trainer killed"] = bool(
         wait_until(lambda: not procfs.alive(trainer), "the zombie's trainer to die", timeout=15))
-    endpoint = chaos.client.local.am_endpoint(chaos.app)
+    endpoint = chaos.client.cluster("local").am_endpoint(chaos.app)
     assert endpoint is not None
     late = AMClient(*endpoint).post(protocol.HEARTBEAT_PATH, {
         "incarnation": victim["incarnation"], "state": "running", "cluster_version": 0, "wait": False,
@@ -416,13 +416,13 @@ def _am_kill(when: str) -> Callable[[Chaos], None]:
 
 def serving_am(chaos: Chaos) -> int | None:
     """The pid of the AM process (the supervisor's child) that published its address."""
-    job = chaos.client.local.job(chaos.app)
+    job = chaos.client.cluster("local").job(chaos.app)
     info = job.read_json(job.am_info)
     return int(info["pid"]) if info and procfs.alive(int(info["pid"])) else None
 
 
 def recovered_at(chaos: Chaos) -> float | None:
-    status = chaos.client.local.last_status(chaos.app) or {}
+    status = chaos.client.cluster("local").last_status(chaos.app) or {}
     attempts = status.get("job", {}).get("am_attempts") or []
     return attempts[-1].get("recovered_at") if attempts else None
 

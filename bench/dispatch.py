@@ -42,6 +42,9 @@ from primus_runtime.data.dispatcher import Dispatcher
 from primus_runtime.data.source import Partition, Scanner
 from primus_runtime.spec import InputSpec
 
+# The simulated backend is a test double: it lives with the tests (tests/simulated_backend.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 TASKS = int(os.environ.get("TASKS", 1_000_000))
 EXECUTORS = int(os.environ.get("EXECUTORS", 1000))
 SECONDS = float(os.environ.get("SECONDS", 10))
@@ -92,8 +95,8 @@ async def serve(token: str, data_dir: str, files: bool = True) -> None:
 
     from primus_runtime.am.master import ApplicationMaster
     from primus_runtime.am.server import build_app
-    from primus_runtime.backends.simulated import SimulatedBackend
     from primus_runtime.spec import JobSpec
+    from simulated_backend import SimulatedBackend
 
     spec = JobSpec.from_dict({
         "name": "dispatch-bench",

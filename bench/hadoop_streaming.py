@@ -213,7 +213,7 @@ def run_primus(client: PrimusClient, spec: dict[str, Any]) -> tuple[float, int]:
         # The AM may still be shutting down: let it exit (untimed) before the next run, as the
         # Hadoop driver waits for the MR AM to exit.
         deadline = time.monotonic() + 30
-        while client.local.am_pid(app) is not None and time.monotonic() < deadline:
+        while client.cluster("local").am_pid(app) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
     if status["job"]["state"] != "succeeded":
         raise RuntimeError(f"Primus job {app}: {status['job']}; AM log {client.log_path(app)}")

@@ -29,8 +29,11 @@ from primus_runtime import protocol
 from primus_runtime.am.main import tune_collector
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.server import build_app
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.spec import AMSettings, JobSpec, Role
+
+# The simulated backend is a test double: it lives with the tests (tests/simulated_backend.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from simulated_backend import SimulatedBackend  # noqa: E402
 
 EXECUTORS = 1000
 CAPACITY_CONNS = 50  # closed loop: 20 executors per connection, one request in flight on each

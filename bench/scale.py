@@ -37,6 +37,9 @@ from heartbeat import http
 
 from primus_runtime import protocol
 
+# The simulated backend is a test double: it lives with the tests (tests/simulated_backend.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 EXECUTORS = int(os.environ.get("EXECUTORS", 10_000))
 TASKS = int(os.environ.get("TASKS", 1_000_000))
 STEADY = float(os.environ.get("STEADY", 20))
@@ -60,8 +63,8 @@ async def serve(token: str, data_dir: str) -> None:
     from primus_runtime.am.main import tune_collector
     from primus_runtime.am.master import ApplicationMaster
     from primus_runtime.am.server import build_app
-    from primus_runtime.backends.simulated import SimulatedBackend
     from primus_runtime.spec import JobSpec
+    from simulated_backend import SimulatedBackend
 
     job: dict = {
         "name": "scale-bench",

@@ -88,7 +88,7 @@ def running_trainers(app: str, killed: set[int]) -> list[int]:
 
 def committed(client: PrimusClient, app: str, out: Path) -> list[str]:
     """Exactly-once: the records of every checkpoint an executor saw committed."""
-    names = [json.loads(line)["checkpoint"] for f in client.local.job(app).path.rglob("commits.jsonl")
+    names = [json.loads(line)["checkpoint"] for f in client.cluster("local").job(app).path.rglob("commits.jsonl")
              for line in f.read_text().splitlines()]
     return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
 

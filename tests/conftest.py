@@ -52,7 +52,7 @@ def client(home: Path):
     yield client
     for job in client.list():  # never leave a test's processes behind
         if processes_of_job(job["app_id"]):
-            client.local.force_kill(job["app_id"])
+            client.cluster("local").force_kill(job["app_id"])
 
 
 def executor(status: dict[str, Any], executor_id: str) -> dict[str, Any]:

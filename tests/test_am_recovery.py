@@ -20,10 +20,10 @@ from conftest import make_spec, wait_for
 from primus_runtime.am.journal import JOURNAL, load, restore
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.state import JobRecord, RoleState
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.client import PrimusClient
 from primus_runtime.spec import JobSpec
 from primus_runtime.states import ExecutorState
+from simulated_backend import SimulatedBackend
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 RECORDS = 20_000
@@ -58,7 +58,7 @@ def input_spec(data: Path, out: Path, exactly_once: bool = False, replicas: int 
 
 
 def am_pid(client: PrimusClient, app: str) -> int:
-    return int(json.loads(client.local.job(app).am_info.read_text())["pid"])
+    return int(json.loads(client.cluster("local").job(app).am_info.read_text())["pid"])
 
 
 def kill_am(client: PrimusClient, app: str) -> int:
@@ -70,7 +70,7 @@ def kill_am(client: PrimusClient, app: str) -> int:
 
 def wait_recovered(client: PrimusClient, app: str, attempts: int) -> dict[str, Any]:
     def recovered() -> dict[str, Any] | None:
-        status = client.local.last_status(app) or {}
+        status = client.cluster("local").last_status(app) or {}
         done = [a for a in status.get("job", {}).get("am_attempts", []) if a.get("recovered_at")]
         return status if len(done) >= attempts else None
     return wait_for(recovered, timeout=60, what=f"AM attempt {attempts + 1} recovered the job")
@@ -78,7 +78,7 @@ def wait_recovered(client: PrimusClient, app: str, attempts: int) -> dict[str, A
 
 def delivered(out: Path, exactly_once: bool, client: PrimusClient, app: str) -> Counter:
     if exactly_once:
-        names = [json.loads(line)["checkpoint"] for f in client.local.job(app).path.rglob("commits.jsonl")
+        names = [json.loads(line)["checkpoint"] for f in client.cluster("local").job(app).path.rglob("commits.jsonl")
                  for line in f.read_text().splitlines()]
         return Counter(line for name in names for line in (out / f"batch-{name}.txt").read_text().split())
     return Counter(line for f in out.glob("worker-*.txt") for line in f.read_text().split())
@@ -119,7 +119,7 @@ def test_am_sigkilled_mid_job_keeps_its_executors_and_loses_no_record(client, tm
     assert len(recovered) == 1, status["events"][-10:]
 
     shown = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "status", app], capture_output=True,
-                           text=True, env={**os.environ, "PRIMUS_HOME": str(client.local.home)}, check=True).stdout
+                           text=True, env={**os.environ, "PRIMUS_HOME": str(client.cluster("local").home)}, check=True).stdout
     assert "AM attempt 2 started" in shown and "recovered in" in shown and "2 executor(s) adopted" in shown, shown
 
 
@@ -186,7 +186,7 @@ def test_am_killed_while_a_scale_up_is_half_done(client):
 
 def test_am_killed_after_the_outcome_saves_it_again(client):
     app = client.submit(sleeper(1))
-    job = client.local.job(app)
+    job = client.cluster("local").job(app)
 
     def ended() -> bool:
         status = job.read_json(job.status) or {}
@@ -195,7 +195,7 @@ def test_am_killed_after_the_outcome_saves_it_again(client):
     kill_am(client, app)  # while it saves the history and lingers
 
     supervisor = int(job.am_pid.read_text())
-    wait_for(lambda: client.local.am_pid(app) is None, timeout=60, what="the supervisor's exit")
+    wait_for(lambda: client.cluster("local").am_pid(app) is None, timeout=60, what="the supervisor's exit")
     status = client.status(app)
     assert status["job"]["state"] == "succeeded"
     attempt, = status["job"]["am_attempts"]
@@ -213,9 +213,9 @@ def test_supervisor_stops_the_job_once_out_of_attempts(client):
     worker = client.status(app)["executors"][0]["pid"]
     kill_am(client, app)
 
-    wait_for(lambda: client.local.am_pid(app) is None, timeout=60, what="the supervisor's exit")
+    wait_for(lambda: client.cluster("local").am_pid(app) is None, timeout=60, what="the supervisor's exit")
     wait_for(lambda: not Path(f"/proc/{worker}").exists(), timeout=30, what="the executor's end")
-    log = client.local.job(app).am_log.read_text()
+    log = client.cluster("local").job(app).am_log.read_text()
     assert "am.max_attempts (2) used up: stopping what is left of the job" in log
     assert client.status(app)["job"]["state"] == "lost"
 
@@ -352,7 +352,7 @@ def test_a_job_submitted_with_defaults_survives_its_am_being_sigkilled(client):
 
 def test_a_dead_supervisor_is_replaced_and_the_am_is_still_restarted_after_it(client):
     app = client.submit({"name": "supervised", "roles": [{"name": "worker", "replicas": 2, "command": "sleep 12"}]})
-    job = client.local.job(app)
+    job = client.cluster("local").job(app)
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
     pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
     supervisor = int(job.am_pid.read_text())
@@ -364,7 +364,7 @@ def test_a_dead_supervisor_is_replaced_and_the_am_is_still_restarted_after_it(cl
                         10, "the new supervisor")
     assert f"supervisor (pid {supervisor}) died" in replaced["reason"]
     watcher = int(job.am_pid.read_text())
-    assert watcher != supervisor and client.local.am_pid(app) == watcher
+    assert watcher != supervisor and client.cluster("local").am_pid(app) == watcher
 
     killed = kill_am(client, app)  # the new supervisor starts the next attempt, which adopts
     status = client.wait(app, timeout=90)

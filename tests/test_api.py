@@ -26,7 +26,7 @@ def running_job(module_client):
     client = module_client
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     yield app, address, token
     client.kill(app)
 
@@ -118,8 +118,8 @@ def test_a_malformed_executor_report_is_a_400_and_changes_nothing():
 
     from primus_runtime.am.master import ApplicationMaster
     from primus_runtime.am.server import build_app
-    from primus_runtime.backends.simulated import SimulatedBackend
     from primus_runtime.spec import JobSpec
+    from simulated_backend import SimulatedBackend
 
     async def scenario():
         spec = JobSpec.from_dict(make_spec([{"name": "worker", "command": "x"}]))
@@ -155,7 +155,7 @@ def test_reports_from_an_old_incarnation_are_answered_with_kill(running_job, mod
 def test_token_never_reaches_logs_or_the_trainer(running_job, module_client):
     client = module_client
     app, _, token = running_job
-    job_dir = client.local.jobs / app
+    job_dir = client.cluster("local").jobs / app
     for path in job_dir.rglob("*"):
         if path.is_file() and path.name != "token":
             assert token not in path.read_text(errors="replace"), path

@@ -20,8 +20,8 @@ from primus_runtime import models, protocol
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.openapi import OPERATIONS
 from primus_runtime.am.server import build_app
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.spec import JobSpec
+from simulated_backend import SimulatedBackend
 
 TOKEN = "t"
 AUTH = {"Authorization": "Bearer " + TOKEN}

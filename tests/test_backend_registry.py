@@ -60,10 +60,29 @@ def test_the_spec_accepts_every_registered_section_and_names_them_when_wrong():
     assert "backend: must be one of 'local', 'yarn', 'kubernetes', got 'mesos'" in str(err.value)
 
 
-# A backend named in a comparison or by its id format: what the registry is for.
+# A backend named in a comparison, as a key of a dict (``{"yarn": ...}``, ``d["yarn"]``,
+# ``d.get("yarn")``) or by its id format: what the registry is for.
+_BACKEND = r"""["'](local|yarn|kubernetes)["']"""
 _NAMES_A_BACKEND = re.compile(
-    r"""(==|!=|\bin)\s*\(?\s*["'](local|yarn|kubernetes)["']|["'](local|yarn|kubernetes)["']\s*(==|!=)"""
+    rf"""(==|!=|\bin)\s*\(?\s*{_BACKEND}|{_BACKEND}\s*(==|!=)"""
+    rf"""|{_BACKEND}\s*:|\[\s*{_BACKEND}\s*\]|\.(get|pop|setdefault)\(\s*{_BACKEND}"""
     r"""|startswith\(\s*["'](application_|k8s\.|primus-)""")
+
+
+@pytest.mark.parametrize("line", [
+    'if backend == "yarn":', 'if "local" != name:', 'if name in ("local", "yarn"):',
+    'OPTIONS = {"kubernetes": through_airflow}', '{"yarn": 1}', "QUEUES = {'yarn' : 'queue'}",
+    'fields["yarn"]', "hook.settings['kubernetes']", 'DEFAULTS.get("yarn", {})',
+    'if app_id.startswith("application_"):'])
+def test_the_guard_sees_a_backend_named_in_code(line):
+    assert _NAMES_A_BACKEND.search(line)
+
+
+@pytest.mark.parametrize("line", [
+    'backend = backends.DEFAULT', 'info = backends.get(name)', 'x = {"backend": name}',
+    'print("the local backend")', '"""the yarn queue"""'])
+def test_the_guard_lets_code_that_asks_the_registry_be(line):
+    assert not _NAMES_A_BACKEND.search(line)
 
 
 def test_no_code_outside_the_backends_branches_on_a_backend():

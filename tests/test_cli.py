@@ -181,7 +181,7 @@ def test_logs_of_each_am_attempt(tmp_path, home, client):
     _, out, _ = primus(home, "submit", str(spec))
     app = out.strip()
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
-    os.kill(json.loads(client.local.job(app).am_info.read_text())["pid"], signal.SIGKILL)
+    os.kill(json.loads(client.cluster("local").job(app).am_info.read_text())["pid"], signal.SIGKILL)
     wait_for(lambda: [a.get("recovered_at") is not None for a in client.status(app)["job"].get("am_attempts", [])]
              == [True], 60, "AM attempt 2 recovered the job")
     code, first, _ = primus(home, "logs", app, "--attempt", "1")  # was: no --attempt, am.log whole
@@ -228,7 +228,7 @@ def test_control_of_an_ended_job_says_it_ended(tmp_path, home, client):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "true"}])
     _, out, _ = primus(home, "submit", str(spec), "--wait")
     app = out.strip()
-    wait_for(lambda: client.local.am_pid(app) is None, 30, "the AM's exit")
+    wait_for(lambda: client.cluster("local").am_pid(app) is None, 30, "the AM's exit")
     code, _, err = primus(home, "scale", app, "worker", "2")
     # was "job APP is succeeded: its AM is not running"
     assert (code, err) == (5, f"primus: job {app} has ended (succeeded): it cannot be scaled\n")

@@ -12,7 +12,8 @@ from conftest import make_spec, read_log
 from primus_runtime.backends.base import LaunchRequest
 from primus_runtime.backends.local.executors import LocalExecutorBackend
 from primus_runtime.backends.local.jobs import JobDir
-from primus_runtime.spec import LocalBackend, Resources
+from primus_runtime.backends.local.settings import LocalBackend
+from primus_runtime.spec import Resources
 
 
 def test_gpus_are_handed_out_exclusively_and_wait_when_taken(client):
@@ -71,7 +72,7 @@ def test_stderr_and_executor_logs_are_kept_per_attempt(client):
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded"
     assert read_log(client, app, "worker", 0, "stderr").strip() == "attempt 1"
-    first = client.local.jobs / app / "executors" / "worker-0" / "attempt-0"
+    first = client.cluster("local").jobs / app / "executors" / "worker-0" / "attempt-0"
     assert (first / "stderr.log").read_text().strip() == "attempt 0"
     assert "registered as worker-0" in (first / "executor.log").read_text()
 
@@ -98,7 +99,7 @@ def test_the_trainer_is_not_handed_the_token(client):
     app = client.submit(make_spec([{"name": "worker", "command": SHOW_CWD_AND_ENV}]))
     assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
     cwd, env = json.loads(read_log(client, app, "worker", 0))
-    job = client.local.jobs / app
+    job = client.cluster("local").jobs / app
     token = (job / "token").read_text().strip()
     assert not any(token in value or str(job / "token") in value for value in env.values())
     assert "PRIMUS_TOKEN_FILE" not in env

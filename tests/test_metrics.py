@@ -78,7 +78,7 @@ def test_executor_ends_and_restarts_by_cause_agree_with_the_status(client):
         return len(workers) == 3 and all(ex["attempt"] == 1 and ex["state"] == "running" for ex in workers)
 
     wait_for(restarted, 30, "every worker restarted")
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     samples = scrape(address, token)
     status = client.status(app)
 
@@ -117,7 +117,7 @@ def test_a_consuming_jobs_metrics_need_the_token_and_agree_with_the_status(clien
                             "poll_interval": 0.2})
     app = client.submit(spec)
     wait_for(lambda: (client.data(app) or {}).get("records_done"), 30, "records fed")
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     for headers in ({}, {"Authorization": "Bearer wrong"}, {protocol.TOKEN_HEADER: token[:-1]}):
         status_code, _, body = _get(address, "/metrics", headers)
         assert status_code == 401 and token.encode() not in body

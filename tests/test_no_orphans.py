@@ -51,7 +51,7 @@ def _check_containment(client, app: str, containment: str) -> str | None:
     """Where the escaped child runs: inside the job's cgroup with one, nowhere special without."""
     pid = wait_for(lambda: _escaped(app), 30, "the trainer's child to start")[0]
     assert os.getsid(pid) == pid  # it did leave the trainer's session
-    cgroup_file = client.local.jobs / app / "cgroup"
+    cgroup_file = client.cluster("local").jobs / app / "cgroup"
     if containment == "no-cgroup":
         assert not cgroup_file.exists()
         return None
@@ -79,7 +79,7 @@ def test_success_ends_what_the_trainer_left_behind(client, containment):
     app = client.submit(make_spec([{"name": "worker", "command": [*ESCAPER, "3"]}]))
     job_cgroup_dir = _check_containment(client, app, containment)
     assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
-    wait_for(lambda: client.local.am_pid(app) is None, 30, "the AM to exit")
+    wait_for(lambda: client.cluster("local").am_pid(app) is None, 30, "the AM to exit")
     _assert_all_gone(app, job_cgroup_dir)
 
 
@@ -87,7 +87,7 @@ def test_am_death_ends_what_the_trainer_moved_to_a_new_session(client, containme
     app = client.submit(make_spec([{"name": "worker", "command": [*ESCAPER, "300"]}],
                                   am={"heartbeat_timeout": 2.0, "max_attempts": 1}))  # no next AM attempt
     job_cgroup_dir = _check_containment(client, app, containment)
-    os.kill(client.local.am_pid(app), signal.SIGKILL)
+    os.kill(client.cluster("local").am_pid(app), signal.SIGKILL)
     # The executor gives up on the AM after the heartbeat timeout and ends its trainer's processes.
     wait_for(lambda: processes_of_job(app) == [], 30, "every process of the job to exit")
     if job_cgroup_dir is not None:

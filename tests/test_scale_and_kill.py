@@ -93,11 +93,11 @@ def test_am_death_leaves_no_orphan_executors(client):
     wait_for(lambda: executor(client.status(app), "worker-2")["state"] == "running", 30, "worker-2 running")
 
     def snapshot_has_three_running():  # the status file the AM rewrites at most every 2 s
-        saved = client.local.last_status(app)
+        saved = client.cluster("local").last_status(app)
         return saved is not None and [e["state"] for e in saved["executors"]] == ["running"] * 3
 
     wait_for(snapshot_has_three_running, 30, "the status file to show worker-2 running")
-    am_pid = client.local.am_pid(app)
+    am_pid = client.cluster("local").am_pid(app)
     os.kill(am_pid, signal.SIGKILL)
     # Executors notice within the heartbeat timeout (3s here), kill their trainers and exit.
     wait_for(lambda: processes_of_job(app) == [], 20, "executors and trainers to exit")
@@ -110,7 +110,7 @@ def test_am_death_leaves_no_orphan_executors(client):
 def test_sigterm_to_the_am_kills_the_job_gracefully(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
-    os.kill(client.local.am_pid(app), signal.SIGTERM)
+    os.kill(client.cluster("local").am_pid(app), signal.SIGTERM)
     status = client.wait(app, timeout=30)
     assert status["job"]["state"] == "killed" and "SIGTERM" in status["job"]["reason"]
     wait_for(lambda: processes_of_job(app) == [], 10, "all processes gone")

@@ -85,7 +85,7 @@ def tls_job(tmp_path_factory):
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 60, "the TLS job running")
     yield client, app, go
     if processes_of_job(app):
-        client.local.force_kill(app)
+        client.cluster("local").force_kill(app)
 
 
 def _primus(home, *args):
@@ -96,17 +96,17 @@ def _primus(home, *args):
 
 def test_status_over_tls_and_the_page_link_is_https(tls_job):
     client, app, _ = tls_job
-    code, out, err = _primus(client.local.home, "status", app)
+    code, out, err = _primus(client.cluster("local").home, "status", app)
     assert code == 0, err
     assert "running" in out.splitlines()[0]
-    address, _ = client.local.am_endpoint(app)
+    address, _ = client.cluster("local").am_endpoint(app)
     link = client.page_link(app)
     assert link is not None and link.startswith(f"https://{address}/ui/login?ticket=")
 
 
 def test_plain_http_to_the_tls_am_fails(tls_job):
     client, app, _ = tls_job
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     host, port = address.rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
     with pytest.raises((http.client.HTTPException, OSError)):
@@ -119,7 +119,7 @@ def test_plain_http_to_the_tls_am_fails(tls_job):
 
 def test_a_client_trusting_another_ca_or_host_refuses_with_a_tls_message(tls_job, tmp_path):
     client, app, _ = tls_job
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     other_ca = tmp_path / "other-ca.crt"
     other_ca.write_bytes(new_ca("other").cert)
     with pytest.raises(AMUntrusted, match=r"^TLS: the certificate of the AM at .* does not verify against"):
@@ -127,13 +127,13 @@ def test_a_client_trusting_another_ca_or_host_refuses_with_a_tls_message(tls_job
     # The right CA, but a name the certificate does not carry (it names 127.0.0.1): host names are checked.
     port = address.rsplit(":", 1)[1]
     with pytest.raises(AMUntrusted, match="localhost"):
-        AMClient(f"localhost:{port}", token, client.local.am_ca_file(app)).get(protocol.API_PREFIX + "/status", 10)
+        AMClient(f"localhost:{port}", token, client.cluster("local").am_ca_file(app)).get(protocol.API_PREFIX + "/status", 10)
 
-    job = client.local.job(app)
+    job = client.cluster("local").job(app)
     original = job.ca_cert.read_bytes()
     job.ca_cert.write_bytes(other_ca.read_bytes())
     try:
-        code, out, err = _primus(client.local.home, "status", app)
+        code, out, err = _primus(client.cluster("local").home, "status", app)
     finally:
         job.ca_cert.write_bytes(original)
     assert code == 5 and out == ""
@@ -152,7 +152,7 @@ def test_the_ca_key_stays_with_the_am(tls_job):
     (AM, fork server, executor, trainer; the executors got the CA certificate, or they could not have
     registered with the AM), and the trainer's directory holds no key."""
     client, app, _ = tls_job
-    job = client.local.job(app)
+    job = client.cluster("local").job(app)
     environments = [_environ(pid) for pid in processes_of_job(app)]
     assert len(environments) >= 3, "the AM, the fork server and the trainer of the job"
     for env in environments:
@@ -169,4 +169,4 @@ def test_the_tls_job_runs_to_success(tls_job):
     go.touch()
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
-    assert "AM API at https://" in open(client.local.am_log(app)).read()
+    assert "AM API at https://" in open(client.cluster("local").am_log(app)).read()

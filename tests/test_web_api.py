@@ -23,7 +23,7 @@ from primus_runtime.ui.auth import ACTION_HEADER, USER_HEADER, make_ticket
 
 
 def base(client, app: str) -> str:
-    address, _ = wait_for(lambda: client.local.am_endpoint(app), 20, "the AM's address")
+    address, _ = wait_for(lambda: client.cluster("local").am_endpoint(app), 20, "the AM's address")
     return f"http://{address}"
 
 
@@ -45,7 +45,7 @@ def signed_in(url: str, token: str, name: str = "alice") -> requests.Session:
 
 def test_the_page_and_its_data_need_the_job(client, sleeper):
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     root = requests.get(url + "/", allow_redirects=False)
     assert root.status_code == 302 and root.headers["Location"] == "ui/"
     login = requests.get(url + "/ui/")
@@ -72,7 +72,7 @@ def test_the_page_and_its_data_need_the_job(client, sleeper):
 
 def test_a_one_time_link_signs_in_once_and_expires(client, sleeper):
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     link = client.page_link(sleeper, user="bob")
     assert link.startswith(url + "/ui/login?ticket=") and token not in link
     browser = requests.Session()
@@ -88,7 +88,7 @@ def test_a_one_time_link_signs_in_once_and_expires(client, sleeper):
 
 def test_a_signed_in_action_needs_the_action_header_and_records_who_asked(client, sleeper):
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     session = signed_in(url, token, name="alice")
     refused = session.post(url + "/api/v1/roles/worker/scale", json={"replicas": 3})
     assert refused.status_code == 403 and ACTION_HEADER in refused.json()["error"]
@@ -105,7 +105,7 @@ def test_a_signed_in_action_needs_the_action_header_and_records_who_asked(client
 
 def test_restarting_one_executor_replaces_it_uncharged(client, sleeper):
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     session = signed_in(url, token, name="carol")
     before = {ex["id"]: ex for ex in client.status(sleeper)["executors"]}
     reply = session.post(url + "/api/v1/executors/worker-1/restart", json={"reason": "stuck"},
@@ -130,7 +130,7 @@ def test_restarting_one_executor_replaces_it_uncharged(client, sleeper):
 
 def test_a_log_tail_follows_an_executors_output(client, sleeper):
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     session = signed_in(url, token)
     tail = wait_for(lambda: (c := session.get(url + "/api/v1/executors/worker-1/logs/stdout").json())["text"]
                     and c, 20, "stdout written")
@@ -149,7 +149,7 @@ def test_task_table_pages_and_task_actions(client, tmp_path):
     app = client.submit(data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "100", "SLEEP": "0.2"},
                                   max_tasks_per_executor=1, prefetch=0, task_size="16Ki"))
     url = base(client, app)
-    _, token = client.local.am_endpoint(app)
+    _, token = client.cluster("local").am_endpoint(app)
     session = signed_in(url, token, name="dana")
     act = {ACTION_HEADER: "1"}
     running = wait_for(lambda: session.get(url + "/api/v1/data/tasks", params={"state": "running"}).json()["tasks"],
@@ -194,7 +194,7 @@ def test_task_table_pages_and_task_actions(client, tmp_path):
     status = client.wait(app, timeout=120)
     assert status["job"]["state"] == "succeeded", status["job"]
     assert status["data"]["quarantined"] == [now["id"]]  # the user's skip stays
-    job_dir = client.local.job(app).path
+    job_dir = client.cluster("local").job(app).path
     table = [json.loads(line) for line in gzip.decompress((job_dir / "tasks.jsonl.gz").read_bytes()).splitlines()]
     assert len(table) == everything["total"] and {t["state"] for t in table} == {"done", "quarantined"}
 
@@ -221,7 +221,7 @@ def test_a_finished_jobs_history_page_shows_it_as_it_ended(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "echo done; sleep 0.5"}]))
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded"
-    job_dir = client.local.job(app).path
+    job_dir = client.cluster("local").job(app).path
     logged = [json.loads(line) for line in (job_dir / "events.jsonl").read_text().splitlines()]
     assert [e["seq"] for e in logged if e["kind"] == "event"] == [e["seq"] for e in status["events"]]
     assert any(e["kind"] == "sample" for e in logged)
@@ -246,20 +246,20 @@ def test_a_finished_jobs_history_page_shows_it_as_it_ended(client):
 def test_the_cli_says_where_the_page_is(client, sleeper, capsys):
     from primus_runtime.cli import main as cli
 
-    assert cli(["--home", str(client.local.home), "status", sleeper]) == 0
+    assert cli(["--home", str(client.cluster("local").home), "status", sleeper]) == 0
     line = [text for text in capsys.readouterr().out.splitlines() if "page:" in text][0]
     assert "/ui/login?ticket=" in line
-    assert cli(["--home", str(client.local.home), "history"]) == 0
+    assert cli(["--home", str(client.cluster("local").home), "history"]) == 0
 
 
 def test_the_event_log_keeps_what_happened_when_the_am_is_killed(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}], am={"max_attempts": 1}))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
-    job_dir = client.local.job(app).path
+    job_dir = client.cluster("local").job(app).path
     wait_for(lambda: '"to_state":"running"' in (job_dir / "events.jsonl").read_text(), 10, "events logged")
     before = (job_dir / "events.jsonl").read_text()
-    os.kill(client.local.am_pid(app), signal.SIGKILL)
-    wait_for(lambda: not client.local.am_alive(app), 10, "the AM gone")
+    os.kill(client.cluster("local").am_pid(app), signal.SIGKILL)
+    wait_for(lambda: not client.cluster("local").am_alive(app), 10, "the AM gone")
     after = (job_dir / "events.jsonl").read_text()
     assert after.startswith(before)  # nothing the AM had logged is lost or rewritten by its death
     logged = [json.loads(line) for line in after.splitlines()]  # every line whole
@@ -269,7 +269,7 @@ def test_the_event_log_keeps_what_happened_when_the_am_is_killed(client):
 
     shown = archive_view(client, app).events_from(0)
     assert {("job", "running"), ("worker-0", "running")} <= {(e["subject"], e["to_state"]) for e in shown}
-    client.local.force_kill(app)
+    client.cluster("local").force_kill(app)
 
 
 def test_spec_secrets_are_masked(client):
@@ -277,7 +277,7 @@ def test_spec_secrets_are_masked(client):
                                     "env": {"DB_PASSWORD": "hunter2", "API_TOKEN": "abc", "MODE": "fast"}}]))
     try:
         url = base(client, app)
-        _, token = client.local.am_endpoint(app)
+        _, token = client.cluster("local").am_endpoint(app)
         spec = signed_in(url, token).get(url + "/api/v1/spec").json()
         assert spec["roles"][0]["env"] == {"DB_PASSWORD": "***", "API_TOKEN": "***", "MODE": "fast"}
     finally:
@@ -288,7 +288,7 @@ def test_an_unchanged_answer_is_a_304_and_a_change_a_new_etag(client, sleeper):
     from primus_runtime.ui.web import etag_matches
 
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     session = signed_in(url, token)
     summary = {"view": "summary", "events": 0}
     first = session.get(url + "/api/v1/status", params=summary)
@@ -314,7 +314,7 @@ def test_the_summary_counts_the_executors_without_listing_them(client, sleeper):
     from primus_runtime import models
 
     url = base(client, sleeper)
-    _, token = client.local.am_endpoint(sleeper)
+    _, token = client.cluster("local").am_endpoint(sleeper)
     session = signed_in(url, token)
     summary = session.get(url + "/api/v1/status", params={"view": "summary", "events": 3}).json()
     models.StatusSummary.model_validate(summary)
@@ -340,8 +340,8 @@ def test_executors_are_paged_filtered_by_role_state_and_id_with_a_total():
     from primus_runtime import protocol
     from primus_runtime.am.master import ApplicationMaster
     from primus_runtime.am.server import build_app
-    from primus_runtime.backends.simulated import SimulatedBackend
     from primus_runtime.spec import JobSpec
+    from simulated_backend import SimulatedBackend
 
     async def scenario() -> None:
         spec = JobSpec.from_dict(make_spec([{"name": "ps", "replicas": 3, "command": "x"},

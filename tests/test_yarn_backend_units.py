@@ -18,9 +18,10 @@ from primus_runtime.backends.yarn.cluster import (
     parse_prelaunched,
 )
 from primus_runtime.backends.yarn.executors import YarnExecutorBackend, exited_from
+from primus_runtime.backends.yarn.settings import YarnBackend
 from primus_runtime.client import PrimusClient, local_paths_on_a_cluster
 from primus_runtime.hadoop import HadoopConf, HadoopConfigError
-from primus_runtime.spec import JobSpec, Resources, SpecError, YarnBackend
+from primus_runtime.spec import JobSpec, Resources, SpecError
 
 
 @pytest.mark.parametrize(("state", "message", "expected"), [

@@ -9,7 +9,6 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeAlias, cast
@@ -18,7 +17,6 @@ import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from airflow_provider_primus import get_provider_info
 from airflow_provider_primus.events import LogCursor
 from airflow_provider_primus.retries import READ_ERRORS, async_retrying, retrying
 from primus_runtime import backends, protocol
@@ -30,14 +28,15 @@ from primus_runtime.api_client import (
     verifying_context,
 )
 from primus_runtime.backends.base import ClientOptions, ClusterClient
-from primus_runtime.backends.local.jobs import default_home
 from primus_runtime.client import LOG_READ_ERRORS, JobNotFound, PrimusClient, as_summary
+from primus_runtime.home import default_home
 from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
 
-#: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
-CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
-                     "kubernetes_conn_id", "namespace", "image")
+#: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``): the
+#: backend, each backend's own (its registry entry's ``connection_fields``), the data checkpoint root.
+CONNECTION_FIELDS = ("backend", *dict.fromkeys(field.name for info in backends.BACKENDS.values()
+                                               for field in info.connection_fields), "work_preserve_root")
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
 ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
@@ -51,15 +50,8 @@ FAILED_TAIL_EXECUTORS = 10
 #: What reading a failed executor's log may end with (a log gone with its pod, an unknown path...).
 _LOG_READ_ERRORS: tuple[type[BaseException], ...] = (*LOG_READ_ERRORS, *READ_ERRORS)
 
-#: Per backend: the connection fields (keys of its extra) that matter to it, for the error that a
-#: connection is missing; ``work_preserve_root`` is optional everywhere.
-BACKEND_FIELDS = {"local": ("home",), "yarn": ("hadoop_conf_dir", "yarn_queue"),
-                  "kubernetes": ("kubernetes_conn_id", "namespace", "image")}
 #: (connection id, Primus home) pairs whose local fallback this process has announced already.
 _ANNOUNCED_FALLBACKS: set[tuple[str, str]] = set()
-
-#: Per backend: the fields of its spec section a connection field fills when the spec leaves it out.
-_SPEC_DEFAULTS = {"yarn": {"queue": "yarn_queue"}, "kubernetes": {"namespace": "namespace", "image": "image"}}
 
 
 class PrimusHook(BaseHook):
@@ -106,13 +98,13 @@ class PrimusHook(BaseHook):
                 raise AirflowNotFoundException(missing_connection_message(self.primus_conn_id)) from exc
             if self.announce_fallback:
                 self._announce_local_fallback()
-            return dict.fromkeys(CONNECTION_FIELDS) | {"backend": "local"}
+            return dict.fromkeys(CONNECTION_FIELDS) | {"backend": backends.DEFAULT}
         extra = conn.extra_dejson
 
         def field(name: str) -> Any:  # forms may store the legacy prefixed key
             return extra.get(name) or extra.get(f"extra__primus__{name}") or None
 
-        backend = field("backend") or "local"
+        backend = field("backend") or backends.DEFAULT
         if backend not in backends.NAMES:
             raise AirflowException(f"connection {self.primus_conn_id!r}: backend must be one of "
                                    f"{list(backends.NAMES)}, got {backend!r}")
@@ -137,10 +129,14 @@ class PrimusHook(BaseHook):
     def client_options(self) -> ClientOptions:
         """How the runtime's client reaches the connection's backend."""
         settings = self.settings
-        options = ClientOptions(home=settings["home"], hadoop_conf_dir=settings["hadoop_conf_dir"],
-                                namespace=settings["namespace"])
-        through_airflow = _AIRFLOW_CLIENT_OPTIONS.get(settings["backend"])
-        return through_airflow(self, options) if through_airflow else options
+        # Every backend's options the connection sets (a client reaches any job whose id it is given),
+        # then what the connection's backend adds (Kubernetes: through the cncf-kubernetes provider's hook).
+        options = ClientOptions(**{field.client_option: settings[field.name] for info in backends.BACKENDS.values()
+                                   for field in info.connection_fields if field.client_option})
+        try:
+            return backends.get(settings["backend"]).client_options(settings, options)
+        except ImportError as exc:
+            raise AirflowException(f"connection {self.primus_conn_id!r}: {exc}") from exc
 
     def get_conn(self) -> PrimusClient:
         return self.client
@@ -181,9 +177,7 @@ class PrimusHook(BaseHook):
         names no backend runs where the connection points (one DAG, any cluster), and the
         connection's YARN queue, Kubernetes namespace and image fill what the spec's section omits."""
         settings = self.settings
-        defaults = {spec_field: settings[conn_field]
-                    for spec_field, conn_field in _SPEC_DEFAULTS.get(settings["backend"], {}).items()
-                    if settings[conn_field]}
+        defaults = backends.get(settings["backend"]).spec_defaults(settings)
         if "backend" not in job.model_fields_set:
             section: dict[str, Any] = {"type": settings["backend"]}
         elif job.backend.type == settings["backend"]:
@@ -282,40 +276,18 @@ class PrimusHook(BaseHook):
 def missing_connection_message(conn_id: str) -> str:
     """What to create when ``conn_id`` does not exist: its type, its fields, a command. The backend
     is guessed from the id (``primus_yarn``: yarn), as the example DAGs name connections so."""
-    guessed = [name for name in BACKEND_FIELDS if name in conn_id.lower()]
-    backends_shown = guessed[:1] or list(BACKEND_FIELDS)
-    fields = "; ".join(f"{name}: " + ", ".join(f"{field} ({_field_label(field)})" for field in BACKEND_FIELDS[name])
-                       for name in backends_shown)
-    example = json.dumps({"backend": backends_shown[0] if guessed else "yarn"})
+    guessed = [info for info in backends.BACKENDS.values() if info.name in conn_id.lower()]
+    shown = guessed[:1] or list(backends.BACKENDS.values())
+    fields = "; ".join(f"{info.name}: " + ", ".join(f"{field.name} ({field.label})" for field in info.connection_fields)
+                       for info in shown)
+    # Not guessed: a cluster's (a connection named explicitly is rarely for this machine).
+    example = json.dumps({"backend": shown[0].name if guessed else next(
+        info.name for info in shown if not info.shares_files_with_client)})
+    backends_shown = [info.name for info in shown]
     return (f"Airflow connection {conn_id!r} does not exist. Create it (Admin > Connections, or the CLI) with "
             f"connection type 'primus', the extra field backend ({' or '.join(backends_shown)}) and the fields "
             f"of that backend ({fields}; work_preserve_root is optional), for example: "
             f"airflow connections add {conn_id} --conn-type primus --conn-extra '{example}'")
-
-
-def _field_label(name: str) -> str:
-    """The form label of a connection field (``get_provider_info``'s ``conn-fields``)."""
-    (conn_type,) = get_provider_info()["connection-types"]
-    return str(conn_type["conn-fields"][name]["label"])
-
-
-def _kubernetes_through_airflow(hook: PrimusHook, options: ClientOptions) -> ClientOptions:
-    """Kubernetes is reached through the cncf-kubernetes provider's ``KubernetesHook`` of the
-    connection's ``kubernetes_conn_id`` (in-cluster, kubeconfig, context: whatever that connection
-    says); the namespace is the Primus connection's, else the Kubernetes connection's, else ``default``."""
-    try:
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-    except ImportError as exc:
-        raise AirflowException(f"connection {hook.primus_conn_id!r}: the kubernetes backend needs "
-                               "apache-airflow-providers-cncf-kubernetes (pip install "
-                               "'airflow-provider-primus[kubernetes]')") from exc
-    kube = KubernetesHook(conn_id=hook.settings["kubernetes_conn_id"] or KubernetesHook.default_conn_name)
-    return replace(options, kube_api_client=kube.api_client,
-                   namespace=options.namespace or kube.get_namespace() or "default")
-
-
-#: Backends whose cluster the provider reaches through another Airflow provider's hook.
-_AIRFLOW_CLIENT_OPTIONS = {"kubernetes": _kubernetes_through_airflow}
 
 
 class LogFollower:

@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_provider_primus.hooks.primus import FINISHED, PrimusHook
 from airflow_provider_primus.links.primus import APP_ID_KEY, CONN_ID_KEY, JOB_PAGE_PREFIX
 from primus_runtime.client import JobNotFound, progress_line
+from primus_runtime.home import default_home
 
 #: Seconds for each request to the job's AM or its cluster.
 CLUSTER_TIMEOUT = 5.0
@@ -119,7 +120,7 @@ def connection_named(hook: PrimusHook) -> str:
     try:
         hook.get_connection(hook.primus_conn_id)
     except AirflowNotFoundException:
-        return f"none ({hook.primus_conn_id} is not defined: the local backend, Primus home {hook.client.local.home})"
+        return f"none ({hook.primus_conn_id} is not defined: the local backend, Primus home {default_home()})"
     return hook.primus_conn_id
 
 

@@ -7,6 +7,7 @@ checks once before deferring, so a condition already met costs no deferral.
 
 from __future__ import annotations
 
+import abc
 import datetime as dt
 import time
 from collections.abc import Sequence
@@ -50,8 +51,9 @@ class _DeferrableSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.deferrable = deferrable
 
+    @abc.abstractmethod
     def make_trigger(self, deadline: float) -> Any:
-        raise NotImplementedError
+        """The trigger that waits for the condition until ``deadline`` (epoch seconds)."""
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -80,8 +82,9 @@ class _PrimusJobSensor(_DeferrableSensor):
         self.app_id = app_id
         self.primus_conn_id = primus_conn_id
 
+    @abc.abstractmethod
     def check(self, status: dict[str, Any]) -> Check:
-        raise NotImplementedError
+        """The condition judged on a summary status."""
 
     def poke(self, context: Context) -> bool:
         # Conditions judge the job, its roles' counts and its data: no executor rows needed.
@@ -97,8 +100,9 @@ class _PrimusJobSensor(_DeferrableSensor):
         return {"app_id": self.app_id, "primus_conn_id": self.primus_conn_id,
                 "poll_interval": self.poke_interval, "deadline": deadline}
 
+    @abc.abstractmethod
     def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
-        raise NotImplementedError
+        """The trigger judging the same condition (``check``) in the triggerer."""
 
 
 class PrimusJobSensor(_PrimusJobSensor):

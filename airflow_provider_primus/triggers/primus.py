@@ -11,6 +11,7 @@ restart too) never touches the job.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import time
 from collections.abc import AsyncIterator
@@ -92,8 +93,9 @@ class PrimusStatusTrigger(BaseTrigger):
         """The subclass's own arguments, for ``serialize``."""
         return {}
 
+    @abc.abstractmethod
     def check(self, status: dict[str, Any]) -> Check:
-        raise NotImplementedError
+        """The condition judged on a summary status."""
 
     def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
         job = status["job"]

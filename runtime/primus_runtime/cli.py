@@ -166,18 +166,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="history server: the port (default: any free one)")
     p.set_defaults(func=cmd_ui)
     p = sub.add_parser("history", help="list finished jobs, newest first (primus ui APP shows one)")
-    p.add_argument("--backend", choices=backends.NAMES, default="local")
+    p.add_argument("--backend", choices=backends.NAMES, default=backends.DEFAULT)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
     p = sub.add_parser("list", help="list jobs, newest first")
-    p.add_argument("--backend", choices=backends.NAMES, default="local")
+    p.add_argument("--backend", choices=backends.NAMES, default=backends.DEFAULT)
     p.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="only jobs with this tag")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("hdfs", help="copy local input to HDFS, for jobs on YARN")
     p.add_argument("action", choices=("put",))
-    p.add_argument("local", help="a file, or a directory whose files are copied with their layout")
+    p.add_argument("source", metavar="LOCAL", help="a file, or a directory whose files are copied with their layout")
     p.add_argument("hdfs_dir", help="hdfs:///dir (the NameNode of $HADOOP_CONF_DIR) or webhdfs://host:port/dir")
     p.set_defaults(func=cmd_hdfs)
 
@@ -469,7 +469,7 @@ def cmd_hdfs(client: PrimusClient, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     try:
-        written = hadoop.put(Path(args.local), args.hdfs_dir)
+        written = hadoop.put(Path(args.source), args.hdfs_dir)
     except FileNotFoundError as exc:
         print(f"primus: hdfs put: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -14,12 +14,11 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from . import backends, preflight, protocol
 from .api_client import AMRejected, AMUnavailable
 from .backends.base import ClientOptions, ClusterClient
-from .backends.local.client import LocalClusterClient
 from .hadoop import is_hdfs
 from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
 from .spec import JobSpec, SpecError, load_spec
@@ -192,11 +191,6 @@ class PrimusClient:
             self._clusters[backend] = backends.get(backend).client(self.options)
         return self._clusters[backend]
 
-    @property
-    def local(self) -> LocalClusterClient:
-        """The local backend's client (its ``home`` is also where bundles are cached)."""
-        return cast(LocalClusterClient, self.cluster("local"))
-
     def cluster_for(self, app_id: str) -> ClusterClient:
         try:
             return self.cluster(backends.of_app_id(app_id).name)
@@ -314,7 +308,7 @@ class PrimusClient:
                 raise TimeoutError(f"job {app_id} still {status['job']['state']} after {timeout:g}s")
             time.sleep(poll)
 
-    def list(self, tags: dict[str, str] | None = None, backend: str = "local") -> list[dict[str, Any]]:
+    def list(self, tags: dict[str, str] | None = None, backend: str = backends.DEFAULT) -> list[dict[str, Any]]:
         """Jobs of ``backend`` (a name of ``backends.NAMES``) carrying all ``tags``, newest first."""
         return self.cluster(backend).list_jobs(tags)
 

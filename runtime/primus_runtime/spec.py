@@ -33,8 +33,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, field_validator, model_validator
 
-from . import backends
-from .backends import KubernetesBackend, LocalBackend, YarnBackend
+from .backends import catalogue
 from .partitions import DAY_RE, HOUR_RE, partition_hour
 from .spec_types import (
     SIZE_RULE,
@@ -56,8 +55,6 @@ __all__ = [
     "InputSpec",
     "KafkaSource",
     "JobSpec",
-    "KubernetesBackend",
-    "LocalBackend",
     "Placement",
     "Readiness",
     "Resources",
@@ -65,7 +62,6 @@ __all__ = [
     "Scheduling",
     "SpecError",
     "TimeRange",
-    "YarnBackend",
     "load_spec",
 ]
 
@@ -476,7 +472,12 @@ class AMSettings(StrictModel):
 if TYPE_CHECKING:
     Backend = BackendSettings
 else:
-    Backend = Annotated[Union[backends.SETTINGS], Field(discriminator="type")]  # noqa: UP007 - built from a tuple
+    Backend = Annotated[Union[catalogue.SETTINGS], Field(discriminator="type")]  # noqa: UP007 - built from a tuple
+
+
+def _default_backend() -> BackendSettings:
+    """The section of a spec that names no backend: the default backend's, with its defaults."""
+    return catalogue.facts(catalogue.DEFAULT).settings.model_validate({"type": catalogue.DEFAULT})
 
 
 # --- input (the data plane) ----------------------------------------------------------
@@ -967,7 +968,7 @@ class JobSpec(StrictModel):
     roles: list[Role] = Field(min_length=1)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     am: AMSettings = Field(default_factory=AMSettings)
-    backend: Backend = Field(default_factory=LocalBackend)
+    backend: Backend = Field(default_factory=_default_backend)
     input: InputSpec | None = None
     tags: dict[str, str] = Field(
         default_factory=dict, description="Labels kept with the job (e.g. dag_id, task_id, run_id) to find it later."
@@ -1005,8 +1006,8 @@ class JobSpec(StrictModel):
         if any(r.consumes_input for r in self.roles) and self.input is None:
             raise ValueError("roles: a role consumes_input but the job has no `input` section")
         self._check_recovery_grace()
-        if self.am.tls and not backends.get(self.backend.type).serves_tls:
-            able = [info.name for info in backends.BACKENDS.values() if info.serves_tls]
+        if self.am.tls and not catalogue.facts(self.backend.type).serves_tls:
+            able = [facts.name for facts in catalogue.CATALOGUE if facts.serves_tls]
             raise ValueError(f"am.tls: the {self.backend.type} backend cannot serve the AM API over TLS yet "
                              f"(only {', '.join(able)}), got true")
         return self
@@ -1018,7 +1019,7 @@ class JobSpec(StrictModel):
         without a backend section takes the one of the connection it is submitted through."""
         if self.am.max_attempts is not None:
             return self.am.max_attempts
-        return backends.DEFAULT_AM_ATTEMPTS if backends.get(self.backend.type).adopts_executors else 1
+        return catalogue.DEFAULT_AM_ATTEMPTS if catalogue.facts(self.backend.type).adopts_executors else 1
 
     @property
     def executor_patience(self) -> float:
@@ -1248,7 +1249,7 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in backends.NAMES and out == "backend":
+        elif part in catalogue.NAMES and out == "backend":
             continue  # the discriminated-union tag pydantic puts in the path
         elif isinstance(part, str) and _UNION_MEMBER.match(part):
             continue  # union-member labels (e.g. command: str | list[str]), not a user's key

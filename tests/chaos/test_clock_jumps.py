@@ -14,9 +14,9 @@ import pytest
 from conftest import make_spec
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.state import ExecutorState, JobState
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.models import HeartbeatRequest, RegisterRequest
 from primus_runtime.spec import JobSpec
+from simulated_backend import SimulatedBackend
 
 HOUR = 3600.0
 

@@ -173,7 +173,7 @@ def test_a_job_killed_with_its_am_resumes_from_a_work_preserve_dir_on_hdfs(clien
     saved = wait_for(lambda: (s := HdfsSnapshots(preserve).recover()[0]).get(big_task, {}).get("records", 0) > 2000
                      and s, 60, "a position in the big file saved on HDFS")
     assert saved["clicks/2026-12-01/part-0.txt:0"]["state"] == "done"
-    client.local.force_kill(app)  # SIGKILL to the AM and everything else: no goodbye upload
+    client.cluster("local").force_kill(app)  # SIGKILL to the AM and everything else: no goodbye upload
     before = set(all_lines(out))
     for f in out.iterdir():
         f.rename(f.with_name("first-" + f.name))

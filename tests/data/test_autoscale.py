@@ -59,7 +59,7 @@ def test_a_slow_consumer_is_scaled_up_to_max_on_its_backlog_and_down_as_it_drain
     # Every record read, none lost to a scale-down; a stopped trainer may see the record it was on again.
     lines = all_lines(out)
     assert set(lines) == set(expected)
-    status = client.local.final_status(app)  # every event, not only the API's latest
+    status = client.cluster("local").final_status(app)  # every event, not only the API's latest
     stopped = [e for e in status["events"] if e["to_state"] == "stopped" and "scaled down" in e["reason"]]
     repeated = sum(n - 1 for n in Counter(lines).values())
     assert repeated <= len(stopped), f"{repeated} records read twice by {len(stopped)} stopped trainers"

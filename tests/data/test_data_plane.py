@@ -48,7 +48,7 @@ def consumed(out: Path) -> dict[str, list[str]]:
 
 def committed_lines(client, app: str, out: Path) -> list[str]:
     """Exactly-once: the records in every checkpoint a trainer committed (commits.jsonl of each executor)."""
-    job_dir = client.local.job(app).path
+    job_dir = client.cluster("local").job(app).path
     names = [json.loads(line)["checkpoint"] for f in job_dir.glob("executors/*/attempt-*/commits.jsonl")
              for line in f.read_text().splitlines()]
     return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
@@ -249,7 +249,7 @@ def test_scaling_a_consuming_role_down_hands_its_tasks_to_the_others(client, dir
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
     assert set(all_lines(out)) == set(expected)
-    status = client.local.final_status(app)  # every event, not only the API's latest 50
+    status = client.cluster("local").final_status(app)  # every event, not only the API's latest 50
     dropped = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "stopped")
     assert "scaled down" in dropped["reason"]
     assert any(e["to_state"] == "requeued" and "worker-1 stopped" in e["reason"] for e in status["events"])
@@ -280,7 +280,7 @@ def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, d
             return state.get(big_task, {}).get("records", 0) > 2000
 
         wait_for(journaled, 60, "a position in the big file journaled")
-        client.local.force_kill(app)
+        client.cluster("local").force_kill(app)
     before = set(all_lines(out))
     for f in out.iterdir():
         f.rename(f.with_name("first-" + f.name))
@@ -342,7 +342,7 @@ def test_status_progress_and_suspend_resume(client, dirs):
     from primus_runtime.client import progress_line
 
     assert "data " in progress_line(client.status(app)) and "suspended" in progress_line(client.status(app))
-    assert cli(["--home", str(client.local.home), "data", "resume", app]) == 0
+    assert cli(["--home", str(client.cluster("local").home), "data", "resume", app]) == 0
     status = client.wait(app, timeout=60)
     assert status["job"]["state"] == "succeeded", status["job"]
     assert sorted(all_lines(out)) == sorted(expected)
@@ -431,7 +431,7 @@ def test_savepoint_and_restore_round_trip(client, dirs, tmp_path):
     app = client.submit(spec)
     wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
     savepoint = tmp_path / "savepoint"
-    assert cli(["--home", str(client.local.home), "data", "savepoint", app, str(savepoint)]) == 0
+    assert cli(["--home", str(client.cluster("local").home), "data", "savepoint", app, str(savepoint)]) == 0
     client.kill(app)
     saved = TaskJournal(savepoint).recover()
     assert saved["clicks/2026-12-01/part-0.txt:0"]["state"] == "done"
@@ -467,7 +467,7 @@ def test_trainers_that_exit_before_reading_their_input_fail_the_job(client, dirs
     app = client.submit(spec)
     status = client.wait(app, timeout=60)
     capsys.readouterr()
-    assert cli(["--home", str(client.local.home), "data", "status", app]) == 0
+    assert cli(["--home", str(client.cluster("local").home), "data", "status", app]) == 0
     assert capsys.readouterr().out.strip() == f"{app}: data 0% (0/20 tasks) failed"
     assert status["job"]["state"] == "failed", status["job"]
     assert "input not consumed: 20 of 20 tasks left" in status["job"]["reason"]

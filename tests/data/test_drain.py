@@ -47,7 +47,7 @@ def event_index(events: list[dict[str, Any]], what: str, **match: Any) -> int:
 
 def check_drained(client, app: str, executor_id: str, why: str) -> dict[str, Any]:
     """The executor drained for ``why``: its tasks went back before it ended, preempted and uncharged."""
-    status = client.local.final_status(app)  # every event, not only the API's latest 50
+    status = client.cluster("local").final_status(app)  # every event, not only the API's latest 50
     events = status["events"]
     draining = event_index(events, "draining", subject=executor_id, to_state="draining")
     assert events[draining]["reason"] == why
@@ -109,7 +109,7 @@ def test_a_notice_file_drains_under_exactly_once_and_every_record_is_committed_o
 def test_the_drain_api_drains_an_executor_and_records_who_asked(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     url = f"http://{address}/api/v1/executors"
     headers = {"Authorization": "Bearer " + token, USER_HEADER: "ci-bot"}
     before = executor(client.status(app), "worker-1")

@@ -284,6 +284,6 @@ def submit_stalled_job(client: Any, bootstrap: str, out: Path, partitions: int =
         wait_for(lambda: offsets_and_lags() == [(STALL_READ - 1, STALL_LAG)] * partitions, 60,
                  "the trainers stopped in the second wave, its lag read")
     except BaseException:
-        client.local.force_kill(app)  # a fixture that fails here never reaches its teardown
+        client.cluster("local").force_kill(app)  # a fixture that fails here never reaches its teardown
         raise
     return app, topic

@@ -132,7 +132,7 @@ def test_exactly_once_across_worker_kills(client, kafka_broker, out):
 
 def committed_ids(client, app: str, out: Path) -> list[str]:
     """Exactly-once: the records in every checkpoint a trainer committed (commits.jsonl of each executor)."""
-    job_dir = client.local.job(app).path
+    job_dir = client.cluster("local").job(app).path
     names = [json.loads(line)["checkpoint"] for f in job_dir.glob("executors/*/attempt-*/commits.jsonl")
              for line in f.read_text().splitlines()]
     return [json.loads(line)["id"] for name in names for line in (out / f"batch-{name}.txt").read_text().splitlines()]
@@ -268,7 +268,7 @@ def test_scaling_up_spreads_the_partitions_and_secrets_stay_masked(client, kafka
         "ssl.key.password": "***", "client.id": "primus-test"}
     client.kill(app)
     client.wait(app, timeout=60)
-    job_dir = client.local.job(app).path
+    job_dir = client.cluster("local").job(app).path
     leaked = [str(p) for p in job_dir.rglob("*.log") if b"hunter2" in p.read_bytes()]
     assert not leaked
 
@@ -386,7 +386,7 @@ def test_an_am_killed_mid_stream_keeps_its_executors_and_their_partitions(client
     before = wait_for(lambda: ((s := client.status(app)).get("data") or {}).get("records_done", 0) >= 1_000 and s,
                       60, "records read")
     holders = {p["partition"]: p["holder"] for p in before["data"]["kafka"]["partitions"]}
-    os.kill(int(json.loads(client.local.job(app).am_info.read_text())["pid"]), signal.SIGKILL)
+    os.kill(int(json.loads(client.cluster("local").job(app).am_info.read_text())["pid"]), signal.SIGKILL)
     produce(bootstrap, topic, records("n", 2_000, 2))
     expected = {f"m{i}" for i in range(6_000)} | {f"n{i}" for i in range(2_000)}
     wait_for(lambda: expected <= set(ids_read(out)), 120, "every record, across the AM's restart")

@@ -36,12 +36,12 @@ def stalled(home: Path, kafka_broker: KafkaBroker, tmp_path_factory: pytest.Temp
     out = tmp_path_factory.mktemp("kafka-surface-out")
     app, _ = submit_stalled_job(client, kafka_broker.bootstrap, out)
     yield client, app
-    client.local.force_kill(app)
+    client.cluster("local").force_kill(app)
 
 
 def test_metrics_show_the_kafka_lag_rate_watermark_and_brokers_as_the_status_does(stalled):
     client, app = stalled
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     samples = scrape(address, token)
     kafka = client.status(app)["data"]["kafka"]
     assert kafka["lag"] == 3 * STALL_LAG and kafka["reachable"]

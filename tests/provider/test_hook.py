@@ -20,13 +20,13 @@ SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
 def test_without_a_connection_the_default_id_falls_back_to_the_local_default_home(primus_home):
     hook = PrimusHook()
     assert hook.settings["backend"] == "local" and hook.settings["home"] is None
-    assert hook.client.local.home == primus_home  # $PRIMUS_HOME, read when the client is made
+    assert hook.client.cluster("local").home == primus_home  # $PRIMUS_HOME, read when the client is made
     assert hook.work_preserve_root() == str(primus_home / "work-preserve")
 
 
 def test_the_local_fallback_is_said_once_per_process_naming_the_home_it_uses(primus_home, capsys):
     for _poke in range(3):  # a sensor makes a hook per poke
-        assert PrimusHook().client.local.home == primus_home
+        assert PrimusHook().client.cluster("local").home == primus_home
     said = [line for line in capsys.readouterr().out.splitlines() if "No connection 'primus_default'" in line]
     assert len(said) == 1, said
     assert f"Primus home {primus_home} ($PRIMUS_HOME)" in said[0]
@@ -55,7 +55,7 @@ def test_connection_fields_choose_backend_and_home(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_LOCAL", json.dumps(
         {"conn_type": "primus", "extra": {"backend": "local", "home": str(tmp_path / "h"),
                                           "work_preserve_root": str(tmp_path / "wp")}}))
-    assert PrimusHook("primus_local").client.local.home == tmp_path / "h"
+    assert PrimusHook("primus_local").client.cluster("local").home == tmp_path / "h"
     assert PrimusHook("primus_local").work_preserve_root() == str(tmp_path / "wp")
 
     monkeypatch.setenv("AIRFLOW_CONN_PRIMUS_YARN", json.dumps(

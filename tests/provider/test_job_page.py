@@ -100,7 +100,7 @@ def test_a_running_jobs_link_leads_to_its_ams_page(primus_home, client, page):
     am_page = PrimusHook().job_url(app_id)
     reply = http.get(PATH, follow_redirects=False)
     assert reply.status_code == 307 and reply.headers["location"] == am_page
-    _, token = client.local.am_endpoint(app_id)
+    _, token = client.cluster("local").am_endpoint(app_id)
     assert token not in am_page
     client.kill(app_id)
 
@@ -118,7 +118,7 @@ def test_an_ended_jobs_link_says_it_is_over_with_its_outcome_and_how_to_see_its_
     assert "worker x2: 2 succeeded" in text  # the roles, as the task log says them
     assert "Ended at" in text and " UTC" in text
     assert f"primus --home {primus_home} ui {app_id}" in text  # where the full page comes back
-    assert client.local.job(app_id).token.read_text().strip() not in text
+    assert client.cluster("local").job(app_id).token.read_text().strip() not in text
 
 
 def test_a_killed_jobs_page_gives_the_kill_reason(primus_home, client, page):

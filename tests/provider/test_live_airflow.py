@@ -385,7 +385,7 @@ def test_the_job_link_leads_to_the_am_while_the_job_runs_and_to_its_outcome_afte
         status, location, body = fetch(url, bearer=live.token())  # running: to the AM's own page
         assert status == 307, (status, body)
         assert location == client.cluster_for(app_id).am_web_url(app_id) + "ui/"
-        _, token = client.local.am_endpoint(app_id)
+        _, token = client.cluster("local").am_endpoint(app_id)
         assert token not in location
 
         client.kill(app_id, reason="the live test is done with it")

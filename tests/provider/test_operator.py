@@ -62,7 +62,7 @@ def test_the_jobs_am_page_the_link_leads_to_asks_for_the_token(primus_home, clie
     op = operator(make_spec(SLEEPY), wait_for_completion=False)
     app_id = op.execute(context)
     url = op.hook.job_url(app_id)  # where the link's page redirects while the job runs
-    _, token = client.local.am_endpoint(app_id)
+    _, token = client.cluster("local").am_endpoint(app_id)
     assert token not in url
     with urllib.request.urlopen(url, timeout=10) as page:
         assert 'name="token"' in page.read().decode()  # the sign-in form: no data without the token
@@ -77,7 +77,7 @@ def test_the_jobs_am_page_the_link_leads_to_asks_for_the_token(primus_home, clie
 def test_nothing_the_operator_returns_or_pushes_to_xcom_carries_the_token(primus_home, client):
     context = make_context()
     app_id = operator(make_spec(SLEEPY), wait_for_completion=False).execute(context)
-    _, token = client.local.am_endpoint(app_id)
+    _, token = client.cluster("local").am_endpoint(app_id)
     shared = json.dumps({"returned": app_id, "xcoms": context["ti"].xcoms})
     assert app_id in shared and PrimusJobLink.xcom_key in shared
     assert token not in shared

@@ -124,7 +124,7 @@ class FlakyStore:
 
 def finished_job(client) -> str:
     app_id = PrimusHook().submit(make_spec(QUICK))
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "succeeded" and client.local.am_endpoint(app_id) is None,
+    wait_for(lambda: client.status(app_id)["job"]["state"] == "succeeded" and client.cluster("local").am_endpoint(app_id) is None,
              60, "the job done and its AM gone")
     return app_id
 
@@ -154,10 +154,10 @@ def test_a_refusal_of_the_am_fails_at_once_with_its_message(primus_home, client,
     hook = PrimusHook()
     app_id = hook.submit(make_spec(SLEEPY))
     wait_for(lambda: client.status(app_id)["job"]["state"] == "running", 60, "the job running")
-    client.local.job(app_id).token.write_text("not-the-token\n")  # every request is now refused: 401
+    client.cluster("local").job(app_id).token.write_text("not-the-token\n")  # every request is now refused: 401
     with pytest.raises(AMRejected, match="HTTP 401"):
         hook.status(app_id)
     event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1))
     assert event["status"] == "error" and "AMRejected: HTTP 401" in event["reason"], event
     assert "failed (" not in capsys.readouterr().out  # no retry was logged
-    client.local.force_kill(app_id)
+    client.cluster("local").force_kill(app_id)

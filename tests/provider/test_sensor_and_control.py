@@ -146,6 +146,6 @@ def test_suspend_and_resume_the_input_of_a_running_job(primus_home, client, tmp_
     assert client.status(app_id)["data"]["state"] == "suspended"
     assert PrimusResumeDataOperator(task_id="go", app_id=app_id).execute(make_context()) == "running"
     wait_for(lambda: client.status(app_id)["job"]["state"] == "succeeded", timeout=60, what="job succeeded")
-    wait_for(lambda: client.local.am_pid(app_id) is None, timeout=60, what="the AM to exit")
+    wait_for(lambda: client.cluster("local").am_pid(app_id) is None, timeout=60, what="the AM to exit")
     with pytest.raises(JobUnreachable, match=rf"^job {app_id} has ended \(succeeded\): its input cannot be suspended$"):
         PrimusSuspendDataOperator(task_id="pause", app_id=app_id).execute(make_context())

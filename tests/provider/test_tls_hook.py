@@ -30,7 +30,7 @@ def test_the_async_hook_reads_a_tls_job_live_and_refuses_another_ca(primus_home,
     wait_for(lambda: client.status(app_id)["job"]["state"] == "running", 60, "the TLS job running")
     # Only the AM says "running" (without it the hook would report the job pending or lost).
     assert astatus(app_id)["job"]["state"] == "running"
-    job = client.local.job(app_id)
+    job = client.cluster("local").job(app_id)
     job.ca_cert.write_bytes(new_ca("other").cert)
     with pytest.raises(AMUntrusted, match="^TLS: the certificate of the AM at .* does not verify against the job's CA"):
         astatus(app_id)

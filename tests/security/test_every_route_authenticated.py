@@ -16,11 +16,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from conftest import make_spec
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.server import build_app
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.spec import JobSpec
 from primus_runtime.ui.auth import WebAuth
 from primus_runtime.ui.history import history_app
 from primus_runtime.ui.views import ArchiveView, LiveView
+from simulated_backend import SimulatedBackend
 
 TOKEN = "secret-job-token"
 

@@ -26,8 +26,8 @@ from conftest import make_spec
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.openapi import openapi_document
 from primus_runtime.am.server import build_app
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.spec import JobSpec
+from simulated_backend import SimulatedBackend
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": "Bearer " + TOKEN}

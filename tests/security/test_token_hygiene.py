@@ -36,11 +36,11 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrimusClient
     try:
         wait_for(lambda: len(_trainers(app)) == 2 and client.status(app)["job"]["state"] == "running", 60,
                  "two trainers running")
-        address, token = client.local.am_endpoint(app)
+        address, token = client.cluster("local").am_endpoint(app)
         yield client, home, app, address, token
     finally:
         if processes_of_job(app):
-            client.local.force_kill(app)
+            client.cluster("local").force_kill(app)
 
 
 def _read(path: str) -> bytes:

@@ -28,13 +28,13 @@ def module_client(tmp_path_factory):
     yield client
     for job in client.list():
         if job["state"] in ("pending", "starting", "running"):
-            client.local.force_kill(job["app_id"])
+            client.cluster("local").force_kill(job["app_id"])
 
 
 def _running(client, spec: dict) -> tuple[str, str, str]:
     app = client.submit(spec)
     wait_for(lambda: client.status(app)["job"]["state"] == "running", 60, "the job running")
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     return app, f"http://{address}", token
 
 
@@ -54,7 +54,7 @@ def own_workers(module_client):
     """The same job as ``workers``, the test's own: ended after it."""
     job = _running(module_client, make_spec(WORKERS))
     yield job
-    module_client.local.force_kill(job[0])
+    module_client.cluster("local").force_kill(job[0])
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def data_job(module_client, tmp_path):
                             "task_size": "1000B", "poll_interval": 0.2})
     job = _running(module_client, spec)
     yield job
-    module_client.local.force_kill(job[0])
+    module_client.cluster("local").force_kill(job[0])
 
 
 def sign_in(page: Page, base: str, token: str, name: str) -> None:
@@ -356,8 +356,8 @@ def test_a_failed_jobs_history_page_is_read_only(module_client, page, artifacts)
                                            "failover": {"restart": "never"}}]))
     assert module_client.wait(app, timeout=60)["job"]["state"] == "failed"
     # The AM writes the history's task and partition tables after the outcome: once it exited, all is there.
-    wait_for(lambda: module_client.local.am_pid(app) is None, 10, "the AM gone")
-    server = subprocess.Popen([sys.executable, "-m", "primus_runtime.cli", "--home", str(module_client.local.home),
+    wait_for(lambda: module_client.cluster("local").am_pid(app) is None, 10, "the AM gone")
+    server = subprocess.Popen([sys.executable, "-m", "primus_runtime.cli", "--home", str(module_client.cluster("local").home),
                                "ui", app], stdout=subprocess.PIPE, text=True)
     try:
         link = history_link(server)

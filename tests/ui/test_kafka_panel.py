@@ -18,12 +18,12 @@ def stalled(kafka_broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory 
     client = PrimusClient(tmp_path_factory.mktemp("ui-kafka") / "home")
     app, _ = submit_stalled_job(client, kafka_broker.bootstrap, tmp_path_factory.mktemp("ui-kafka-out"))
     yield client, app
-    client.local.force_kill(app)
+    client.cluster("local").force_kill(app)
 
 
 def test_the_kafka_panel_shows_the_lag_and_every_partition_with_its_holder(stalled, page):
     client, app = stalled
-    address, token = client.local.am_endpoint(app)
+    address, token = client.cluster("local").am_endpoint(app)
     status = client.status(app)
     kafka = status["data"]["kafka"]
     sign_in(page, f"http://{address}", token, "kim")

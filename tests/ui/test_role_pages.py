@@ -18,10 +18,10 @@ from conftest import make_spec
 from primus_runtime import protocol
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.server import build_app
-from primus_runtime.backends.simulated import SimulatedBackend
 from primus_runtime.models import RegisterRequest
 from primus_runtime.spec import JobSpec
 from primus_runtime.ui.auth import make_ticket
+from simulated_backend import SimulatedBackend
 
 TOKEN = "role-pages-token"
 WORKERS = 120

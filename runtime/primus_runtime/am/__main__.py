@@ -16,13 +16,14 @@ gc.disable()
 # scans every installed distribution's entry points on each AM start.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-if "PRIMUS_AM_SUPERVISOR" in os.environ:  # protocol.ENV_AM_SUPERVISOR: local, am.max_attempts > 1
-    # The parent of a fork becomes the AM's supervisor (backends/local/supervisor.py), the child runs on
-    # as AM attempt 1. Loaded by path: importing the package ``backends`` would import the spec's stack.
+if "PRIMUS_AM_SUPERVISOR" in os.environ:  # protocol.ENV_AM_SUPERVISOR: a backend's AM supervisor
+    # The parent of a fork becomes the AM's supervisor (the module the backend's client names, e.g.
+    # backends/local/supervisor.py with am.max_attempts > 1), the child runs on as AM attempt 1. Loaded
+    # by path: importing the package ``backends`` would import the spec's stack.
     import importlib.util
+    import json
 
-    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "backends", "local",
-                         "supervisor.py")
+    _path = json.loads(os.environ["PRIMUS_AM_SUPERVISOR"])["module"]
     _spec = importlib.util.spec_from_file_location("primus_local_supervisor", _path)
     assert _spec is not None and _spec.loader is not None
     _supervisor = importlib.util.module_from_spec(_spec)

@@ -3,7 +3,8 @@
 A backend is one package, ``backends/<name>/``:
 
 - ``settings.py``: its section of the job spec (``backend: {type: <name>, ...}``), a pydantic
-  model that only needs ``spec_types`` (the job spec imports it to build its union);
+  model that only needs ``spec_types``; with the backend's static facts it is listed in
+  ``catalogue.py``, the leaf the job spec imports to build its union;
 - ``client.py``: its ``ClusterClient`` (``base.py``), used where jobs are submitted from (the CLI,
   Airflow): submit, find, read the status the AM left, logs, kill without the AM;
 - ``executors.py``: its ``ExecutorBackend``, inside the AM: launch, watch and stop executors;
@@ -11,38 +12,31 @@ A backend is one package, ``backends/<name>/``:
   ``ExecutorBackend`` and the ``JobStore`` (where the AM publishes its address and saves its
   status) and serves (``am/main.serve``).
 
-Client and AM modules are imported on first use only: YARN's pull in skein, Kubernetes' its client.
+Client, AM and Airflow modules are imported on first use only: YARN's pull in skein, Kubernetes'
+its client.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..spec_types import BackendSettings
-from .kubernetes.settings import KubernetesBackend
-from .local.settings import LocalBackend
-from .yarn.settings import YarnBackend
+from .catalogue import CATALOGUE as _CATALOGUE
+from .catalogue import DEFAULT, DEFAULT_AM_ATTEMPTS, NAMES, SETTINGS, BackendFacts, ConnectionField, UnknownBackend
 
 if TYPE_CHECKING:
     from .base import ClientOptions, ClusterClient
 
+__all__ = ["BACKENDS", "DEFAULT", "DEFAULT_AM_ATTEMPTS", "NAMES", "SETTINGS", "BackendInfo", "ConnectionField",
+           "UnknownBackend", "default_settings", "get", "of_app_id"]
 
-@dataclass(frozen=True)
-class BackendInfo:
-    name: str
-    settings: type[BackendSettings]  # its spec section; the field ``type`` (its name) tells them apart
-    owns: Callable[[str], bool]  # whether an application id is one of its jobs
-    summary: str
-    # Whether its AM and executors see the submitting machine's files (local paths in a spec work).
-    shares_files_with_client: bool = False
-    # Whether its submit makes the job's CA and its AM serves TLS (``am.tls``).
-    serves_tls: bool = False
-    # Whether a new AM attempt adopts the executors still running (trainers untouched): such a
-    # backend restarts a dead AM by default (``am.max_attempts`` unset: DEFAULT_AM_ATTEMPTS).
-    adopts_executors: bool = False
+
+@dataclasses.dataclass(frozen=True)
+class BackendInfo(BackendFacts):
+    """A backend's facts (``catalogue``) and how to run it."""
 
     @property
     def package(self) -> str:
@@ -57,38 +51,30 @@ class BackendInfo:
         run: Any = importlib.import_module(f"{self.package}.am").run_am
         return int(await run(args))
 
+    def client_options(self, fields: Mapping[str, Any], options: ClientOptions) -> ClientOptions:
+        """``options`` with what an Airflow connection's ``fields`` (its extra, by field name) say of
+        this backend: each field's ``client_option``, then what another Airflow provider's hook adds
+        (``airflow_client_options``; may raise ``ImportError`` when that provider is missing)."""
+        options = dataclasses.replace(options, **{field.client_option: fields.get(field.name)
+                                                  for field in self.connection_fields if field.client_option})
+        if self.airflow_client_options is None:
+            return options
+        module, _, function = self.airflow_client_options.partition(":")
+        complete: Any = getattr(importlib.import_module(f"{self.package}.{module}"), function)
+        completed: ClientOptions = complete(fields, options)
+        return completed
 
-def _is_local(app_id: str) -> bool:
-    return app_id.startswith("primus-")
-
-
-def _is_yarn(app_id: str) -> bool:
-    return app_id.startswith("application_")
-
-
-def _is_kubernetes(app_id: str) -> bool:
-    return app_id.startswith("k8s.")
+    def spec_defaults(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields of this backend's spec section that an Airflow connection's ``fields`` fill
+        when a spec leaves them out."""
+        return {field.spec_field: fields[field.name] for field in self.connection_fields
+                if field.spec_field and fields.get(field.name)}
 
 
 BACKENDS: dict[str, BackendInfo] = {
-    info.name: info for info in (
-        BackendInfo("local", LocalBackend, _is_local, "processes on this machine", shares_files_with_client=True,
-                    serves_tls=True, adopts_executors=True),
-        # A new YARN application attempt starts every executor again (skein keeps no container
-        # across attempts): a restart costs the trainers' state, so it is the user's choice.
-        BackendInfo("yarn", YarnBackend, _is_yarn, "a YARN application through skein", serves_tls=True),
-        BackendInfo("kubernetes", KubernetesBackend, _is_kubernetes, "an AM pod and executor pods",
-                    adopts_executors=True),
-    )
+    facts.name: BackendInfo(**{f.name: getattr(facts, f.name) for f in dataclasses.fields(facts)})
+    for facts in _CATALOGUE
 }
-NAMES = tuple(BACKENDS)
-# AM attempts when the spec does not say, on a backend that adopts executors (1 on the others).
-DEFAULT_AM_ATTEMPTS = 3
-SETTINGS = tuple(info.settings for info in BACKENDS.values())
-
-
-class UnknownBackend(LookupError):
-    pass
 
 
 def get(name: str) -> BackendInfo:

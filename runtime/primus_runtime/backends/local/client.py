@@ -18,10 +18,12 @@ from typing import Any
 from ... import procfs, protocol
 from ...bundle import build_bundle
 from ...executor.proctree import Cgroup, signal_all
-from ...spec import JobSpec, LocalBackend, SpecError
+from ...home import default_home, write_private
+from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient
-from .jobs import JobDir, ResourceLedger, default_home, processes_of_job, write_private
+from .jobs import JobDir, ResourceLedger, processes_of_job
+from .settings import LocalBackend
 
 # --- from outside: submit, find, kill -----------------------------------------------------
 
@@ -79,7 +81,8 @@ class LocalClusterClient(ClusterClient):
                                              env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         if spec.am_attempts > 1:  # the AM's process forks a supervisor that restarts the AM (supervisor.py)
             env[protocol.ENV_AM_SUPERVISOR] = json.dumps({"job_dir": str(job.path), "bundle": str(bundle),
-                                                          "max_attempts": spec.am_attempts})
+                                                          "max_attempts": spec.am_attempts,
+                                                          "module": str(Path(__file__).with_name("supervisor.py"))})
         command = [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path),
                    "--bundle", str(bundle)]
         with open(job.am_log, "ab") as log:

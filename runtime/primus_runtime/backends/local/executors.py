@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ... import procfs, protocol
 from ...executor.proctree import Cgroup, signal_all
-from ...spec import LocalBackend, Resources
+from ...spec import Resources
 from ..base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest
 from .environment import executor_base_env
 from .jobs import (
@@ -28,6 +28,7 @@ from .jobs import (
     processes_of_job,
     reaped_exit_code,
 )
+from .settings import LocalBackend
 
 log = logging.getLogger("primus.am")
 # How often adopted executors (not children of this AM's fork server) are checked for an exit.

@@ -12,16 +12,13 @@ from typing import Any
 
 from ... import procfs, protocol
 from ...executor.proctree import Cgroup, cgroup2_mount, own_cgroup
-from ...spec import LocalBackend, Resources
+from ...spec import Resources
+from .settings import LocalBackend
 
 LOCAL_HOST = "127.0.0.1"
 # Set (to anything but "" or "0") in the AM's environment: no cgroups, only the subreaper and the
 # environment sweep (what runs where cgroup v2 is not writable; tests use it to run that path).
 ENV_NO_CGROUPS = "PRIMUS_NO_CGROUPS"
-
-
-def default_home(configured: str | None = None) -> Path:
-    return Path(configured or os.environ.get("PRIMUS_HOME") or Path.home() / ".primus").expanduser()
 
 
 class JobDir:
@@ -191,13 +188,6 @@ def reaped_exit_code(job: JobDir, pid: int) -> int | None:
         if entry.get("pid") == pid:
             return int(entry["code"])
     return None
-
-
-def write_private(path: Path, text: str) -> None:
-    """A new file only its owner can read (the mode is set at creation, never wider)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
 
 
 def link_files(files: list[str], work: Path) -> None:

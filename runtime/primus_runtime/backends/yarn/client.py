@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 
 from ...bundle import build_bundle
 from ...hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
-from ...spec import JobSpec, SpecError, YarnBackend
+from ...home import default_home, write_private
+from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient, launched_at_start, role_env
-from ..local.jobs import default_home, write_private
 from .cluster import (
     BUNDLE_NAME,
     CA_CERT_NAME,
@@ -51,6 +51,7 @@ from .cluster import (
     never_fits,
     skein_client,
 )
+from .settings import YarnBackend
 
 log = logging.getLogger("primus.yarn")
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from ... import protocol
 from ...hadoop import ENV_WEBHDFS, hadoop_user
-from ...spec import JobSpec, Resources, SpecError, YarnBackend
+from ...spec import JobSpec, Resources, SpecError
+from .settings import YarnBackend
 
 BUNDLE_NAME = "primus-runtime.zip"
 TOKEN_NAME = "token"

@@ -3,8 +3,8 @@ and whoever drives the test or benchmark plays it over the real protocol."""
 
 from __future__ import annotations
 
-from ..spec import Resources
-from .base import BackendEvents, ExecutorBackend, Launched, LaunchRequest
+from primus_runtime.backends.base import BackendEvents, ExecutorBackend, Launched, LaunchRequest
+from primus_runtime.spec import Resources
 
 
 class SimulatedBackend(ExecutorBackend):
