@@ -21,18 +21,18 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 # Light imports only (see ``triggers/__init__.py``): what the triggers run on is imported off the
 # event loop by ``import_off_loop(*RUNS_ON)`` on their first run, then imported where used (a lookup).
-from airflow_provider_primus.events import EventStatus, LogCursor, PrimusTriggerEvent
-from airflow_provider_primus.partitions import path_exists
 from airflow_provider_primus.triggers import import_off_loop
 from primus_runtime.states import ExecutorState, JobState
 
 if TYPE_CHECKING:
     from airflow_provider_primus.conditions import Check
+    from airflow_provider_primus.events import EventStatus
     from airflow_provider_primus.hooks.primus import PrimusAsyncHook
 
 #: The modules the triggers of this module need once they run.
-RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.hooks.primus",
-           "airflow_provider_primus.progress", "airflow_provider_primus.retries", "primus_runtime.client")
+RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.events", "airflow_provider_primus.hooks.primus",
+           "airflow_provider_primus.partitions", "airflow_provider_primus.progress", "airflow_provider_primus.retries",
+           "primus_runtime.client")
 #: ``PrimusHook.default_conn_name`` (not imported from the hook's module: see above).
 DEFAULT_CONN_ID = "primus_default"
 
@@ -147,6 +147,8 @@ class PrimusStatusTrigger(BaseTrigger):
 
     def _event(self, status: EventStatus, state: str, reason: str, input_at_fault: bool = False,
                deadline: float | None = None) -> TriggerEvent:
+        from airflow_provider_primus.events import LogCursor, PrimusTriggerEvent
+
         cursor = LogCursor.model_validate(self.log_cursor) if self.log_cursor is not None else None
         return TriggerEvent(PrimusTriggerEvent.build(
             status, reason, app_id=self.app_id, state=state, input_at_fault=input_at_fault, deadline=deadline,
@@ -304,6 +306,8 @@ class PrimusPartitionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         await import_off_loop(*RUNS_ON)
+        from airflow_provider_primus.events import PrimusTriggerEvent
+        from airflow_provider_primus.partitions import path_exists
         from airflow_provider_primus.retries import READ_ERRORS, async_retrying
 
         while True:
