@@ -1060,7 +1060,7 @@ class JobSpec(StrictModel):
                 raise ValueError(f"roles[{i}].autoscale: the backlog and its rate are the whole input's, shared by "
                                  f"the roles that consume it, so autoscaling needs a single consuming role, got "
                                  f"{consumers}")
-            kafka = getattr(self.input, "kafka_sources", [])  # Kafka input arrives with the lead's merge
+            kafka = self.input.kafka_sources
             if policy.target_lag is not None and not kafka:
                 raise ValueError(f"roles[{i}].autoscale.target_lag: is Kafka consumer lag and the input has no "
                                  f"kafka source (files: target_queued or target_catchup), got {policy.target_lag}")
