@@ -112,15 +112,16 @@ final class Kerberos {
     conf.set("yarn.nodemanager.webapp.spnego-keytab-file", serviceKeytab.getPath());
     // SPNEGO on the ResourceManager's and NodeManagers' web servers (REST included).
     conf.set("hadoop.http.filter.initializers", "org.apache.hadoop.security.AuthenticationFilterInitializer");
-    conf.set("hadoop.http.authentication.type", "kerberos");
-    conf.set("hadoop.http.authentication.simple.anonymous.allowed", "false");
-    conf.set("hadoop.http.authentication.kerberos.principal", "*");
-    conf.set("hadoop.http.authentication.kerberos.keytab", serviceKeytab.getPath());
   }
 
   private void common(Configuration conf) {
     conf.set("hadoop.security.authentication", "kerberos");
     conf.setBoolean("hadoop.security.authorization", true);
+    // The HTTP authentication filter's settings (the NameNode's WebHDFS filter reads them too).
+    conf.set("hadoop.http.authentication.type", "kerberos");
+    conf.set("hadoop.http.authentication.simple.anonymous.allowed", "false");
+    conf.set("hadoop.http.authentication.kerberos.principal", "*");
+    conf.set("hadoop.http.authentication.kerberos.keytab", serviceKeytab.getPath());
   }
 
   /** What clients need besides the addresses. */
