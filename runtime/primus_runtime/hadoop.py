@@ -12,6 +12,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
@@ -128,7 +129,7 @@ def webhdfs_base(url: str, conf: HadoopConf | None = None) -> str:
 
 
 def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
-                    timeout: float = WEBHDFS_TIMEOUT):  # noqa: ANN201 - fsspec type
+                    timeout: float = WEBHDFS_TIMEOUT, login: Any = None):  # noqa: ANN201 - fsspec type
     """An fsspec WebHDFS filesystem for ``url`` (default: the configuration's ``fs.defaultFS``), for
     the AM and clients (executors read with the standard library, see ``data/webhdfs.py``).
 
@@ -139,8 +140,12 @@ def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
     import fsspec
 
     base = urlsplit(webhdfs_base(url or "hdfs:///", conf))
-    fs = fsspec.filesystem("webhdfs", host=base.hostname, port=base.port, user=hadoop_user(),
-                           skip_instance_cache=True)
+    # With a Kerberos login (backends/yarn/kerberos.py) requests carry SPNEGO tokens instead of
+    # ``user.name=`` (which the NameNode would compare with the authenticated user).
+    fs = fsspec.filesystem("webhdfs", host=base.hostname, port=base.port,
+                           user=None if login is not None else hadoop_user(), skip_instance_cache=True)
+    if login is not None:
+        fs.session.auth = login.requests_auth()
     fs.session.request = functools.partial(fs.session.request, timeout=timeout)
     return fs
 

@@ -34,6 +34,7 @@ from .cluster import (
     parse_prelaunched,
 )
 from .executors import YarnExecutorBackend
+from .kerberos import ENV_KEYTAB, ENV_PRINCIPAL, login_from
 
 log = logging.getLogger("primus.am")
 
@@ -68,8 +69,10 @@ async def run_am(args: list[str]) -> int:
     spec = JobSpec.model_validate_json(Path(SPEC_NAME).read_text())
     app_id = skein.properties.application_id
     app = skein.ApplicationClient.from_current()
-    rm = ResourceManager(os.environ[ENV_RM_WEB])
-    store = HdfsJobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[ENV_WEBHDFS]).netloc),
+    # A Kerberized cluster: the submitter's keytab, localized in this container only.
+    login = login_from(os.environ.get(ENV_PRINCIPAL), os.environ.get(ENV_KEYTAB), (ENV_PRINCIPAL, ENV_KEYTAB))
+    rm = ResourceManager(os.environ[ENV_RM_WEB], login=login)
+    store = HdfsJobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[ENV_WEBHDFS]).netloc, login=login),
                          os.environ[ENV_JOB_STORE])
     backend = YarnExecutorBackend(app, rm, prelaunched=parse_prelaunched(os.environ.get(ENV_PRELAUNCHED, "")))
     attempt = application_attempt(os.environ.get("CONTAINER_ID", ""))

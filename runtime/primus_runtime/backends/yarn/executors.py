@@ -16,6 +16,7 @@ from ...hadoop import hadoop_user
 from ...spec import Resources
 from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
 from .cluster import ResourceManager, container_resources, log_contents, never_fits
+from .kerberos import KerberosLogin, urlopen
 
 log = logging.getLogger("primus.yarn")
 
@@ -31,16 +32,18 @@ def exit_code_of(message: str) -> int | None:
 _NO_EXIT_STATUS = -1000
 
 
-def node_exit_report(node_http: str, container_id: str, timeout: float = 5.0) -> tuple[int | None, str] | None:
+def node_exit_report(node_http: str, container_id: str, timeout: float = 5.0,
+                     login: KerberosLogin | None = None) -> tuple[int | None, str] | None:
     """(exit status, diagnostics) of a container from its NodeManager's REST API, or None once the
     NodeManager has forgotten it (a few seconds after the ResourceManager passed its end to the AM).
 
     skein replaces both by "Container failed during execution" for every positive exit status, so
     a container YARN killed from outside (``yarn container -signal``: exit 137, "Killed by external
     signal") would otherwise end without its exit code or why."""
-    url = f"http://{node_http}/ws/v1/node/containers/{container_id}?user.name={hadoop_user()}"
+    url = f"http://{node_http}/ws/v1/node/containers/{container_id}"
+    url += "" if login else f"?user.name={hadoop_user()}"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urlopen(url, timeout, login) as response:
             info = json.loads(response.read())["container"]
     except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
         log.info("no exit status of %s from its NodeManager %s: %s", container_id, node_http, exc)
@@ -143,7 +146,7 @@ class YarnExecutorBackend(ExecutorBackend):
         """From the NodeManager's REST API (``path`` is its URL), which serves a log only whole."""
         def fetch() -> bytes:
             try:
-                with urllib.request.urlopen(path, timeout=10) as response:
+                with urlopen(path, 10, self.rm.login if self.rm else None) as response:
                     return log_contents(response.read())
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:  # not written yet, or the container is gone
@@ -179,7 +182,8 @@ class YarnExecutorBackend(ExecutorBackend):
         reports = {}
         for c in containers:
             if c.id in self._containers and str(c.state) == "FAILED" and c.yarn_node_http_address:
-                report = node_exit_report(c.yarn_node_http_address, c.yarn_container_id)
+                report = node_exit_report(c.yarn_node_http_address, c.yarn_container_id,
+                                          login=self.rm.login if self.rm else None)
                 if report is not None:
                     reports[c.id] = report
         return reports

@@ -110,6 +110,10 @@ final class Kerberos {
     conf.set("yarn.resourcemanager.webapp.spnego-keytab-file", serviceKeytab.getPath());
     conf.set("yarn.nodemanager.webapp.spnego-principal", "*");
     conf.set("yarn.nodemanager.webapp.spnego-keytab-file", serviceKeytab.getPath());
+    // Containers find the realm as on a node with /etc/krb5.conf: Java (skein's AM) by
+    // java.security.krb5.conf, MIT Kerberos (the Primus AM's gssapi) by KRB5_CONFIG.
+    conf.set("yarn.nodemanager.admin-env", "MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,KRB5_CONFIG=" + krb5conf.getPath()
+        + ",JAVA_TOOL_OPTIONS=-Djava.security.krb5.conf=" + krb5conf.getPath());
     // SPNEGO on the ResourceManager's and NodeManagers' web servers (REST included).
     conf.set("hadoop.http.filter.initializers", "org.apache.hadoop.security.AuthenticationFilterInitializer");
   }
