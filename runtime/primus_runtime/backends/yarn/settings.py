@@ -28,7 +28,7 @@ class YarnBackend(BackendSettings):
 
     The cluster is the one of ``$HADOOP_CONF_DIR`` where the job is submitted. Nodes need only a
     Python 3.9+ for executors; the AM's interpreter (``python``) needs the runtime's dependencies
-    (pydantic, aiohttp, prometheus-client, skein, fsspec, requests).
+    (pydantic, aiohttp, prometheus-client, skein, fsspec, requests; gssapi with a ``keytab``).
     """
 
     type: Literal["yarn"]
