@@ -29,6 +29,10 @@ _CONNECTION_FIELDS = {
                          "wins).", _TEXT),
     "hadoop_conf_dir": _field("Hadoop configuration", "yarn: directory of the cluster's client configuration "
                               "(core-site.xml, hdfs-site.xml, yarn-site.xml; default $HADOOP_CONF_DIR).", _TEXT),
+    "yarn_principal": _field("Kerberos principal", "yarn, on a Kerberized cluster: the principal jobs are "
+                             "submitted and read as (a job spec's backend.principal wins).", _TEXT),
+    "yarn_keytab": _field("Kerberos keytab", "yarn: the principal's keytab on the Airflow workers; every REST "
+                          "call authenticates with SPNEGO from it (a private credential cache).", _TEXT),
     "kubernetes_conn_id": _field("Kubernetes connection", "kubernetes: the cncf-kubernetes provider's "
                                  "connection to reach the cluster with (default kubernetes_default).", _TEXT),
     "namespace": _field("Kubernetes namespace", "kubernetes: namespace of the AM and executor pods (a job "

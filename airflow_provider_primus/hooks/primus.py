@@ -36,8 +36,8 @@ from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
 
 #: Keys of a ``primus`` connection's extra (declared as ``conn-fields`` in ``get_provider_info``).
-CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir",
-                     "kubernetes_conn_id", "namespace", "image")
+CONNECTION_FIELDS = ("backend", "home", "work_preserve_root", "yarn_queue", "hadoop_conf_dir", "yarn_principal",
+                     "yarn_keytab", "kubernetes_conn_id", "namespace", "image")
 #: Job states in which a job can still be reattached to (``lost``: the AM died without an outcome).
 ACTIVE = JOB_ACTIVE
 FINISHED = JOB_FINISHED
@@ -59,7 +59,7 @@ BACKEND_FIELDS = {"local": ("home",), "yarn": ("hadoop_conf_dir", "yarn_queue"),
 _ANNOUNCED_FALLBACKS: set[tuple[str, str]] = set()
 
 #: Per backend: the fields of its spec section a connection field fills when the spec leaves it out.
-_SPEC_DEFAULTS = {"yarn": {"queue": "yarn_queue"}, "kubernetes": {"namespace": "namespace", "image": "image"}}
+_SPEC_DEFAULTS = {"yarn": {"queue": "yarn_queue", "principal": "yarn_principal", "keytab": "yarn_keytab"}, "kubernetes": {"namespace": "namespace", "image": "image"}}
 
 
 class PrimusHook(BaseHook):
@@ -138,7 +138,8 @@ class PrimusHook(BaseHook):
         """How the runtime's client reaches the connection's backend."""
         settings = self.settings
         options = ClientOptions(home=settings["home"], hadoop_conf_dir=settings["hadoop_conf_dir"],
-                                namespace=settings["namespace"])
+                                namespace=settings["namespace"], kerberos_principal=settings["yarn_principal"],
+                                kerberos_keytab=settings["yarn_keytab"])
         through_airflow = _AIRFLOW_CLIENT_OPTIONS.get(settings["backend"])
         return through_airflow(self, options) if through_airflow else options
 
