@@ -128,6 +128,20 @@ def webhdfs_base(url: str, conf: HadoopConf | None = None) -> str:
     return (conf or HadoopConf()).webhdfs()
 
 
+#: A YARN executor on a Kerberized cluster: the WebHDFS delegation token (``delegation=``) the AM
+#: fetched for it, which its HDFS reader (data/webhdfs.py) uses instead of ``user.name=``.
+ENV_WEBHDFS_DELEGATION = "PRIMUS_WEBHDFS_DELEGATION"
+
+_default_login: Any = None
+
+
+def use_login(login: Any) -> None:
+    """Make ``login`` (backends/yarn/kerberos.py) the one of every later ``hdfs_filesystem`` that
+    names none: the AM's data plane (input listing, data checkpoints) on a Kerberized cluster."""
+    global _default_login
+    _default_login = login
+
+
 def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
                     timeout: float = WEBHDFS_TIMEOUT, login: Any = None):  # noqa: ANN201 - fsspec type
     """An fsspec WebHDFS filesystem for ``url`` (default: the configuration's ``fs.defaultFS``), for
@@ -139,6 +153,7 @@ def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
 
     import fsspec
 
+    login = login if login is not None else _default_login
     base = urlsplit(webhdfs_base(url or "hdfs:///", conf))
     # With a Kerberos login (backends/yarn/kerberos.py) requests carry SPNEGO tokens instead of
     # ``user.name=`` (which the NameNode would compare with the authenticated user).

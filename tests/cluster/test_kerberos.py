@@ -134,3 +134,39 @@ def test_a_submit_without_the_keytab_fails_at_once_with_a_clear_error(kerberized
     with pytest.raises(KerberosError, match=r"backend.principal 'nobody@EXAMPLE.COM'"):
         client.submit(_spec(principal="nobody@EXAMPLE.COM", keytab=os.environ["PRIMUS_TEST_KEYTAB"]))
     assert time.monotonic() - started < 30
+
+
+def test_executors_read_hdfs_input_with_the_ams_delegation_token(kerberized: Minicluster, tmp_path):
+    """The AM lists the input with its keytab; the executor, which has none, reads the file through
+    WebHDFS with the delegation token the AM put in its launch environment."""
+    from primus_runtime.backends.yarn.kerberos import login_from
+    from primus_runtime.hadoop import hdfs_filesystem
+
+    principal, keytab = os.environ["PRIMUS_TEST_PRINCIPAL"], os.environ["PRIMUS_TEST_KEYTAB"]
+    fs = hdfs_filesystem(login=login_from(principal, keytab))
+    base = f"/primus-tests/krb-{time.time_ns()}"
+    expected = [f"r{i:05d}" for i in range(3000)]
+    fs.makedirs(f"{base}/20261201", exist_ok=True)
+    with fs.open(f"{base}/20261201/part-0.txt", "wb") as f:
+        f.write(("\n".join(expected) + "\n").encode())
+    with fs.open(f"{base}/20261201/_SUCCESS", "wb") as f:
+        f.write(b"")
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = make_spec(
+        [{"name": "worker", "replicas": 1, "consumes_input": True, "resources": SMALL,
+          "command": [sys.executable, str(Path(__file__).resolve().parents[1] / "data" / "consumer.py")],
+          "env": {"OUT_DIR": str(out)}}],
+        input={"sources": [{"name": "rows", "path": "hdfs://" + base + "/{{YYYY}}{{MM}}{{DD}}/"}],
+               "time_range": {"start": "2026-12-01", "end": "2026-12-01"}},
+        backend={"type": "yarn", "am_memory": "512Mi", "principal": principal, "keytab": keytab})
+    client = PrimusClient(tmp_path / "home")
+    app_id = client.submit(spec)
+    try:
+        status = client.wait(app_id, timeout=240)
+        assert status["job"]["state"] == "succeeded", json.dumps(status)[-2000:]
+        assert sorted(line for f in out.glob("worker-*.txt") for line in f.read_text().split()) == expected
+    finally:
+        yarn = client.cluster("yarn")
+        if yarn.am_alive(app_id):
+            yarn.force_kill(app_id)

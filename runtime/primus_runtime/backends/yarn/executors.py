@@ -7,16 +7,17 @@ import asyncio
 import json
 import logging
 import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from ... import protocol
-from ...hadoop import hadoop_user
+from ...hadoop import ENV_WEBHDFS_DELEGATION, hadoop_user
 from ...spec import Resources
 from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
 from .cluster import ResourceManager, container_resources, log_contents, never_fits
-from .kerberos import KerberosLogin, urlopen
+from .kerberos import KerberosLogin, urlopen, webhdfs_delegation_token
 
 log = logging.getLogger("primus.yarn")
 
@@ -79,9 +80,11 @@ class YarnExecutorBackend(ExecutorBackend):
     """Executors are containers of the skein services of their roles (one service per role)."""
 
     def __init__(self, app: Any, rm: ResourceManager | None = None, poll: float = 0.5,
-                 prelaunched: dict[str, int] | None = None):
+                 prelaunched: dict[str, int] | None = None, webhdfs: str | None = None):
         self.app = app  # skein.ApplicationClient of this application
         self.rm = rm
+        self.webhdfs = webhdfs  # http://namenode:port, for executors' delegation tokens (Kerberos)
+        self._delegation: tuple[float, str] | None = None  # (fetched at, token)
         self.poll = poll
         # Containers started with the application, not yet given to an executor: (role, index).
         self._unclaimed = {(role, i) for role, n in (prelaunched or {}).items() for i in range(n)}
@@ -125,10 +128,21 @@ class YarnExecutorBackend(ExecutorBackend):
             self._by_incarnation[request.incarnation] = request.incarnation
             return
         env = dict(request.env)
+        if self.rm is not None and self.rm.login is not None and self.webhdfs:
+            # Kerberos: executors get no keytab; they read HDFS input with a delegation token.
+            env[ENV_WEBHDFS_DELEGATION] = await asyncio.to_thread(self._delegation_token)
         container = await asyncio.to_thread(self.app.add_container, request.role, env)
         self._containers[container.id] = request
         self._by_incarnation[request.incarnation] = container.id
         log.info("%s: asked YARN for container %s", protocol.executor_id(request.role, request.index), container.id)
+
+    def _delegation_token(self) -> str:
+        """One token per hour at most: a fresh executor's lasts a day (the NameNode's default renew
+        interval) from its launch. Not renewed: an executor reading HDFS for longer fails."""
+        assert self.rm is not None and self.rm.login is not None and self.webhdfs
+        if self._delegation is None or time.monotonic() - self._delegation[0] > 3600:
+            self._delegation = (time.monotonic(), webhdfs_delegation_token(self.webhdfs, self.rm.login))
+        return self._delegation[1]
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         container_id = self._by_incarnation.get(incarnation)

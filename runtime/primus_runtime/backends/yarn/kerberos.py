@@ -121,6 +121,15 @@ def login_from(principal: str | None, keytab: str | None,
     return login
 
 
+def webhdfs_delegation_token(webhdfs: str, login: KerberosLogin, timeout: float = 10.0) -> str:
+    """A WebHDFS delegation token of ``login``'s user (``op=GETDELEGATIONTOKEN``), the form
+    ``delegation=`` takes: for executors, which get no keytab."""
+    import json
+
+    with urlopen(f"{webhdfs.rstrip('/')}/webhdfs/v1/?op=GETDELEGATIONTOKEN", timeout, login) as response:
+        return str(json.loads(response.read())["Token"]["urlString"])
+
+
 def urlopen(request: urllib.request.Request | str, timeout: float, login: KerberosLogin | None) -> Any:
     """``urllib.request.urlopen``, with SPNEGO when ``login`` is given."""
     if login is None:
