@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The hdfs provider (WebHDFSHook, for PrimusPartitionSensor on HDFS) into .venv. It pulls in
-# gssapi, whose build needs krb5-config: Debian's libkrb5-dev, installed here when missing.
+# The hdfs provider (WebHDFSHook, for PrimusPartitionSensor on HDFS) and the kerberos extra (YARN
+# with a keytab, tests/cluster/test_kerberos.py) into .venv. Both pull in gssapi, whose build needs
+# krb5-config: Debian's libkrb5-dev, installed here when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if .venv/bin/python -c "import airflow.providers.apache.hdfs.hooks.webhdfs" 2>/dev/null; then
+if .venv/bin/python -c "import airflow.providers.apache.hdfs.hooks.webhdfs, gssapi" 2>/dev/null; then
   exit 0
 fi
 if ! command -v krb5-config >/dev/null; then
@@ -18,4 +19,4 @@ fi
 echo "install-hdfs-provider: installing the hdfs provider (builds gssapi the first time: a few minutes)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-.venv/bin/python -m pip install --quiet -e '.[test,hdfs]' >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+.venv/bin/python -m pip install --quiet -e '.[test,hdfs,kerberos]' >"$log" 2>&1 || { cat "$log" >&2; exit 1; }

@@ -4,6 +4,7 @@
 # that runs containers as local processes, 8 GiB / 16 vcores).
 #
 #   scripts/minicluster.sh start [DIR]    # build if needed, start, wait until ready
+#   scripts/minicluster.sh start [DIR] --kerberos   # the same, secure (PRIMUS_MINICLUSTER_KERBEROS=1)
 #   . DIR/env.sh                          # HADOOP_CONF_DIR, PATH (DIR/bin/yarn), JAVA_HOME, ...
 #   scripts/minicluster.sh status [DIR]   # prints DIR/ready.json (the addresses); rc 1 if down
 #   scripts/minicluster.sh stop [DIR]     # SIGTERM, then kills any container process left
@@ -12,12 +13,26 @@
 # (minicluster.log), the cluster's data, the client configuration (conf/), bin/yarn and env.sh.
 # Needs Java 17 and Maven; jars are cached in ~/.m2, the built launcher and both classpaths in
 # ~/.cache/primus-minicluster/<hash of the poms and sources> (a warm start needs no network).
+#
+# --kerberos: a MiniKdc in the same JVM (realm EXAMPLE.COM), hadoop.security.authentication=kerberos
+# and authorization, SPNEGO on the RM's and NM's web servers and on WebHDFS. DIR/krb5.conf, the
+# keytabs in DIR/keytabs/ (service.keytab: every daemon's; user.keytab: the local user's principal);
+# env.sh exports KRB5_CONFIG, KRB5CCNAME (a cache in DIR), PRIMUS_TEST_PRINCIPAL, PRIMUS_TEST_KEYTAB
+# and JAVA_TOOL_OPTIONS (Java does not read KRB5_CONFIG: skein's driver finds the KDC by it).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC="$HERE/minicluster"
 CMD=${1:-}
-DIR=${2:-${PRIMUS_MINICLUSTER_DIR:-/tmp/primus-minicluster}}
+DIR=""
+KERBEROS=${PRIMUS_MINICLUSTER_KERBEROS:-}
+for arg in "${@:2}"; do
+  case "$arg" in
+    --kerberos) KERBEROS=1 ;;
+    *) DIR=$arg ;;
+  esac
+done
+DIR=${DIR:-${PRIMUS_MINICLUSTER_DIR:-/tmp/primus-minicluster}}
 START_TIMEOUT=${PRIMUS_MINICLUSTER_TIMEOUT:-240}
 CACHE_ROOT=${PRIMUS_MINICLUSTER_CACHE:-$HOME/.cache/primus-minicluster}
 
@@ -33,6 +48,9 @@ JAVA_OPENS=(
   --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
   --add-opens=java.base/sun.net.dns=ALL-UNNAMED
   --add-opens=java.base/sun.net.util=ALL-UNNAMED
+  # Kerberos (hadoop-auth's KerberosUtil reads the JDK's krb5 configuration).
+  --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED
+  --add-opens=java.security.jgss/sun.security.krb5=ALL-UNNAMED
 )
 
 die() { echo "minicluster: $*" >&2; exit 1; }
@@ -135,6 +153,16 @@ export PATH="$DIR/bin:\$PATH"
 # skein keeps its certificate and global-driver files here instead of ~/.skein.
 export SKEIN_CONFIG="$DIR/skein"
 EOF
+  if [ -n "$KERBEROS" ]; then
+    cat >>"$DIR/env.sh" <<EOF
+# Kerberos mode: the MiniKdc's realm, the test user's principal and keytab.
+export KRB5_CONFIG="$DIR/krb5.conf"
+export KRB5CCNAME="FILE:$DIR/krb5cc"
+export PRIMUS_TEST_PRINCIPAL="$(id -un)@EXAMPLE.COM"
+export PRIMUS_TEST_KEYTAB="$DIR/keytabs/user.keytab"
+export JAVA_TOOL_OPTIONS="-Djava.security.krb5.conf=$DIR/krb5.conf"
+EOF
+  fi
 }
 
 start() {
@@ -148,7 +176,7 @@ start() {
   jhome=$(java_home)
   local t1
   t1=$(date +%s)
-  rm -rf "$DIR/conf" "$DIR/target" "$DIR/hdfs" "$DIR/tmp" "$DIR/ready.json"
+  rm -rf "$DIR/conf" "$DIR/target" "$DIR/hdfs" "$DIR/tmp" "$DIR/ready.json" "$DIR/kdc" "$DIR/keytabs" "$DIR/krb5cc"
   mkdir -p "$DIR/conf"
   local client_cp app_cp
   client_cp=$(cat "$CACHE/client.classpath")
@@ -161,7 +189,7 @@ start() {
     exec setsid "$jhome/bin/java" -Xmx1g -XX:+UseSerialGC "${JAVA_OPENS[@]}" \
       -Djava.net.preferIPv4Stack=true \
       -cp "$CACHE/launcher.jar:$(cat "$CACHE/cluster.classpath")" \
-      primus.minicluster.Launcher "$DIR" "$DIR/conf" "$DIR/ready.json" "$app_cp" \
+      primus.minicluster.Launcher "$DIR" "$DIR/conf" "$DIR/ready.json" "$app_cp" ${KERBEROS:+kerberos} \
       >"$DIR/minicluster.log" 2>&1 </dev/null
   ) &
   echo $! >"$DIR/minicluster.pid"
@@ -234,5 +262,5 @@ case "$CMD" in
   stop) stop ;;
   status) status ;;
   build) build; echo "$CACHE" ;;
-  *) echo "usage: $0 start|stop|status|build [DIR]" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|build [DIR] [--kerberos]" >&2; exit 2 ;;
 esac

@@ -14,6 +14,8 @@ if [ -z "${PRIMUS_TEST_IN_NETNS:-}" ]; then
   scripts/install-hdfs-provider.sh
   scripts/install-browser.sh
   scripts/install-framework.sh
+  # One build for both modes: the launcher's classpath has hadoop-minikdc, for the Kerberized
+  # minicluster tests/cluster/test_kerberos.py starts (--kerberos) in its own directory.
   [ -n "${PRIMUS_NO_MINICLUSTER:-}" ] || scripts/minicluster.sh build >/dev/null
   [ -n "${PRIMUS_NO_K8S:-}" ] || scripts/k8s-cluster.sh build >/dev/null
   [ -n "${PRIMUS_NO_KAFKA:-}" ] || scripts/kafka.sh build >/dev/null

@@ -246,3 +246,28 @@ def test_on_yarn_sigterm_stops_an_executor_and_is_no_preemption_notice():
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # elsewhere it is a notice
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_keytab_setting_is_checked_before_any_request_naming_the_field(tmp_path):
+    from primus_runtime.backends.yarn.kerberos import KerberosError, login_from
+
+    assert login_from(None, None) is None  # simple authentication
+    fields = ("backend.principal", "backend.keytab")
+    with pytest.raises(KerberosError, match=r"^backend.keytab is missing \(backend.principal 'etl@X' is set\)"):
+        login_from("etl@X", None, fields)
+    with pytest.raises(KerberosError, match=r"^backend.keytab: /no/such.keytab is not a readable file"):
+        login_from("etl@X", "/no/such.keytab", fields)
+    keytab = tmp_path / "etl.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    with pytest.raises(KerberosError, match=r"^backend.principal is missing"):
+        login_from(None, str(keytab), fields)
+
+
+def test_an_executor_reads_webhdfs_with_the_delegation_token_when_it_has_one(monkeypatch):
+    from primus_runtime.data.webhdfs import WebHDFSFile
+    from primus_runtime.hadoop import ENV_WEBHDFS_DELEGATION
+
+    f = WebHDFSFile("webhdfs://nn:9870/data/part-0", user="alice")
+    assert f._url("OPEN", offset=0) == "/webhdfs/v1/data/part-0?op=OPEN&user.name=alice&offset=0"
+    monkeypatch.setenv(ENV_WEBHDFS_DELEGATION, "TOKEN")
+    assert f._url("OPEN", offset=0) == "/webhdfs/v1/data/part-0?op=OPEN&delegation=TOKEN&offset=0"

@@ -469,8 +469,11 @@ def cmd_hdfs(client: PrimusClient, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     try:
+        # A Kerberized cluster: SPNEGO from $PRIMUS_KERBEROS_PRINCIPAL/$PRIMUS_KERBEROS_KEYTAB (the
+        # YARN client's login; None without them).
+        hadoop.use_login(getattr(client.cluster("yarn"), "login", None))
         written = hadoop.put(Path(args.source), args.hdfs_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, RuntimeError) as exc:
         print(f"primus: hdfs put: {exc}", file=sys.stderr)
         return EXIT_USAGE
     for path in written:

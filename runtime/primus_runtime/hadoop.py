@@ -12,6 +12,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
@@ -127,8 +128,22 @@ def webhdfs_base(url: str, conf: HadoopConf | None = None) -> str:
     return (conf or HadoopConf()).webhdfs()
 
 
+#: A YARN executor on a Kerberized cluster: the WebHDFS delegation token (``delegation=``) the AM
+#: fetched for it, which its HDFS reader (data/webhdfs.py) uses instead of ``user.name=``.
+ENV_WEBHDFS_DELEGATION = "PRIMUS_WEBHDFS_DELEGATION"
+
+_default_login: Any = None
+
+
+def use_login(login: Any) -> None:
+    """Make ``login`` (backends/yarn/kerberos.py) the one of every later ``hdfs_filesystem`` that
+    names none: the AM's data plane (input listing, data checkpoints) on a Kerberized cluster."""
+    global _default_login
+    _default_login = login
+
+
 def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
-                    timeout: float = WEBHDFS_TIMEOUT):  # noqa: ANN201 - fsspec type
+                    timeout: float = WEBHDFS_TIMEOUT, login: Any = None):  # noqa: ANN201 - fsspec type
     """An fsspec WebHDFS filesystem for ``url`` (default: the configuration's ``fs.defaultFS``), for
     the AM and clients (executors read with the standard library, see ``data/webhdfs.py``).
 
@@ -138,9 +153,14 @@ def hdfs_filesystem(url: str | None = None, conf: HadoopConf | None = None,
 
     import fsspec
 
+    login = login if login is not None else _default_login
     base = urlsplit(webhdfs_base(url or "hdfs:///", conf))
-    fs = fsspec.filesystem("webhdfs", host=base.hostname, port=base.port, user=hadoop_user(),
-                           skip_instance_cache=True)
+    # With a Kerberos login (backends/yarn/kerberos.py) requests carry SPNEGO tokens instead of
+    # ``user.name=`` (which the NameNode would compare with the authenticated user).
+    fs = fsspec.filesystem("webhdfs", host=base.hostname, port=base.port,
+                           user=None if login is not None else hadoop_user(), skip_instance_cache=True)
+    if login is not None:
+        fs.session.auth = login.requests_auth()
     fs.session.request = functools.partial(fs.session.request, timeout=timeout)
     return fs
 

@@ -35,6 +35,10 @@ class ClientOptions:
 
     home: str | None = None  # the Primus home: local jobs, cached bundles
     hadoop_conf_dir: str | None = None  # YARN: the cluster's client configuration
+    # YARN on a Kerberized cluster: SPNEGO from this keytab (default $PRIMUS_KERBEROS_PRINCIPAL and
+    # $PRIMUS_KERBEROS_KEYTAB; a spec's backend.principal/keytab win for its submit).
+    kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
     kube_config: str | None = None  # Kubernetes: a kubeconfig file (default: in-cluster, else ~/.kube/config)
     kube_context: str | None = None
     namespace: str | None = None  # Kubernetes: where jobs are submitted (a spec's backend.namespace wins)

@@ -80,6 +80,12 @@ CATALOGUE: tuple[BackendFacts, ...] = (
                             client_option="hadoop_conf_dir"),
             ConnectionField("yarn_queue", "YARN queue", "yarn: the queue jobs are submitted to (a job spec's "
                             "backend.queue wins).", spec_field="queue"),
+            ConnectionField("yarn_principal", "Kerberos principal", "yarn, on a Kerberized cluster: the principal "
+                            "jobs are submitted and read as (a job spec's backend.principal wins).",
+                            spec_field="principal", client_option="kerberos_principal"),
+            ConnectionField("yarn_keytab", "Kerberos keytab", "yarn: the principal's keytab on the Airflow workers; "
+                            "every REST call authenticates with SPNEGO from it (a private credential cache).",
+                            spec_field="keytab", client_option="kerberos_keytab"),
         )),
     BackendFacts(
         "kubernetes", KubernetesBackend, _is_kubernetes, "an AM pod and executor pods", adopts_executors=True,

@@ -11,7 +11,9 @@ reads cost one request pair per file, not one per read. A seek only moves the po
 next read reads past up to ``READ_PAST`` bytes on the open stream, or opens a new one at the
 new offset. The file's length comes with the first response, or (``GETFILESTATUS``, once) when
 needed before one.
-User: ``HADOOP_USER_NAME``, else the login (simple authentication, as Hadoop's own clients).
+User: ``HADOOP_USER_NAME``, else the login (simple authentication, as Hadoop's own clients); on a
+Kerberized cluster the delegation token the AM put in ``PRIMUS_WEBHDFS_DELEGATION`` instead (the
+NameNode's redirect to a DataNode carries it on).
 
 Every socket operation times out after ``hadoop.WEBHDFS_TIMEOUT`` seconds, so an unreachable or stalled
 NameNode or DataNode is an ``OSError`` (naming the server), never a hang. A response that ends
@@ -23,10 +25,11 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import os
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ..hadoop import WEBHDFS_TIMEOUT, hadoop_user
+from ..hadoop import ENV_WEBHDFS_DELEGATION, WEBHDFS_TIMEOUT, hadoop_user
 
 READ_PAST = 1024 * 1024  # a forward seek up to this far reads past the bytes instead of a new request
 _REDIRECTS = 3
@@ -146,7 +149,9 @@ class WebHDFSFile(io.RawIOBase):
         return response
 
     def _url(self, op: str, **params: Any) -> str:
-        return f"{self._target}?{urlencode({'op': op, 'user.name': self._user, **params})}"
+        token = os.environ.get(ENV_WEBHDFS_DELEGATION)
+        who = {"delegation": token} if token else {"user.name": self._user}
+        return f"{self._target}?{urlencode({'op': op, **who, **params})}"
 
     def _request(self, server: tuple[str, int],
                  target: str) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:

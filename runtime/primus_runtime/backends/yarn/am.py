@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ... import hadoop
 from ...am.main import serve
 from ...am.master import ApplicationMaster
 from ...hadoop import ENV_WEBHDFS, hdfs_filesystem
@@ -34,6 +35,7 @@ from .cluster import (
     parse_prelaunched,
 )
 from .executors import YarnExecutorBackend
+from .kerberos import ENV_KEYTAB, ENV_PRINCIPAL, login_from
 
 log = logging.getLogger("primus.am")
 
@@ -68,10 +70,14 @@ async def run_am(args: list[str]) -> int:
     spec = JobSpec.model_validate_json(Path(SPEC_NAME).read_text())
     app_id = skein.properties.application_id
     app = skein.ApplicationClient.from_current()
-    rm = ResourceManager(os.environ[ENV_RM_WEB])
-    store = HdfsJobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[ENV_WEBHDFS]).netloc),
+    # A Kerberized cluster: the submitter's keytab, localized in this container only.
+    login = login_from(os.environ.get(ENV_PRINCIPAL), os.environ.get(ENV_KEYTAB), (ENV_PRINCIPAL, ENV_KEYTAB))
+    hadoop.use_login(login)  # the data plane's WebHDFS (input listing, data checkpoints) too
+    rm = ResourceManager(os.environ[ENV_RM_WEB], login=login)
+    store = HdfsJobStore(hdfs_filesystem("webhdfs://" + urlsplit(os.environ[ENV_WEBHDFS]).netloc, login=login),
                          os.environ[ENV_JOB_STORE])
-    backend = YarnExecutorBackend(app, rm, prelaunched=parse_prelaunched(os.environ.get(ENV_PRELAUNCHED, "")))
+    backend = YarnExecutorBackend(app, rm, prelaunched=parse_prelaunched(os.environ.get(ENV_PRELAUNCHED, "")),
+                                  webhdfs=os.environ[ENV_WEBHDFS])
     attempt = application_attempt(os.environ.get("CONTAINER_ID", ""))
     am = ApplicationMaster(spec, app_id, backend, status_path=Path("status.json").absolute(), attempt=attempt)
     advertise = os.environ.get("NM_HOST") or socket.getfqdn()

@@ -51,6 +51,7 @@ from .cluster import (
     never_fits,
     skein_client,
 )
+from .kerberos import ENV_KEYTAB, ENV_PRINCIPAL, KEYTAB_NAME, KerberosLogin, login_from, urlopen
 from .settings import YarnBackend
 
 log = logging.getLogger("primus.yarn")
@@ -69,11 +70,25 @@ class YarnClusterClient(ClusterClient):
     """Jobs on the YARN cluster of ``$HADOOP_CONF_DIR`` (or ``conf_dir``), read on first use: making
     the client touches nothing (a missing configuration is reported by the call that needs it)."""
 
-    def __init__(self, conf_dir: str | None = None, store_root: str | None = None, home: str | None = None):
+    def __init__(self, conf_dir: str | None = None, store_root: str | None = None, home: str | None = None,
+                 principal: str | None = None, keytab: str | None = None):
         self.conf_dir = conf_dir
         self.store_root = store_root or default_store_root()
         self.home = default_home(home)  # local cache of built bundles
         self._endpoints: dict[str, _Endpoint] = {}
+        self._kerberos = (principal or os.environ.get(ENV_PRINCIPAL), keytab or os.environ.get(ENV_KEYTAB))
+
+    @cached_property
+    def login(self) -> KerberosLogin | None:
+        """SPNEGO for every REST call when a keytab is configured (checked on first use)."""
+        principal, keytab = self._kerberos
+        return login_from(principal, keytab, (f"principal (${ENV_PRINCIPAL})", f"keytab (${ENV_KEYTAB})"))
+
+    def _use_login(self, login: KerberosLogin | None) -> None:
+        """A spec's own principal and keytab: the REST clients are made again with them."""
+        for name in ("rm", "fs", "store"):
+            self.__dict__.pop(name, None)
+        self.__dict__["login"] = login
 
     @cached_property
     def conf(self) -> HadoopConf:
@@ -81,11 +96,11 @@ class YarnClusterClient(ClusterClient):
 
     @cached_property
     def rm(self) -> ResourceManager:
-        return ResourceManager(self.conf.rm_web())
+        return ResourceManager(self.conf.rm_web(), login=self.login)
 
     @cached_property
     def fs(self) -> Any:
-        return hdfs_filesystem(conf=self.conf)
+        return hdfs_filesystem(conf=self.conf, login=self.login)
 
     @cached_property
     def store(self) -> HdfsJobStore:
@@ -106,6 +121,10 @@ class YarnClusterClient(ClusterClient):
         if not isinstance(config, YarnBackend):
             raise SpecError([f"backend.type: the YARN backend cannot run a {config.type!r} job"])
         tags = application_tags(spec, config)
+        if config.principal or config.keytab:
+            # Checked before anything is uploaded or submitted (a KerberosError names the field).
+            self._use_login(login_from(config.principal, config.keytab, ("backend.principal", "backend.keytab")))
+        login = self.login
         problems = [f"roles.{role.name}.files: {f} does not exist" for role in spec.roles
                     for f in role.files if not Path(f).exists()]
         nodes = self.rm.node_capacities()
@@ -123,12 +142,22 @@ class YarnClusterClient(ClusterClient):
             # skein uploads these to the application's private staging directory.
             common = {BUNDLE_NAME: skein.File(bundle, type="file"), TOKEN_NAME: skein.File(str(token_file))}
             am_only = {SPEC_NAME: skein.File(str(spec_file))}
+            kerberos_env = {}
+            if login is not None:
+                # The AM's REST calls (RM, NodeManagers, WebHDFS) log in from the keytab: in its
+                # container only, as the CA key.
+                am_only[KEYTAB_NAME] = skein.File(login.keytab)
+                kerberos_env = {ENV_PRINCIPAL: login.principal, ENV_KEYTAB: KEYTAB_NAME}
             ca = _write_ca(spec, Path(tmp)) if spec.am.tls else None
             if ca is not None:
                 common[CA_CERT_NAME] = skein.File(str(Path(tmp) / CA_CERT_NAME))
                 am_only[CA_KEY_NAME] = skein.File(str(Path(tmp) / CA_KEY_NAME))
             services = {}
-            early = launched_at_start(spec)
+            # Under Kerberos no executor starts with the application: such a container learns the
+            # AM's address from am.json on WebHDFS with ``user.name=``, which a secure NameNode
+            # refuses, and executors get no keytab. The AM starts them all, their launch
+            # environment carrying its address (a few seconds later than a pre-launch).
+            early = {} if login else launched_at_start(spec)
             store_env = {ENV_JOB_STORE: self.store.root, ENV_WEBHDFS: self.conf.webhdfs(),
                          ENV_HDFS_USER: hadoop_user()}
             for role in spec.roles:
@@ -149,12 +178,12 @@ class YarnClusterClient(ClusterClient):
                 script=am_script(python),
                 files={**common, **am_only},
                 env={**store_env, ENV_RM_WEB: self.rm.web, ENV_PYTHON: python, "HADOOP_USER_NAME": hadoop_user(),
-                     ENV_PRELAUNCHED: ",".join(f"{role}={n}" for role, n in early.items())})
+                     ENV_PRELAUNCHED: ",".join(f"{role}={n}" for role, n in early.items()), **kerberos_env})
             app_spec = skein.ApplicationSpec(
                 name=spec.name, queue=config.queue, node_label=config.node_label or "", tags=tags,
                 max_attempts=spec.am_attempts, user=config.user or "", master=master, services=services,
                 acls=application_acls(config))
-            with skein_client() as client:
+            with skein_client(login) as client:
                 app_id = client.submit(app_spec)
         # For other clients (an Airflow retry on another worker): the spec, the CA certificate,
         # and the token only its owner can read (written last: a client that finds the token
@@ -302,7 +331,7 @@ class YarnClusterClient(ClusterClient):
                 f"_{app_id.removeprefix('application_')}_" not in container.group(1):
             raise PermissionError(f"{path} is not a log of job {app_id}")
         try:
-            with urllib.request.urlopen(path, timeout=10) as response:
+            with urlopen(path, 10, self.login) as response:
                 data = response.read()
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
@@ -323,4 +352,5 @@ def _write_ca(spec: JobSpec, directory: Path) -> bytes:
 
 
 def cluster_client(options: ClientOptions) -> YarnClusterClient:
-    return YarnClusterClient(options.hadoop_conf_dir, home=options.home)
+    return YarnClusterClient(options.hadoop_conf_dir, home=options.home, principal=options.kerberos_principal,
+                             keytab=options.kerberos_keytab)

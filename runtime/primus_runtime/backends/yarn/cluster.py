@@ -18,6 +18,7 @@ from typing import Any
 from ... import protocol
 from ...hadoop import ENV_WEBHDFS, hadoop_user
 from ...spec import JobSpec, Resources, SpecError
+from .kerberos import KerberosError, KerberosLogin, urlopen
 from .settings import YarnBackend
 
 BUNDLE_NAME = "primus-runtime.zip"
@@ -47,24 +48,29 @@ YARN_DONE = ("FINISHED", "FAILED", "KILLED")
 
 
 class ResourceManager:
-    """The few ResourceManager REST calls we need (standard library; simple authentication)."""
+    """The few ResourceManager REST calls we need (standard library): simple authentication
+    (``user.name=``), or SPNEGO with a Kerberos ``login`` (see kerberos.py)."""
 
-    def __init__(self, web: str, timeout: float = 10.0):
+    def __init__(self, web: str, timeout: float = 10.0, login: KerberosLogin | None = None):
         self.web = web.rstrip("/")
         self.timeout = timeout
+        self.login = login
 
     def _call(self, path: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
         sep = "&" if "?" in path else "?"
-        url = f"{self.web}/ws/v1/cluster{path}{sep}user.name={hadoop_user()}"
+        url = f"{self.web}/ws/v1/cluster{path}" + ("" if self.login else f"{sep}user.name={hadoop_user()}")
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(url, data=data, method=method,
                                          headers={"Content-Type": "application/json", "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urlopen(request, self.timeout, self.login) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 raise KeyError(path) from None
+            if exc.code == 401 and self.login is None:
+                raise KerberosError(f"ResourceManager {self.web} requires authentication (HTTP 401: a "
+                                    "Kerberized cluster): set backend.principal and backend.keytab") from None
             raise RuntimeError(f"ResourceManager {self.web}: {method} {path}: HTTP {exc.code} "
                                f"{exc.read()[:300].decode(errors='replace')}") from None
         except (urllib.error.URLError, OSError) as exc:
@@ -248,11 +254,19 @@ class HdfsJobStore:
         return target
 
 
-def skein_client() -> Any:
+def skein_client(login: KerberosLogin | None = None) -> Any:
     """skein's global driver when one runs (``skein driver start`` on the submitting machine
-    saves the ~4 s JVM start of a driver per submit), else a driver for this submit."""
+    saves the ~4 s JVM start of a driver per submit), else a driver for this submit. With a
+    Kerberos login, always a driver of its own that logs in from the keytab (Java does not read
+    ``KRB5_CONFIG``: it is passed on as ``java.security.krb5.conf``)."""
+    import os
+
     import skein
 
+    if login is not None:
+        krb5 = os.environ.get("KRB5_CONFIG")
+        return skein.Client(principal=login.principal, keytab=login.keytab, log=False,
+                            java_options=[f"-Djava.security.krb5.conf={krb5}"] if krb5 else None)
     try:
         return skein.Client.from_global_driver()
     except skein.exceptions.DriverNotRunningError:

@@ -7,15 +7,17 @@ import asyncio
 import json
 import logging
 import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from ... import protocol
-from ...hadoop import hadoop_user
+from ...hadoop import ENV_WEBHDFS_DELEGATION, hadoop_user
 from ...spec import Resources
 from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
 from .cluster import ResourceManager, container_resources, log_contents, never_fits
+from .kerberos import KerberosLogin, urlopen, webhdfs_delegation_token
 
 log = logging.getLogger("primus.yarn")
 
@@ -31,16 +33,18 @@ def exit_code_of(message: str) -> int | None:
 _NO_EXIT_STATUS = -1000
 
 
-def node_exit_report(node_http: str, container_id: str, timeout: float = 5.0) -> tuple[int | None, str] | None:
+def node_exit_report(node_http: str, container_id: str, timeout: float = 5.0,
+                     login: KerberosLogin | None = None) -> tuple[int | None, str] | None:
     """(exit status, diagnostics) of a container from its NodeManager's REST API, or None once the
     NodeManager has forgotten it (a few seconds after the ResourceManager passed its end to the AM).
 
     skein replaces both by "Container failed during execution" for every positive exit status, so
     a container YARN killed from outside (``yarn container -signal``: exit 137, "Killed by external
     signal") would otherwise end without its exit code or why."""
-    url = f"http://{node_http}/ws/v1/node/containers/{container_id}?user.name={hadoop_user()}"
+    url = f"http://{node_http}/ws/v1/node/containers/{container_id}"
+    url += "" if login else f"?user.name={hadoop_user()}"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urlopen(url, timeout, login) as response:
             info = json.loads(response.read())["container"]
     except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
         log.info("no exit status of %s from its NodeManager %s: %s", container_id, node_http, exc)
@@ -76,9 +80,11 @@ class YarnExecutorBackend(ExecutorBackend):
     """Executors are containers of the skein services of their roles (one service per role)."""
 
     def __init__(self, app: Any, rm: ResourceManager | None = None, poll: float = 0.5,
-                 prelaunched: dict[str, int] | None = None):
+                 prelaunched: dict[str, int] | None = None, webhdfs: str | None = None):
         self.app = app  # skein.ApplicationClient of this application
         self.rm = rm
+        self.webhdfs = webhdfs  # http://namenode:port, for executors' delegation tokens (Kerberos)
+        self._delegation: tuple[float, str] | None = None  # (fetched at, token)
         self.poll = poll
         # Containers started with the application, not yet given to an executor: (role, index).
         self._unclaimed = {(role, i) for role, n in (prelaunched or {}).items() for i in range(n)}
@@ -122,10 +128,21 @@ class YarnExecutorBackend(ExecutorBackend):
             self._by_incarnation[request.incarnation] = request.incarnation
             return
         env = dict(request.env)
+        if self.rm is not None and self.rm.login is not None and self.webhdfs:
+            # Kerberos: executors get no keytab; they read HDFS input with a delegation token.
+            env[ENV_WEBHDFS_DELEGATION] = await asyncio.to_thread(self._delegation_token)
         container = await asyncio.to_thread(self.app.add_container, request.role, env)
         self._containers[container.id] = request
         self._by_incarnation[request.incarnation] = container.id
         log.info("%s: asked YARN for container %s", protocol.executor_id(request.role, request.index), container.id)
+
+    def _delegation_token(self) -> str:
+        """One token per hour at most: a fresh executor's lasts a day (the NameNode's default renew
+        interval) from its launch. Not renewed: an executor reading HDFS for longer fails."""
+        assert self.rm is not None and self.rm.login is not None and self.webhdfs
+        if self._delegation is None or time.monotonic() - self._delegation[0] > 3600:
+            self._delegation = (time.monotonic(), webhdfs_delegation_token(self.webhdfs, self.rm.login))
+        return self._delegation[1]
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         container_id = self._by_incarnation.get(incarnation)
@@ -143,7 +160,7 @@ class YarnExecutorBackend(ExecutorBackend):
         """From the NodeManager's REST API (``path`` is its URL), which serves a log only whole."""
         def fetch() -> bytes:
             try:
-                with urllib.request.urlopen(path, timeout=10) as response:
+                with urlopen(path, 10, self.rm.login if self.rm else None) as response:
                     return log_contents(response.read())
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:  # not written yet, or the container is gone
@@ -179,7 +196,8 @@ class YarnExecutorBackend(ExecutorBackend):
         reports = {}
         for c in containers:
             if c.id in self._containers and str(c.state) == "FAILED" and c.yarn_node_http_address:
-                report = node_exit_report(c.yarn_node_http_address, c.yarn_container_id)
+                report = node_exit_report(c.yarn_node_http_address, c.yarn_container_id,
+                                          login=self.rm.login if self.rm else None)
                 if report is not None:
                     reports[c.id] = report
         return reports

@@ -28,7 +28,7 @@ class YarnBackend(BackendSettings):
 
     The cluster is the one of ``$HADOOP_CONF_DIR`` where the job is submitted. Nodes need only a
     Python 3.9+ for executors; the AM's interpreter (``python``) needs the runtime's dependencies
-    (pydantic, aiohttp, prometheus-client, skein, fsspec, requests).
+    (pydantic, aiohttp, prometheus-client, skein, fsspec, requests; gssapi with a ``keytab``).
     """
 
     type: Literal["yarn"]
@@ -43,6 +43,12 @@ class YarnBackend(BackendSettings):
     am_memory: ByteSize = Field("1Gi", validate_default=True,
                                 description="Memory of the AM container, e.g. '2Gi'. " + SIZE_RULE)
     am_vcores: int = Field(1, ge=1, description="Virtual cores of the AM container.")
+    principal: str | None = Field(
+        None, description="Kerberos principal to submit and act as (a Kerberized cluster), with ``keytab``: "
+        "skein logs in with it, and every REST call (ResourceManager, NodeManagers, WebHDFS) authenticates "
+        "with SPNEGO from the keytab (a private credential cache: the user's is left alone). The AM gets "
+        "the keytab too (its container only); executors never do.")
+    keytab: str | None = Field(None, description="Keytab of ``principal`` on the submitting machine.")
     view_acls: list[UserName] = Field(
         default_factory=list, description="Users besides the submitter who may see the application in YARN (its "
         "page, its containers' logs); '*' is everyone. YARN enforces the application's ACLs: nobody else may.")

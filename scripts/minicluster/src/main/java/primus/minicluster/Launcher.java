@@ -22,14 +22,15 @@ import org.apache.hadoop.yarn.server.MiniYARNCluster;
  * (ResourceManager + 1 NodeManager running containers as local processes).
  *
  * <pre>
- * java ... primus.minicluster.Launcher WORK_DIR CONF_DIR READY_FILE APP_CLASSPATH
+ * java ... primus.minicluster.Launcher WORK_DIR CONF_DIR READY_FILE APP_CLASSPATH [kerberos]
  * </pre>
  *
  * WORK_DIR holds the clusters' data and logs, CONF_DIR receives core-site.xml, hdfs-site.xml
  * and yarn-site.xml for clients, READY_FILE (JSON with the addresses) is written last, once
  * everything is up. APP_CLASSPATH (comma-separated) becomes yarn.application.classpath: what
  * containers such as skein's application master put on their classpath. SIGTERM stops both
- * clusters (the NodeManager kills its containers) and removes the ready file.
+ * clusters (the NodeManager kills its containers) and removes the ready file. With
+ * {@code kerberos}, a KDC starts first and the clusters are secure (see {@link Kerberos}).
  */
 public final class Launcher {
   private static final String HOST = "127.0.0.1";
@@ -49,8 +50,18 @@ public final class Launcher {
   }
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 4) {
-      System.err.println("usage: Launcher WORK_DIR CONF_DIR READY_FILE APP_CLASSPATH");
+    try {
+      run(args);
+    } catch (Throwable t) {
+      // Exit (threads such as the KDC's would keep the JVM up): the start script sees it at once.
+      t.printStackTrace();
+      System.exit(1);
+    }
+  }
+
+  private static void run(String[] args) throws Exception {
+    if (args.length != 4 && !(args.length == 5 && args[4].equals("kerberos"))) {
+      System.err.println("usage: Launcher WORK_DIR CONF_DIR READY_FILE APP_CLASSPATH [kerberos]");
       System.exit(2);
     }
     File work = new File(args[0]).getAbsoluteFile();
@@ -62,6 +73,7 @@ public final class Launcher {
     work.mkdirs();
 
     long started = System.nanoTime();
+    Kerberos kerberos = args.length == 5 ? Kerberos.start(work) : null;
 
     // ---------------------------------------------------------------- HDFS
     Configuration dfsConf = new Configuration();
@@ -78,6 +90,9 @@ public final class Launcher {
     // Any user may act as any other (skein's driver and the tests run as whoever started this).
     dfsConf.set("hadoop.proxyuser." + System.getProperty("user.name") + ".hosts", "*");
     dfsConf.set("hadoop.proxyuser." + System.getProperty("user.name") + ".groups", "*");
+    if (kerberos != null) {
+      kerberos.secureHdfs(dfsConf);
+    }
     int nnPort = freePort();
     MiniDFSCluster dfs = new MiniDFSCluster.Builder(dfsConf)
         .numDataNodes(1)
@@ -136,6 +151,10 @@ public final class Launcher {
     yarnConf.setLong("yarn.resourcemanager.nodemanagers.heartbeat-interval-min-ms", 250);
     yarnConf.setInt(YarnConfiguration.RM_AM_EXPIRY_INTERVAL_MS, 60000);
 
+    if (kerberos != null) {
+      kerberos.secureYarn(yarnConf);
+    }
+
     // MiniYARNCluster keeps its local and log dirs under ./target/<name> (cwd = WORK_DIR).
     MiniYARNCluster yarn = new MiniYARNCluster("yarn", 1, 1, 1);
     yarn.init(yarnConf);
@@ -151,6 +170,9 @@ public final class Launcher {
     Map<String, String> core = new LinkedHashMap<>();
     core.put("fs.defaultFS", defaultFs);
     core.put("hadoop.security.authentication", "simple");
+    if (kerberos != null) {
+      kerberos.clientCore(core);
+    }
     writeSite(new File(confDir, "core-site.xml"), core);
 
     Map<String, String> hdfs = new LinkedHashMap<>();
@@ -159,6 +181,9 @@ public final class Launcher {
     hdfs.put("dfs.webhdfs.enabled", "true");
     hdfs.put("dfs.replication", "1");
     hdfs.put("dfs.permissions.enabled", "false");
+    if (kerberos != null) {
+      kerberos.clientHdfs(hdfs);
+    }
     writeSite(new File(confDir, "hdfs-site.xml"), hdfs);
 
     Map<String, String> yarnSite = new LinkedHashMap<>();
@@ -184,6 +209,9 @@ public final class Launcher {
     }
     // No separate proxy server: the ResourceManager serves /proxy/<app id>/ on its web address.
     yarnSite.put(YarnConfiguration.PROXY_ADDRESS, live.get(YarnConfiguration.RM_WEBAPP_ADDRESS));
+    if (kerberos != null) {
+      kerberos.clientYarn(yarnSite);
+    }
     writeSite(new File(confDir, "yarn-site.xml"), yarnSite);
 
     // ---------------------------------------------------------------- ready
@@ -201,6 +229,9 @@ public final class Launcher {
     info.put("namenode_rpc", addr(dfs.getNameNodePort()));
     info.put("webhdfs", "http://" + webhdfs);
     info.put("hadoop_conf_dir", confDir.getPath());
+    if (kerberos != null) {
+      kerberos.ready(info);
+    }
     info.put("startup_seconds", String.format("%.1f", (System.nanoTime() - started) / 1e9));
     StringBuilder json = new StringBuilder("{\n");
     int i = 0;
@@ -233,6 +264,9 @@ public final class Launcher {
       } catch (Throwable t) {
         // MiniDFSCluster unregisters a shutdown hook, which fails while the JVM shuts down.
         System.out.println("minicluster: stopping HDFS: " + t);
+      }
+      if (kerberos != null) {
+        kerberos.stop();
       }
       System.out.println("minicluster: stopped");
       stopped.countDown();
