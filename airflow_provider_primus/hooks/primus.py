@@ -17,6 +17,7 @@ import aiohttp
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
+from airflow_provider_primus.backends import airflow_client_options
 from airflow_provider_primus.events import LogCursor
 from airflow_provider_primus.retries import READ_ERRORS, async_retrying, retrying
 from primus_runtime import backends, protocol
@@ -133,8 +134,9 @@ class PrimusHook(BaseHook):
         # then what the connection's backend adds (Kubernetes: through the cncf-kubernetes provider's hook).
         options = ClientOptions(**{field.client_option: settings[field.name] for info in backends.BACKENDS.values()
                                    for field in info.connection_fields if field.client_option})
+        options = backends.get(settings["backend"]).client_options(settings, options)
         try:
-            return backends.get(settings["backend"]).client_options(settings, options)
+            return airflow_client_options(settings["backend"], settings, options)
         except ImportError as exc:
             raise AirflowException(f"connection {self.primus_conn_id!r}: {exc}") from exc
 

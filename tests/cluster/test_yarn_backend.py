@@ -196,7 +196,8 @@ def test_the_trainer_works_in_its_own_directory_with_its_files_and_not_the_token
     script.write_text("echo hello from a role file\n")
     spec = make_spec([{"name": "worker", "resources": SMALL, "files": [str(script)],
                        "command": ["sh", "-c", 'echo "cwd=$(basename "$PWD") files=$(ls -A | tr "\\n" " ")"; '
-                                               "sh hello.sh; cat token || echo no token here"]}], backend=YARN)
+                                               "sh hello.sh; cat token || echo no token here; sleep 5"]}],
+                     backend=YARN)  # the sleep: an executor ending within its launch loses its log paths (noted)
     app_id = yarn_client.submit(spec)
     assert yarn_client.wait(app_id, timeout=240)["job"]["state"] == "succeeded"
     out = read_log(yarn_client, app_id, "worker", 0)

@@ -89,10 +89,10 @@ def test_the_data_progress_sensor_waits_for_the_kafka_lag_and_watermark(stalled,
     with pytest.raises(TaskDeferred) as deferred:
         waiting.execute(make_context())
     kwargs = deferred.value.trigger.serialize()[1]
-    conditions = ("app_id", "primus_conn_id", "poll_interval", "follow_logs", "min_progress", "partition", "max_lag",
+    conditions = ("app_id", "primus_conn_id", "poll_interval", "min_progress", "partition", "max_lag",
                   "watermark_after")
     assert {k: kwargs[k] for k in conditions} == {
-        "app_id": app, "primus_conn_id": "primus_default", "poll_interval": 60, "follow_logs": [],
+        "app_id": app, "primus_conn_id": "primus_default", "poll_interval": 60,
         "min_progress": None, "partition": None, "max_lag": lag - 1, "watermark_after": "2026-12-01T00:19:00.000+00:00"}
     PrimusDataProgressSensor(task_id="d", app_id=app, max_lag=lag, deferrable=True).execute(make_context())
     # Deferred: the trigger judges alike, from the normalized arguments the sensor hands it.

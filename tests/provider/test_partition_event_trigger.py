@@ -26,7 +26,7 @@ from airflow.triggers.base import TriggerEvent
 from airflow_provider_primus.triggers.partition_events import STATE_KEY, PrimusPartitionEventTrigger
 from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
 
-from .conftest import requires_airflow_3_3
+from .conftest import favoured, requires_airflow_3_3
 
 if AIRFLOW_V_3_3_PLUS:  # the asset state store and its messages
     from airflow.sdk.execution_time.comms import (
@@ -272,7 +272,7 @@ def test_the_watcher_never_blocks_the_triggerers_event_loop(tmp_path):
         (tmp_path / day).mkdir()
         (tmp_path / day / "_SUCCESS").touch()
     got = subprocess.run([sys.executable, "-c", WATCHER_PROBE, str(tmp_path / "{{YYYY}}{{MM}}{{DD}}")],
-                         capture_output=True, text=True, timeout=120)
+                         preexec_fn=favoured, capture_output=True, text=True, timeout=120)
     assert got.returncode == 0, got.stderr[-3000:]
     (result,) = [json.loads(line.removeprefix("PROBE ")) for line in got.stdout.splitlines()
                  if line.startswith("PROBE ")]

@@ -27,7 +27,7 @@ from airflow_provider_primus.triggers.primus import (
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 
-from .conftest import FakeStateStore, airflow_env, make_context, run_airflow
+from .conftest import FakeStateStore, airflow_env, favoured, make_context, run_airflow
 
 QUICK = [{"name": "worker", "command": "sleep 0.3"}]
 FAILING = [{"name": "worker", "command": "exit 7", "failover": {"restart": "never"}}]
@@ -404,7 +404,8 @@ def test_the_trigger_never_blocks_the_event_loop(primus_home, client, tls, tmp_p
                                                     "sleep 0.1; done"}], am={"tls": tls})
     app_id = PrimusHook().submit(spec)
     wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
-    got = subprocess.run([sys.executable, "-c", BLOCKING_PROBE, app_id, str(gate)], capture_output=True, text=True,
+    got = subprocess.run([sys.executable, "-c", BLOCKING_PROBE, app_id, str(gate)], preexec_fn=favoured,
+                         capture_output=True, text=True,
                          timeout=120)
     assert got.returncode == 0, got.stderr[-3000:]
     (result,) = [json.loads(line.removeprefix("PROBE ")) for line in got.stdout.splitlines()

@@ -53,16 +53,10 @@ class BackendInfo(BackendFacts):
 
     def client_options(self, fields: Mapping[str, Any], options: ClientOptions) -> ClientOptions:
         """``options`` with what an Airflow connection's ``fields`` (its extra, by field name) say of
-        this backend: each field's ``client_option``, then what another Airflow provider's hook adds
-        (``airflow_client_options``; may raise ``ImportError`` when that provider is missing)."""
-        options = dataclasses.replace(options, **{field.client_option: fields.get(field.name)
-                                                  for field in self.connection_fields if field.client_option})
-        if self.airflow_client_options is None:
-            return options
-        module, _, function = self.airflow_client_options.partition(":")
-        complete: Any = getattr(importlib.import_module(f"{self.package}.{module}"), function)
-        completed: ClientOptions = complete(fields, options)
-        return completed
+        this backend: each field's ``client_option`` (the provider adds what other Airflow providers'
+        hooks give: ``airflow_provider_primus.backends``)."""
+        return dataclasses.replace(options, **{field.client_option: fields.get(field.name)
+                                               for field in self.connection_fields if field.client_option})
 
     def spec_defaults(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The fields of this backend's spec section that an Airflow connection's ``fields`` fill

@@ -45,9 +45,6 @@ class BackendFacts:
     adopts_executors: bool = False
     #: The fields of an Airflow connection it reads, in the form's order.
     connection_fields: tuple[ConnectionField, ...] = ()
-    #: ``module:function`` (below the backend's package) that completes the ``ClientOptions`` of an
-    #: Airflow connection through another Airflow provider's hook; None: the fields say everything.
-    airflow_client_options: str | None = None
 
 
 def _is_local(app_id: str) -> bool:
@@ -98,8 +95,7 @@ CATALOGUE: tuple[BackendFacts, ...] = (
             ConnectionField("image", "Runtime image", "kubernetes: the image the AM and executors run when a job "
                             "spec's backend names none (built FROM the Primus runtime image, see docker/).",
                             spec_field="image"),
-        ),
-        airflow_client_options="provider:client_options"),
+        )),
 )
 
 NAMES = tuple(facts.name for facts in CATALOGUE)

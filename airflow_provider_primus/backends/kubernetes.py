@@ -1,6 +1,4 @@
-"""How an Airflow ``primus`` connection reaches Kubernetes (``catalogue``'s ``airflow_client_options``).
-
-Imported by the Airflow provider only, when it makes a client: Airflow is imported here, on use."""
+"""How an Airflow ``primus`` connection reaches Kubernetes: through the cncf-kubernetes provider's hook."""
 
 from __future__ import annotations
 
@@ -8,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..base import ClientOptions
+from primus_runtime.backends.base import ClientOptions
 
 
 def client_options(fields: Mapping[str, Any], options: ClientOptions) -> ClientOptions:
