@@ -1,6 +1,6 @@
 """What the sensors and triggers wait for, judged on one job status.
 
-Each function takes a status (``PrimusHook.status``) and returns a ``Check``: whether the
+Each function takes a status (``PrimusHook.status``, a ``StatusSummary``) and returns a ``Check``: whether the
 condition holds, a progress line for the task log, and, when the job ended without meeting it,
 why it never will. Poke mode (sensors) and deferrable mode (triggers) call the same functions,
 so both decide exactly alike.
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 from airflow_provider_primus.hooks.primus import FINISHED
 from primus_runtime.client import data_progress, kafka_progress, progress_line
+from primus_runtime.models import JobSummary, StatusSummary
 from primus_runtime.states import ExecutorState, JobState
 
 EXECUTOR_STATES = tuple(state.value for state in ExecutorState)
@@ -27,36 +27,36 @@ class Check:
     input_at_fault: bool = False  # impossible because the input failed: a retry would read the same input
 
 
-def _ended_reason(job: dict[str, Any]) -> str:
-    return f"Primus job {job.get('app_id')} {job['state']}: {job.get('reason') or 'no reason given'}"
+def _ended_reason(job: JobSummary) -> str:
+    return f"Primus job {job.app_id} {job.state}: {job.reason or 'no reason given'}"
 
 
-def job_succeeded(status: dict[str, Any]) -> Check:
+def job_succeeded(status: StatusSummary) -> Check:
     """The job succeeded; impossible once it ended otherwise (the reason is the runtime's)."""
-    job = status["job"]
-    line = f"{job['state']}: {progress_line(status)}"
-    if job["state"] == JobState.SUCCEEDED:
+    job = status.job
+    line = f"{job.state}: {progress_line(status)}"
+    if job.state == JobState.SUCCEEDED:
         return Check(True, line)
-    if job["state"] in FINISHED:
+    if job.state in FINISHED:
         return Check(False, line, _ended_reason(job))
     return Check(False, line)
 
 
-def role_reached(status: dict[str, Any], role: str, state: str, count: int | None) -> Check:
+def role_reached(status: StatusSummary, role: str, state: str, count: int | None) -> Check:
     """At least ``count`` executors of ``role`` are in ``state`` (default: all its replicas)."""
-    job = status["job"]
-    roles = {r["name"]: r for r in status.get("roles", [])}
+    job = status.job
+    roles = {r.name: r for r in status.roles}
     if role not in roles:
-        line = f"role {role}: not started yet ({job['state']})"
-        if job["state"] in FINISHED:
+        line = f"role {role}: not started yet ({job.state})"
+        if job.state in FINISHED:
             return Check(False, line, f"{_ended_reason(job)}; role {role} never appeared")
         return Check(False, line)
-    wanted = roles[role]["replicas"] if count is None else count
-    have = roles[role]["states"].get(state, 0)
+    wanted = roles[role].replicas if count is None else count
+    have = roles[role].states.get(ExecutorState(state), 0) if state in EXECUTOR_STATES else 0
     line = f"role {role}: {have} of {wanted} {state}"
     if have >= wanted:
         return Check(True, line)
-    if job["state"] in FINISHED:
+    if job.state in FINISHED:
         return Check(False, line, f"{_ended_reason(job)}; role {role} stopped at {have} of {wanted} {state}")
     return Check(False, line)
 
@@ -112,40 +112,40 @@ def watermark_at_or_after(watermark: str | None, after: str) -> bool:
     return watermark is not None and watermark_time(watermark) >= dt.datetime.fromisoformat(after)
 
 
-def data_reached(status: dict[str, Any], min_progress: float | None, partition: str | None,
+def data_reached(status: StatusSummary, min_progress: float | None, partition: str | None,
                  max_lag: int | None = None, watermark_after: str | None = None) -> Check:
     """Every condition given holds: the job's data progress reached ``min_progress`` (0..1), its
     watermark passed ``partition`` (normalized with ``partitions.normalize_partition``), the Kafka lag is
     known and at most ``max_lag`` records, the watermark is at or past ``watermark_after``
     (``normalize_time``; the Kafka event-time watermark when the input has a Kafka source, else the
     files' partition watermark, as the end of its day or hour)."""
-    job = status["job"]
-    data = status.get("data")
+    job = status.job
+    data = status.data
     if data is None:
-        if job["state"] in FINISHED or status.get("roles"):
-            return Check(False, "no input data", f"Primus job {job.get('app_id')} has no input section: "
+        if job.state in FINISHED or status.roles:
+            return Check(False, "no input data", f"Primus job {job.app_id} has no input section: "
                                                  "it reports no data progress")
-        return Check(False, f"data: not started yet ({job['state']})")
-    kafka = data.get("kafka")
-    line = data_progress(data) + ("" if data.get("watermark") else ", watermark none")
-    if kafka:
+        return Check(False, f"data: not started yet ({job.state})")
+    kafka = data.kafka
+    line = data_progress(data) + ("" if data.watermark else ", watermark none")
+    if kafka is not None:
         line += "; " + kafka_progress(kafka)
     elif max_lag is not None:
-        return Check(False, line, f"Primus job {job.get('app_id')}: max_lag={max_lag} needs an input with a Kafka "
+        return Check(False, line, f"Primus job {job.app_id}: max_lag={max_lag} needs an input with a Kafka "
                                   "source (input.kafka); this job's input has none")
-    if data.get("state") == "failed":
+    if data.state == "failed":
         # Never met by data that failed, whatever its watermark says (an empty partition passes it).
-        return Check(False, line, f"Primus job {job.get('app_id')}: input failed: "
-                                  f"{data.get('failure') or job.get('reason') or 'no reason given'}",
-                     input_at_fault=bool(data.get("failure")))
+        return Check(False, line, f"Primus job {job.app_id}: input failed: "
+                                  f"{data.failure or job.reason or 'no reason given'}",
+                     input_at_fault=bool(data.failure))
     # progress is null until every partition is listed: a share of the tasks seen so far is no share of the input.
-    watermark = kafka["watermark"] if kafka else data.get("watermark")
-    met = (min_progress is None or float(data.get("progress") or 0) >= min_progress) and \
-          (partition is None or watermark_passed(data.get("watermark"), partition)) and \
-          (max_lag is None or (kafka is not None and kafka.get("lag") is not None and kafka["lag"] <= max_lag)) and \
+    watermark = kafka.watermark if kafka is not None else data.watermark
+    met = (min_progress is None or float(data.progress or 0) >= min_progress) and \
+          (partition is None or watermark_passed(data.watermark, partition)) and \
+          (max_lag is None or (kafka is not None and kafka.lag is not None and kafka.lag <= max_lag)) and \
           (watermark_after is None or watermark_at_or_after(watermark, watermark_after))
     if met:
         return Check(True, line)
-    if job["state"] in FINISHED:
+    if job.state in FINISHED:
         return Check(False, line, f"{_ended_reason(job)}; data progress stopped at {line}")
     return Check(False, line)

@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypedDict
 from airflow_provider_primus.events import PrimusTriggerEvent
 from airflow_provider_primus.version_compat import task_state_store
 from primus_runtime.client import progress_line
+from primus_runtime.models import DataStatus, KafkaStatus, RoleView, StatusSummary
 from primus_runtime.states import JOB_FINISHED, JobState
 
 #: The task state store key holding the progress document.
@@ -75,38 +76,38 @@ class JobProgress(TypedDict):
     updated_at: str  # ISO 8601, UTC
 
 
-def job_progress(app_id: str, status: Mapping[str, Any], now: datetime | None = None) -> JobProgress:
-    """The progress document of one status of ``app_id`` (the AM's status document)."""
-    job = status["job"]
-    roles = status.get("roles") or []
-    data = status.get("data")
-    share = truthful_share(data) if data else None
+def job_progress(app_id: str, status: StatusSummary, now: datetime | None = None) -> JobProgress:
+    """The progress document of one status of ``app_id`` (the AM's status document, or its summary)."""
+    job = status.job
+    roles = status.roles
+    data = status.data
+    share = truthful_share(data) if data is not None else None
     # The summary reads the same capped share as the document, so neither ever says 100% early.
-    summary_status: dict[str, Any] = {**status, "data": {**data, "progress": share}} if data else dict(status)
+    summary_status = status if data is None else \
+        status.model_copy(update={"data": data.model_copy(update={"progress": share})})
     return JobProgress(
         app_id=app_id,
-        state=str(job["state"]),
-        roles={role["name"]: _role_states(role) for role in roles},
-        roles_ready=f"{sum(int(r.get('ready', 0)) for r in roles)}/{sum(int(r.get('replicas', 0)) for r in roles)}",
-        data=_data(data, share) if data else None,
-        kafka=_kafka(data["kafka"]) if data and data.get("kafka") else None,
-        summary=f"{job['state']}: {progress_line(summary_status)}",
+        state=str(job.state),
+        roles={role.name: _role_states(role) for role in roles},
+        roles_ready=f"{sum(r.ready for r in roles)}/{sum(r.replicas for r in roles)}",
+        data=_data(data, share) if data is not None else None,
+        kafka=_kafka(data.kafka) if data is not None and data.kafka is not None else None,
+        summary=f"{job.state}: {progress_line(summary_status)}",
         outcome=None,
         updated_at=_iso(now),
     )
 
 
-def truthful_share(data: Mapping[str, Any]) -> float | None:
+def truthful_share(data: DataStatus) -> float | None:
     """The input's share read, 0..1, truncated to a thousandth: exactly 1.0 only once every task was
     read (the byte count may reach the total a little before the last task is marked done, and a
     quarantined task was never read); None while it is not known (partitions still awaited, or a
     Kafka input, counted in offsets: see ``kafka``)."""
-    share = data.get("progress")
+    share = data.progress
     if share is None:
         return None
-    tasks = data.get("tasks") or {}
-    total = int(tasks.get("total", 0))
-    if data.get("scan_complete") and total > 0 and int(tasks.get("done", 0)) == total:
+    total = data.tasks.get("total", 0)
+    if data.scan_complete and total > 0 and data.tasks.get("done", 0) == total:
         return 1.0
     return min(math.floor(float(share) * 1000) / 1000, 0.999)
 
@@ -123,26 +124,24 @@ def unknown_progress(app_id: str, state: str, reason: str, now: datetime | None 
                        summary=f"{state}: {reason[:MAX_REASON_CHARS]}", outcome=None, updated_at=_iso(now))
 
 
-def _role_states(role: Mapping[str, Any]) -> str:
-    replicas = role.get("replicas", 0)
-    counts = [f"{n}/{replicas} {state}" for state, n in (role.get("states") or {}).items() if n]
+def _role_states(role: RoleView) -> str:
+    replicas = role.replicas
+    counts = [f"{n}/{replicas} {state}" for state, n in role.states.items() if n]
     return ", ".join(counts) or f"0/{replicas} started"
 
 
-def _data(data: Mapping[str, Any], share: float | None) -> DataProgress:
-    tasks = data.get("tasks") or {}
-    kafka = data.get("kafka") or {}
-    eta = data.get("eta_seconds") if data.get("eta_seconds") is not None else kafka.get("eta_seconds")
-    return DataProgress(state=str(data.get("state")), done=int(tasks.get("done", 0)),
-                        discovered=int(tasks.get("total", 0)), scan_complete=bool(data.get("scan_complete")),
-                        progress=share, watermark=data.get("watermark") or kafka.get("watermark"), eta_seconds=eta)
+def _data(data: DataStatus, share: float | None) -> DataProgress:
+    kafka = data.kafka
+    eta = data.eta_seconds if data.eta_seconds is not None else kafka.eta_seconds if kafka is not None else None
+    watermark = data.watermark or (kafka.watermark if kafka is not None else None)
+    return DataProgress(state=str(data.state), done=data.tasks.get("done", 0), discovered=data.tasks.get("total", 0),
+                        scan_complete=data.scan_complete, progress=share, watermark=watermark, eta_seconds=eta)
 
 
-def _kafka(kafka: Mapping[str, Any]) -> KafkaProgress:
+def _kafka(kafka: KafkaStatus) -> KafkaProgress:
     # Not its consumer_config (masked, but no business of a progress line) nor its brokers.
-    return KafkaProgress(lag=kafka.get("lag"), records_per_s=float(kafka.get("records_per_s") or 0.0),
-                         watermark=kafka.get("watermark"), eta_seconds=kafka.get("eta_seconds"),
-                         reachable=bool(kafka.get("reachable", True)))
+    return KafkaProgress(lag=kafka.lag, records_per_s=float(kafka.records_per_s), watermark=kafka.watermark,
+                         eta_seconds=kafka.eta_seconds, reachable=kafka.reachable)
 
 
 def _iso(now: datetime | None) -> str:
@@ -205,24 +204,24 @@ class ProgressPublisher:
         """Whether the last document written carries the task's outcome."""
         return self.last is not None and self.last["outcome"] is not None
 
-    def update(self, app_id: str, status: Mapping[str, Any]) -> bool:
+    def update(self, app_id: str, status: StatusSummary) -> bool:
         """Write the progress of ``status`` if it is due (see the class); whether it was written."""
         if self.store is None:
             return False
-        state_changed = self.last is None or self.last["state"] != str(status["job"]["state"])
+        state_changed = self.last is None or self.last["state"] != str(status.job.state)
         if not state_changed and self._written_at is not None and self.clock() - self._written_at < self.interval:
             return False
         return self.publish(job_progress(app_id, status))
 
-    def observe(self, app_id: str, status: Mapping[str, Any]) -> bool:
+    def observe(self, app_id: str, status: StatusSummary) -> bool:
         """A status the task read while it waits: ``finish`` once the job ended, else ``update``."""
-        job = status["job"]
-        if job["state"] not in JOB_FINISHED:
+        job = status.job
+        if job.state not in JOB_FINISHED:
             return self.update(app_id, status)
-        outcome = "success" if job["state"] == JobState.SUCCEEDED else "failed"
-        return self.finish(app_id, status, outcome, job.get("reason") or "")
+        outcome = "success" if job.state == JobState.SUCCEEDED else "failed"
+        return self.finish(app_id, status, outcome, job.reason or "")
 
-    def update_from(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> bool:
+    def update_from(self, app_id: str, read_status: Callable[[], StatusSummary]) -> bool:
         """``update`` with a status read now, unless one was published already (a deferred task's first
         stop on a worker publishes, its later ones published from their trigger's event)."""
         if self.store is None or self.published:
@@ -230,7 +229,7 @@ class ProgressPublisher:
         status = self.read_status(app_id, read_status)
         return self.update(app_id, status) if status is not None else False
 
-    def read_status(self, app_id: str, read_status: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    def read_status(self, app_id: str, read_status: Callable[[], StatusSummary]) -> StatusSummary | None:
         """``read_status()`` for a document, or None without a store or when it cannot be read (said in
         the log: the progress is a courtesy, the task goes on)."""
         if self.store is None:
@@ -241,7 +240,7 @@ class ProgressPublisher:
             self.log.info("No progress published for Primus job %s now: %s", app_id, exc)
             return None
 
-    def finish(self, app_id: str, status: Mapping[str, Any] | None, outcome: str, reason: str) -> bool:
+    def finish(self, app_id: str, status: StatusSummary | None, outcome: str, reason: str) -> bool:
         """The last write: the progress of ``status`` (None: the last one published, or what
         ``reason`` says) with the task's ``outcome`` (success, failed, timeout, error, killed)."""
         if status is not None:
@@ -250,7 +249,7 @@ class ProgressPublisher:
             document = self.last or unknown_progress(app_id, "unknown", reason)
         return self.publish(with_outcome(document, outcome, reason))
 
-    def from_event(self, event: PrimusTriggerEvent, status: Mapping[str, Any] | None) -> bool:
+    def from_event(self, event: PrimusTriggerEvent, status: StatusSummary | None) -> bool:
         """Publish the progress of ``status`` (the job's, read by the task resumed from ``event``; None:
         not readable): as is for a ``running`` hand-off, with the event's outcome otherwise."""
         app_id = str(event.app_id)

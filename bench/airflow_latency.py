@@ -40,28 +40,29 @@ from live_airflow import LiveAirflow  # noqa: E402
 
 from conftest import wait_for  # noqa: E402
 from primus_runtime.client import PrimusClient  # noqa: E402
+from primus_runtime.models import StatusDocument  # noqa: E402
 
 RUNS = int(os.environ.get("RUNS", 3))
 DAG_ID = "primus_live_deferred"
 ACTIVE = ("pending", "starting", "running")
 
 
-def event_time(status: dict[str, Any], state: str) -> float | None:
+def event_time(status: StatusDocument, state: str) -> float | None:
     """When the job entered ``state``, by its own event log."""
-    for event in status.get("events", []):
-        if event["subject"] == "job" and event["to_state"] == state:
-            return float(event["time"])
+    for event in status.events:
+        if event.subject == "job" and event.to_state == state:
+            return float(event.time)
     return None
 
 
-def wait_state(client: PrimusClient, app_id: str, states: tuple[str, ...], timeout: float = 120.0) -> dict[str, Any]:
-    def reached() -> dict[str, Any] | None:
+def wait_state(client: PrimusClient, app_id: str, states: tuple[str, ...], timeout: float = 120.0) -> StatusDocument:
+    def reached() -> StatusDocument | None:
         status = client.status(app_id)
-        return status if status["job"]["state"] in states else None
+        return status if status.job.state in states else None
     return wait_for(reached, timeout, f"job {app_id} to be {'/'.join(states)}", poll=0.05)
 
 
-def when(status: dict[str, Any], state: str, seen: float) -> float:
+def when(status: StatusDocument, state: str, seen: float) -> float:
     """The job's event time for ``state``, else when the poll saw it (an evicted event)."""
     at = event_time(status, state)
     return at if at is not None else seen
@@ -83,7 +84,7 @@ class AirflowRun:
         self.spec: dict[str, Any] = ti["rendered_fields"]["spec"]  # what the task submitted
         tags = {"dag_id": DAG_ID, "task_id": "train", "run_id": run_id, "map_index": "-1"}
         (job,) = wait_for(lambda: client.list(tags), 60, "the task's Primus job")
-        app_id = job["app_id"]
+        app_id = job.app_id
         running = when(wait_state(client, app_id, ("running",)), "running", time.time())
         self.start_to_running = running - iso_time(ti["start_date"])
         self.trigger_to_running = running - triggered  # what a user waits for, scheduling included
@@ -93,8 +94,8 @@ class AirflowRun:
         marked = time.time()
         live.set_task_state(DAG_ID, run_id, "train", "failed")
         status = wait_state(client, app_id, ("succeeded", "failed", "killed", "lost"))
-        if status["job"]["state"] != "killed":
-            raise RuntimeError(f"job {app_id} ended {status['job']['state']}, not killed")
+        if status.job.state != "killed":
+            raise RuntimeError(f"job {app_id} ended {status.job.state}, not killed")
         self.failed_to_killed = when(status, "killed", time.time()) - marked
         live.wait_for_run_state(DAG_ID, run_id)
         # Where the time goes: the triggerer has to notice that the trigger is no longer wanted.
@@ -111,8 +112,8 @@ def directly(client: PrimusClient, spec: dict[str, Any]) -> tuple[float, float]:
     submit_to_running = when(status, "running", time.time()) - submitted
     asked = time.time()
     status = client.kill(app_id, reason="benchmark")
-    if status["job"]["state"] != "killed":
-        raise RuntimeError(f"job {app_id} ended {status['job']['state']}, not killed")
+    if status.job.state != "killed":
+        raise RuntimeError(f"job {app_id} ended {status.job.state}, not killed")
     return submit_to_running, when(status, "killed", time.time()) - asked
 
 

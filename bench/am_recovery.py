@@ -53,7 +53,7 @@ def main() -> None:
             return sum(e["state"] == "running" for e in status.get("executors", [])) == WORKERS
         wait(all_running, "every trainer running")
         cold = time.monotonic() - started
-        pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
+        pids = {e.id: e.pid for e in client.status(app).executors}
         recoveries = []
         for run in range(1, RUNS + 1):
             am = json.loads(job.am_info.read_text())["pid"]
@@ -65,7 +65,7 @@ def main() -> None:
             attempt = wait(recovered, f"AM attempt {run + 1} to recover")
             recoveries.append(attempt["recovered_at"] - attempt["down_since"])
             assert attempt["adopted"] == WORKERS, attempt
-        kept = {e["id"]: e["pid"] for e in client.status(app)["executors"]} == pids
+        kept = {e.id: e.pid for e in client.status(app).executors} == pids
         client.kill(app)
         client.wait(app, timeout=60)
     print(f"{WORKERS} executors, {RUNS} AM kills: recovery median {statistics.median(recoveries):.2f} s, "

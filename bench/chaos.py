@@ -61,6 +61,7 @@ from primus_runtime import procfs, protocol
 from primus_runtime.api_client import AMClient
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
+from primus_runtime.models import EventView, ExecutorView, StatusDocument
 
 HERE = Path(__file__).resolve().parent
 
@@ -112,11 +113,11 @@ class Chaos:
         self.app = self.client.submit(self.spec)
         return self.app
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusDocument:
         return self.client.status(self.app)
 
-    def executor(self, executor_id: str) -> dict[str, Any]:
-        return next(e for e in self.status()["executors"] if e["id"] == executor_id)
+    def executor(self, executor_id: str) -> ExecutorView:
+        return next(e for e in self.status().executors if e.id == executor_id)
 
     def wait_reading(self, records: int = 200) -> None:
         """Until the trainers processed ``records`` records in all (the data plane is flowing)."""
@@ -142,13 +143,13 @@ class Chaos:
 
     def finish(self) -> Outcome:
         status = self.client.wait(self.app, timeout=self.timeout)
-        if status["job"]["state"] not in ("succeeded", "failed", "killed"):
+        if status.job.state not in ("succeeded", "failed", "killed"):
             self.client.kill(self.app, "chaos: gave up waiting", timeout=30)
             status = self.client.status(self.app)
         got = committed(self.client, self.app, self.out) if self.exactly_once else \
             [line for f in self.out.glob("worker-*.txt") for line in f.read_text().split()]
         counts = Counter(got)
-        self.outcome.state, self.outcome.reason = status["job"]["state"], status["job"]["reason"]
+        self.outcome.state, self.outcome.reason = status.job.state.value, status.job.reason
         self.outcome.lost = len(set(self.expected) - counts.keys())
         self.outcome.duplicates = sum(n - 1 for n in counts.values() if n > 1)
         self.outcome.recovery += recoveries(self.all_events(), self.faulted_at)
@@ -231,16 +232,16 @@ def executor_sigkill(chaos: Chaos) -> None:
     chaos.submit()
     chaos.wait_reading()
     victim = chaos.executor("worker-0")
-    os.kill(victim["pid"], signal.SIGKILL)
-    chaos.fault("worker-0", victim["incarnation"])
+    os.kill(victim.pid, signal.SIGKILL)
+    chaos.fault("worker-0", victim.incarnation)
 
 
 def trainer_sigkill(chaos: Chaos) -> None:
     chaos.submit()
     chaos.wait_reading()
     victim = chaos.executor("worker-1")
-    os.kill(chaos.trainer_pid(victim["incarnation"]), signal.SIGKILL)
-    chaos.fault("worker-1", victim["incarnation"])
+    os.kill(chaos.trainer_pid(victim.incarnation), signal.SIGKILL)
+    chaos.fault("worker-1", victim.incarnation)
 
 
 def exactly_once_kills(chaos: Chaos) -> None:
@@ -248,8 +249,8 @@ def exactly_once_kills(chaos: Chaos) -> None:
     for executor_id in ("worker-0", "worker-1"):
         chaos.wait_reading(chaos.processed() + 500)
         victim = chaos.executor(executor_id)
-        os.kill(chaos.trainer_pid(victim["incarnation"]), signal.SIGKILL)
-        chaos.fault(executor_id, victim["incarnation"])
+        os.kill(chaos.trainer_pid(victim.incarnation), signal.SIGKILL)
+        chaos.fault(executor_id, victim.incarnation)
 
 
 def kill_storm(chaos: Chaos) -> None:
@@ -263,8 +264,8 @@ def kill_storm(chaos: Chaos) -> None:
     pick = random.Random(24)
     while chaos.outcome.faults < STORM_KILLS and not chaos.client.cluster("local").final_status(chaos.app):
         time.sleep(STORM_INTERVAL)
-        reading = [(e, trainer_pids(chaos.app, e["incarnation"])) for e in chaos.status()["executors"]
-                   if e["state"] == "running"]
+        reading = [(e, trainer_pids(chaos.app, e.incarnation)) for e in chaos.status().executors
+                   if e.state == "running"]
         reading = [(e, pids) for e, pids in reading if pids]
         if not reading:
             continue
@@ -273,7 +274,7 @@ def kill_storm(chaos: Chaos) -> None:
             os.kill(pids[0], signal.SIGKILL)
         except ProcessLookupError:
             continue
-        chaos.fault(victim["id"], victim["incarnation"])
+        chaos.fault(victim.id, victim.incarnation)
     chaos.outcome.checks[f"{STORM_KILLS} kills done while reading"] = chaos.outcome.faults >= STORM_KILLS
 
 
@@ -283,23 +284,23 @@ def executor_sigstop(chaos: Chaos) -> None:
     chaos.submit()
     chaos.wait_reading()
     victim = chaos.executor("worker-0")
-    trainer = chaos.trainer_pid(victim["incarnation"])
-    os.kill(victim["pid"], signal.SIGSTOP)
-    chaos.fault("worker-0", victim["incarnation"])
+    trainer = chaos.trainer_pid(victim.incarnation)
+    os.kill(victim.pid, signal.SIGSTOP)
+    chaos.fault("worker-0", victim.incarnation)
     try:
-        wait_until(lambda: chaos.executor("worker-0")["incarnation"] != victim["incarnation"],
+        wait_until(lambda: chaos.executor("worker-0").incarnation != victim.incarnation,
                    "the stopped executor to be replaced")
     finally:
-        if procfs.alive(victim["pid"]):
-            os.kill(victim["pid"], signal.SIGCONT)
-    lost = [e for e in chaos.status()["events"] if e["incarnation"] == victim["incarnation"]]
-    chaos.outcome.checks["marked lost"] = any(e["to_state"] == "lost" for e in lost)
+        if procfs.alive(victim.pid):
+            os.kill(victim.pid, signal.SIGCONT)
+    lost = [e for e in chaos.status().events if e.incarnation == victim.incarnation]
+    chaos.outcome.checks["marked lost"] = any(e.to_state == "lost" for e in lost)
     chaos.outcome.checks["its trainer killed"] = bool(
         wait_until(lambda: not procfs.alive(trainer), "the zombie's trainer to die", timeout=15))
     endpoint = chaos.client.cluster("local").am_endpoint(chaos.app)
     assert endpoint is not None
     late = AMClient(*endpoint).post(protocol.HEARTBEAT_PATH, {
-        "incarnation": victim["incarnation"], "state": "running", "cluster_version": 0, "wait": False,
+        "incarnation": victim.incarnation, "state": "running", "cluster_version": 0, "wait": False,
         "done": [], "progress": {}, "need_tasks": 2}, timeout=10)
     chaos.outcome.checks["late report refused"] = late.get("command") == protocol.CMD_KILL and not late.get("tasks")
 
@@ -318,16 +319,16 @@ def _network(mode: str, seconds: float, delay: float = 0.0) -> Callable[[Chaos],
         with behind_proxy(chaos) as proxy:
             chaos.submit()
             chaos.wait_reading()
-            before = {e["id"]: e["incarnation"] for e in chaos.status()["executors"]}
+            before = {e.id: e.incarnation for e in chaos.status().executors}
             proxy.set(mode, delay)  # type: ignore[arg-type]
             chaos.outcome.faults += 1
             time.sleep(seconds)
             proxy.set("pass")
             outcome = chaos.finish()
             # Survived means more than records: nobody was declared lost over a link that came back.
-            outcome.checks["no executor lost"] = not [e for e in chaos.status()["events"] if e["to_state"] == "lost"]
+            outcome.checks["no executor lost"] = not [e for e in chaos.status().events if e.to_state == "lost"]
             outcome.checks["same executors"] = all(
-                e["incarnation"] == before.get(e["id"]) for e in chaos.status()["executors"])
+                e.incarnation == before.get(e.id) for e in chaos.status().executors)
     scenario.__name__ = f"net_{mode}"
     return scenario
 
@@ -339,7 +340,7 @@ def slow_trainer(chaos: Chaos) -> None:
     chaos.submit()
     chaos.outcome.faults += 1
     outcome = chaos.finish()
-    outcome.checks["no executor lost"] = not [e for e in chaos.status()["events"] if e["to_state"] == "lost"]
+    outcome.checks["no executor lost"] = not [e for e in chaos.status().events if e.to_state == "lost"]
 
 
 def full_disk(chaos: Chaos) -> None:
@@ -356,13 +357,13 @@ def full_disk(chaos: Chaos) -> None:
         filler.unlink()
         outcome = chaos.finish()
         unsaved = _data_events(chaos, "unsaved")
-        outcome.checks["full disk reported"] = bool(unsaved) and "ENOSPC" in unsaved[0]["reason"] \
-            and str(mount / "progress") in unsaved[0]["reason"]
+        outcome.checks["full disk reported"] = bool(unsaved) and "ENOSPC" in unsaved[0].reason \
+            and str(mount / "progress") in unsaved[0].reason
         outcome.checks["saved again once freed"] = bool(_data_events(chaos, "saved"))
 
 
-def _data_events(chaos: Chaos, to_state: str) -> list[dict[str, Any]]:
-    return [e for e in chaos.status()["events"] if e["subject"] == "data" and e["to_state"] == to_state]
+def _data_events(chaos: Chaos, to_state: str) -> list[EventView]:
+    return [e for e in chaos.status().events if e.subject == "data" and e.to_state == to_state]
 
 
 @contextmanager

@@ -215,8 +215,8 @@ def run_primus(client: PrimusClient, spec: dict[str, Any]) -> tuple[float, int]:
         deadline = time.monotonic() + 30
         while client.cluster("local").am_pid(app) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
-    if status["job"]["state"] != "succeeded":
-        raise RuntimeError(f"Primus job {app}: {status['job']}; AM log {client.log_path(app)}")
+    if status.job.state != "succeeded":
+        raise RuntimeError(f"Primus job {app}: {status.job.model_dump(mode='json')}; AM log {client.log_path(app)}")
     records = 0
     for index in range(MAPS):
         # follow_log reads the log wherever the backend keeps it (local file, NodeManager).

@@ -253,9 +253,9 @@ def primus(client: PrimusClient, home: Path, bootstrap: str, topic: str, workers
     }
     app = client.submit(spec)
     status = client.wait(app, timeout=TIMEOUT)
-    if status["job"]["state"] != "succeeded":
-        raise RuntimeError(f"primus {workers}: job {app} ended {status['job']['state']}: "
-                           f"{status['job'].get('reason')}")
+    if status.job.state != "succeeded":
+        raise RuntimeError(f"primus {workers}: job {app} ended {status.job.state}: "
+                           f"{status.job.reason}")
     wait_until_gone(str(home))
     return rate(out, RECORDS, f"primus {workers}")
 

@@ -61,17 +61,17 @@ def main() -> None:
         plain, ours = [], []
         for run in range(RUNS):
             plain.append(plain_restart(marker_dir, seen))
-            victim = next(e for e in client.status(app)["executors"] if e["id"] == "worker-1")
-            while victim["state"] != "running":
+            victim = next(e for e in client.status(app).executors if e.id == "worker-1")
+            while victim.state != "running":
                 time.sleep(0.01)
-                victim = next(e for e in client.status(app)["executors"] if e["id"] == "worker-1")
+                victim = next(e for e in client.status(app).executors if e.id == "worker-1")
             start = time.monotonic()
-            os.kill(victim["pid"], signal.SIGKILL)  # the executor process itself
+            os.kill(victim.pid, signal.SIGKILL)  # the executor process itself
             ours.append(_wait_new(marker_dir, "worker-1-*", seen, start) - start)
             print(f"kill {run + 1}: replacement running after {ours[-1] * 1000:.0f} ms "
                   f"(plain start {plain[-1] * 1000:.0f} ms)", flush=True)
         status = client.kill(app)
-        restarts = next(r for r in status["roles"] if r["name"] == "worker")["restarts"]
+        restarts = next(r for r in status.roles if r.name == "worker").restarts
         assert restarts == RUNS, f"expected {RUNS} restarts, the AM counted {restarts}"
     ratio = sorted(ours)[len(ours) // 2] / sorted(plain)[len(plain) // 2]
     print(f"recovery (executor SIGKILL -> replacement trainer running): median {median_ms(ours)} vs plain "

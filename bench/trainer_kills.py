@@ -102,7 +102,7 @@ def run(client: PrimusClient, data: Path, work: Path, expected: list[str], kills
     killed: set[int] = set()
     while len(killed) < kills and time.monotonic() - started < TIMEOUT:
         time.sleep(INTERVAL)
-        if client.status(app)["job"]["state"] in ("succeeded", "failed", "killed"):
+        if client.status(app).job.state in ("succeeded", "failed", "killed"):
             break
         candidates = running_trainers(app, killed)
         if candidates:
@@ -122,10 +122,10 @@ def run(client: PrimusClient, data: Path, work: Path, expected: list[str], kills
     lost = len(set(expected) - counts.keys())
     duplicates = sum(n - 1 for n in counts.values() if n > 1)
     return {"delivery": "exactly_once" if exactly_once else "at_least_once", "reader": reader, "kills": len(killed),
-            "state": status["job"]["state"], "reason": status["job"]["reason"], "seconds": round(seconds, 1),
+            "state": status.job.state.value, "reason": status.job.reason, "seconds": round(seconds, 1),
             "records": len(expected), "lost": lost, "duplicates": duplicates,
             "duplicates_per_kill": round(duplicates / len(killed), 1) if killed else 0.0,
-            "restarts": sum(r["restarts"] for r in status["roles"])}
+            "restarts": sum(r.restarts for r in status.roles)}
 
 
 def main() -> None:

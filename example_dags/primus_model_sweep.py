@@ -56,7 +56,7 @@ with DAG(
         hook = PrimusHook()
         losses = {}
         for app_id in filter(None, app_ids):
-            if hook.status(app_id)["job"]["state"] != "succeeded":
+            if hook.status(app_id).job.state != "succeeded":
                 continue
             found = re.search(r"final loss ([\d.]+)", hook.tail_logs(app_id, "worker", 0, lines=5))
             if found:
@@ -64,7 +64,7 @@ with DAG(
         if not losses:
             raise ValueError(f"no configuration trained successfully: {app_ids}")
         best = min(losses, key=losses.__getitem__)
-        learning_rate = hook.status(best)["job"]["tags"]["learning_rate"]
+        learning_rate = hook.status(best).job.tags["learning_rate"]
         print(f"best: job {best}, learning rate {learning_rate}, final loss {losses[best]:.4f}")
         return {"app_id": best, "learning_rate": float(learning_rate), "loss": losses[best]}
 

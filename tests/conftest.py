@@ -14,6 +14,7 @@ import pytest
 
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
+from primus_runtime.models import ExecutorView, StatusDocument
 
 # Fast but tolerant of a loaded 2-core CI machine.
 FAST_AM = {"heartbeat_interval": 0.25, "heartbeat_timeout": 3.0, "shutdown_grace": 2.0}
@@ -51,15 +52,15 @@ def client(home: Path):
     client = PrimusClient(home)
     yield client
     for job in client.list():  # never leave a test's processes behind
-        if processes_of_job(job["app_id"]):
-            client.cluster("local").force_kill(job["app_id"])
+        if processes_of_job(job.app_id):
+            client.cluster("local").force_kill(job.app_id)
 
 
-def executor(status: dict[str, Any], executor_id: str) -> dict[str, Any]:
-    for ex in status["executors"]:
-        if ex["id"] == executor_id:
+def executor(status: StatusDocument, executor_id: str) -> ExecutorView:
+    for ex in status.executors:
+        if ex.id == executor_id:
             return ex
-    raise AssertionError(f"no executor {executor_id} in {[e['id'] for e in status['executors']]}")
+    raise AssertionError(f"no executor {executor_id} in {[e.id for e in status.executors]}")
 
 
 def read_log(client: PrimusClient, app_id: str, role: str, index: int, stream: str = "stdout") -> str:

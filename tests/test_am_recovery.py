@@ -21,6 +21,7 @@ from primus_runtime.am.journal import JOURNAL, load, restore
 from primus_runtime.am.master import ApplicationMaster
 from primus_runtime.am.state import JobRecord, RoleState
 from primus_runtime.client import PrimusClient
+from primus_runtime.models import StatusDocument
 from primus_runtime.spec import JobSpec
 from primus_runtime.states import ExecutorState
 from simulated_backend import SimulatedBackend
@@ -84,12 +85,12 @@ def delivered(out: Path, exactly_once: bool, client: PrimusClient, app: str) -> 
     return Counter(line for f in out.glob("worker-*.txt") for line in f.read_text().split())
 
 
-def reading(client: PrimusClient, app: str, records: int) -> dict[str, Any]:
-    def enough() -> dict[str, Any] | None:
+def reading(client: PrimusClient, app: str, records: int) -> StatusDocument:
+    def enough() -> StatusDocument | None:
         status = client.status(app)
-        data = status.get("data") or {}
-        running = [e for e in status["executors"] if e["state"] == "running"]
-        return status if data.get("records_done", 0) >= records and len(running) == 2 else None
+        records_done = status.data.records_done if status.data is not None else 0
+        running = [e for e in status.executors if e.state == "running"]
+        return status if records_done >= records and len(running) == 2 else None
     return wait_for(enough, timeout=60, what=f"{records} records read")
 
 
@@ -100,23 +101,23 @@ def test_am_sigkilled_mid_job_keeps_its_executors_and_loses_no_record(client, tm
     out.mkdir()
     app = client.submit(input_spec(tmp_path / "data", out, exactly_once))
     before = reading(client, app, 3000)
-    pids = {e["id"]: e["pid"] for e in before["executors"]}
+    pids = {e.id: e.pid for e in before.executors}
     killed = kill_am(client, app)
 
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert am_pid(client, app) != killed
-    assert {e["id"]: e["pid"] for e in status["executors"]} == pids  # the same processes carried on
-    attempt, = status["job"]["am_attempts"]
-    assert attempt["attempt"] == 2 and attempt["adopted"] == 2 and attempt["gone"] == 0
-    assert attempt["down_since"] <= attempt["started_at"] <= attempt["recovered_at"]
-    assert [r["restarts"] for r in status["roles"]] == [0] and [r["failures"] for r in status["roles"]] == [0]
-    assert [e["attempt"] for e in status["executors"]] == [0, 0], "no executor was replaced"
+    assert {e.id: e.pid for e in status.executors} == pids  # the same processes carried on
+    attempt, = status.job.am_attempts
+    assert attempt.attempt == 2 and attempt.adopted == 2 and attempt.gone == 0
+    assert attempt.down_since <= attempt.started_at <= attempt.recovered_at
+    assert [r.restarts for r in status.roles] == [0] and [r.failures for r in status.roles] == [0]
+    assert [e.attempt for e in status.executors] == [0, 0], "no executor was replaced"
     got = delivered(out, exactly_once, client, app)
     assert set(expected) == set(got), f"{len(set(expected) - set(got))} records lost"
     assert sum(n - 1 for n in got.values()) == 0, "records read twice"
-    recovered = [e["reason"] for e in status["events"] if "recovered the job in" in e["reason"]]
-    assert len(recovered) == 1, status["events"][-10:]
+    recovered = [e.reason for e in status.events if "recovered the job in" in e.reason]
+    assert len(recovered) == 1, status.events[-10:]
 
     shown = subprocess.run([sys.executable, "-m", "primus_runtime.cli", "status", app], capture_output=True,
                            text=True, env={**os.environ, "PRIMUS_HOME": str(client.cluster("local").home)}, check=True).stdout
@@ -128,15 +129,15 @@ def test_am_killed_twice_in_a_row(client, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     app = client.submit(input_spec(tmp_path / "data", out))
-    pids = {e["id"]: e["pid"] for e in reading(client, app, 2000)["executors"]}
+    pids = {e.id: e.pid for e in reading(client, app, 2000).executors}
     kill_am(client, app)
     wait_recovered(client, app, 1)
     kill_am(client, app)
 
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert [a["attempt"] for a in status["job"]["am_attempts"]] == [2, 3]
-    assert {e["id"]: e["pid"] for e in status["executors"]} == pids
+    assert status.job.state == "succeeded", status.job
+    assert [a.attempt for a in status.job.am_attempts] == [2, 3]
+    assert {e.id: e.pid for e in status.executors} == pids
     got = delivered(out, False, client, app)
     assert set(expected) == set(got) and sum(n - 1 for n in got.values()) == 0
 
@@ -151,10 +152,10 @@ def test_input_suspended_on_request_stays_suspended_after_an_am_restart(client, 
     kill_am(client, app)
     status = wait_recovered(client, app, 1)
     assert status["data"]["state"] == "suspended", status["data"]
-    assert client.status(app)["data"]["state"] == "suspended"
+    assert client.status(app).data.state == "suspended"
     client.data_resume(app)
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     got = delivered(out, False, client, app)
     assert set(expected) == set(got) and sum(n - 1 for n in got.values()) == 0
 
@@ -168,20 +169,20 @@ def sleeper(seconds: float, replicas: int = 1, **am: Any) -> dict[str, Any]:
 
 def test_am_killed_while_a_scale_up_is_half_done(client):
     app = client.submit(sleeper(8))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", what="running")
+    wait_for(lambda: client.status(app).job.state == "running", what="running")
     client.scale(app, "worker", 3)
     kill_am(client, app)  # the new executors are being created, launched, registered
 
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert [(e["id"], e["state"]) for e in status["executors"]] == \
+    assert status.job.state == "succeeded", status.job
+    assert [(e.id, e.state) for e in status.executors] == \
         [("worker-0", "succeeded"), ("worker-1", "succeeded"), ("worker-2", "succeeded")]
     # Each index ran one trainer: none was started twice (a launch the dead AM asked for is adopted or
     # ended before the new AM launches it again; an executor whose registration the dead AM took in but
     # never committed to its journal is such a launch: it registers again, its trainer never started).
-    started = Counter(e["subject"] for e in status["events"] if e["to_state"] == "running" and e["subject"] != "job")
-    assert started == {"worker-0": 1, "worker-1": 1, "worker-2": 1}, status["events"]
-    assert len(status["job"]["am_attempts"]) == 1
+    started = Counter(e.subject for e in status.events if e.to_state == "running" and e.subject != "job")
+    assert started == {"worker-0": 1, "worker-1": 1, "worker-2": 1}, status.events
+    assert len(status.job.am_attempts) == 1
 
 
 def test_am_killed_after_the_outcome_saves_it_again(client):
@@ -197,27 +198,27 @@ def test_am_killed_after_the_outcome_saves_it_again(client):
     supervisor = int(job.am_pid.read_text())
     wait_for(lambda: client.cluster("local").am_pid(app) is None, timeout=60, what="the supervisor's exit")
     status = client.status(app)
-    assert status["job"]["state"] == "succeeded"
-    attempt, = status["job"]["am_attempts"]
-    assert attempt["adopted"] == 0
-    assert any("took over after the job ended" in e["reason"] for e in status["events"])
+    assert status.job.state == "succeeded"
+    attempt, = status.job.am_attempts
+    assert attempt.adopted == 0
+    assert any("took over after the job ended" in e.reason for e in status.events)
     assert (job.path / "events.jsonl").exists()
     assert supervisor != am_pid(client, app)
 
 
 def test_supervisor_stops_the_job_once_out_of_attempts(client):
     app = client.submit(sleeper(60, max_attempts=2))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", what="running")
+    wait_for(lambda: client.status(app).job.state == "running", what="running")
     kill_am(client, app)
     wait_recovered(client, app, 1)
-    worker = client.status(app)["executors"][0]["pid"]
+    worker = client.status(app).executors[0].pid
     kill_am(client, app)
 
     wait_for(lambda: client.cluster("local").am_pid(app) is None, timeout=60, what="the supervisor's exit")
     wait_for(lambda: not Path(f"/proc/{worker}").exists(), timeout=30, what="the executor's end")
     log = client.cluster("local").job(app).am_log.read_text()
     assert "am.max_attempts (2) used up: stopping what is left of the job" in log
-    assert client.status(app)["job"]["state"] == "lost"
+    assert client.status(app).job.state == "lost"
 
 
 # --- the journal itself ---------------------------------------------------------------------------
@@ -339,37 +340,37 @@ def test_a_job_submitted_with_defaults_survives_its_am_being_sigkilled(client):
     """Recovery is the default on the local backend: no am.max_attempts in the spec."""
     app = client.submit({"name": "defaults", "roles": [{"name": "worker", "replicas": 2, "command": "sleep 8"}]})
     assert client.spec(app).am_attempts == 3
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
-    pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
+    wait_for(lambda: client.status(app).job.state == "running", 30, "the job running")
+    pids = {e.id: e.pid for e in client.status(app).executors}
     killed = kill_am(client, app)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert am_pid(client, app) != killed
-    assert {e["id"]: e["pid"] for e in status["executors"]} == pids  # adopted, not started again
-    attempt, = status["job"]["am_attempts"]
-    assert attempt["attempt"] == 2 and attempt["adopted"] == 2 and attempt["gone"] == 0
+    assert {e.id: e.pid for e in status.executors} == pids  # adopted, not started again
+    attempt, = status.job.am_attempts
+    assert attempt.attempt == 2 and attempt.adopted == 2 and attempt.gone == 0
 
 
 def test_a_dead_supervisor_is_replaced_and_the_am_is_still_restarted_after_it(client):
     app = client.submit({"name": "supervised", "roles": [{"name": "worker", "replicas": 2, "command": "sleep 12"}]})
     job = client.cluster("local").job(app)
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
-    pids = {e["id"]: e["pid"] for e in client.status(app)["executors"]}
+    wait_for(lambda: client.status(app).job.state == "running", 30, "the job running")
+    pids = {e.id: e.pid for e in client.status(app).executors}
     supervisor = int(job.am_pid.read_text())
     assert supervisor != am_pid(client, app)  # the AM runs under its supervisor
     os.kill(supervisor, signal.SIGKILL)
     # The AM goes on: the job is running, not lost, and a new supervisor watches the AM.
-    assert client.status(app)["job"]["state"] == "running"
-    replaced = wait_for(lambda: next((e for e in client.status(app)["events"] if "supervisor" in e["reason"]), None),
+    assert client.status(app).job.state == "running"
+    replaced = wait_for(lambda: next((e for e in client.status(app).events if "supervisor" in e.reason), None),
                         10, "the new supervisor")
-    assert f"supervisor (pid {supervisor}) died" in replaced["reason"]
+    assert f"supervisor (pid {supervisor}) died" in replaced.reason
     watcher = int(job.am_pid.read_text())
     assert watcher != supervisor and client.cluster("local").am_pid(app) == watcher
 
     killed = kill_am(client, app)  # the new supervisor starts the next attempt, which adopts
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert am_pid(client, app) != killed
-    assert {e["id"]: e["pid"] for e in status["executors"]} == pids
-    attempt, = status["job"]["am_attempts"]
-    assert attempt["attempt"] == 2 and attempt["adopted"] == 2
+    assert {e.id: e.pid for e in status.executors} == pids
+    attempt, = status.job.am_attempts
+    assert attempt.attempt == 2 and attempt.adopted == 2

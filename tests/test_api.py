@@ -25,7 +25,7 @@ def module_client(tmp_path_factory):
 def running_job(module_client):
     client = module_client
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}]))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "job running")
     address, token = client.cluster("local").am_endpoint(app)
     yield app, address, token
     client.kill(app)
@@ -142,14 +142,14 @@ def test_reports_from_an_old_incarnation_are_answered_with_kill(running_job, mod
     app, address, token = running_job
     api = AMClient(address, token)
     ex = executor(client.status(app), "worker-0")
-    zombie = {"id": "worker-0", "incarnation": "not-" + ex["incarnation"], "state": "running"}
+    zombie = {"id": "worker-0", "incarnation": "not-" + ex.incarnation, "state": "running"}
     reply = api.post(protocol.HEARTBEAT_PATH, zombie, timeout=10)
     assert reply["command"] == protocol.CMD_KILL
     register = api.post(protocol.REGISTER_PATH, {**zombie, "host": "h", "ports": [1]}, timeout=10)
     assert register["ok"] is False and register["command"] == protocol.CMD_KILL
     api.post(protocol.UNREGISTER_PATH, {**zombie, "exit_code": 1}, timeout=10)
     # The zombie's reports changed nothing.
-    assert executor(client.status(app), "worker-0")["state"] == "running"
+    assert executor(client.status(app), "worker-0").state == "running"
 
 
 def test_token_never_reaches_logs_or_the_trainer(running_job, module_client):
@@ -160,7 +160,7 @@ def test_token_never_reaches_logs_or_the_trainer(running_job, module_client):
         if path.is_file() and path.name != "token":
             assert token not in path.read_text(errors="replace"), path
     assert (job_dir / "token").stat().st_mode & 0o077 == 0
-    assert token not in json.dumps(client.status(app))
+    assert token not in client.status(app).model_dump_json()
     trainers = [pid for pid in processes_of_job(app) if b"primus" not in _cmdline(pid)]
     assert trainers, "no trainer process found"
     for pid in trainers:
@@ -185,9 +185,10 @@ def test_a_live_executors_malformed_report_is_a_400_naming_the_field(running_job
     app, address, token = running_job
     live = executor(module_client.status(app), "worker-0")
     status, reply = _raw(address, "POST", path, {"Authorization": "Bearer " + token},
-                         json.dumps({"id": "worker-0", "incarnation": live["incarnation"], **body}).encode())
+                         json.dumps({"id": "worker-0", "incarnation": live.incarnation, **body}).encode())
     assert (status, json.loads(reply)["error"]) == (400, error)
-    assert executor(module_client.status(app), "worker-0") == {**live, "state": "running"}
+    assert executor(module_client.status(app), "worker-0").model_dump(mode="json") == \
+        {**live.model_dump(mode="json"), "state": "running"}
 
 
 @pytest.mark.parametrize("query,error", [

@@ -14,6 +14,8 @@ import yaml
 
 from conftest import make_spec, wait_for
 from primus_runtime.api_client import AMRejected
+from primus_runtime.models import EventView, JobSummary, KafkaStatus, RoleView, StatusSummary
+from primus_runtime.states import JobState
 
 
 def primus(home, *args, timeout=120, env=None):
@@ -164,7 +166,7 @@ def test_logs_of_an_earlier_executor_attempt(tmp_path, home, client):
                                              'echo second-try >&2; sleep 300'}])
     _, out, _ = primus(home, "submit", str(spec))
     app = out.strip()
-    wait_for(lambda: [(ex["state"], ex["restarts"]) for ex in client.status(app)["executors"]] == [("running", 1)],
+    wait_for(lambda: [(ex.state, ex.restarts) for ex in client.status(app).executors] == [("running", 1)],
              60, "worker-0 restarted and running")
     stderr = ["logs", app, "--role", "worker", "--stream", "stderr"]
     code, out, _ = primus(home, *stderr, "--attempt", "0")
@@ -180,9 +182,9 @@ def test_logs_of_each_am_attempt(tmp_path, home, client):
                       am={"max_attempts": 2, "recovery_grace": "30s"})
     _, out, _ = primus(home, "submit", str(spec))
     app = out.strip()
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "running")
     os.kill(json.loads(client.cluster("local").job(app).am_info.read_text())["pid"], signal.SIGKILL)
-    wait_for(lambda: [a.get("recovered_at") is not None for a in client.status(app)["job"].get("am_attempts", [])]
+    wait_for(lambda: [a.recovered_at is not None for a in client.status(app).job.am_attempts]
              == [True], 60, "AM attempt 2 recovered the job")
     code, first, _ = primus(home, "logs", app, "--attempt", "1")  # was: no --attempt, am.log whole
     assert code == 0 and "AM API at" in first and "took over" not in first
@@ -199,7 +201,7 @@ def test_kill_and_scale_from_the_cli(tmp_path, home, client):
     spec = write_spec(tmp_path, [{"name": "worker", "command": "sleep 300"}])
     code, out, _ = primus(home, "submit", str(spec))
     app = out.strip()
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "running")
     code, out, _ = primus(home, "scale", app, "worker", "2")
     assert code == 0 and "now has 2 replicas" in out
     code, out, _ = primus(home, "kill", app)
@@ -243,7 +245,7 @@ def test_the_am_refuses_control_of_an_ending_job_or_an_ended_executor_in_words(t
     app = client.submit(make_spec([{"name": "ps", "command": "trap '' TERM; sleep 60", "success_percent": 100},
                                    {"name": "worker", "command": "true", "success_percent": 0}],
                                   am={"shutdown_grace": 10}))
-    wait_for(lambda: [ex["state"] for ex in client.status(app)["executors"]] == ["running", "succeeded"], 30,
+    wait_for(lambda: [ex.state for ex in client.status(app).executors] == ["running", "succeeded"], 30,
              "ps-0 running, worker-0 done")
     with pytest.raises(AMRejected) as refused:
         client.cluster_for(app).am_request(app, "POST", "/executors/worker-0/restart", {}, 10)
@@ -262,13 +264,13 @@ def test_actions_from_the_cli_are_recorded_as_the_os_user_s(tmp_path, home, clie
     as_alice = {**os.environ, "LOGNAME": "alice"}  # getpass.getuser()'s first source
     _, out, _ = primus(home, "submit", str(spec), env=as_alice)
     app = out.strip()
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "running")
     assert primus(home, "scale", app, "worker", "2", env=as_alice)[0] == 0
     assert primus(home, "kill", app, "--reason", "enough", env=as_alice)[0] == 0
-    events = client.status(app)["events"]
-    scaled = next(e for e in events if e["subject"] == "role/worker")
-    killed = next(e for e in events if e["subject"] == "job" and e["to_state"] == "stopping")
-    assert (scaled["actor"], killed["actor"]) == ("alice", "alice")  # was "token": any holder of the job token
+    events = client.status(app).events
+    scaled = next(e for e in events if e.subject == "role/worker")
+    killed = next(e for e in events if e.subject == "job" and e.to_state == "stopping")
+    assert (scaled.actor, killed.actor) == ("alice", "alice")  # was "token": any holder of the job token
 
 
 def test_list_filters_by_tag(tmp_path, home):
@@ -301,27 +303,42 @@ def test_logs_follow_streams_until_the_job_ends(tmp_path, home):
     assert code == 0 and out == "tick 1\ntick 2\ntick 3\n"
 
 
+def summary_of(roles: list[RoleView], **job: object) -> StatusSummary:
+    """A running job's status summary with these roles (no events, no input)."""
+    return StatusSummary(job=JobSummary.model_validate({"app_id": "primus-1", "name": "test", "state": "running",
+                                                        "reason": "", **job}),
+                         roles=roles, events=[], data=None)
+
+
+def role_of(name: str, replicas: int, restarts: int, states: dict[str, int]) -> RoleView:
+    return RoleView.model_validate({"name": name, "replicas": replicas, "released": True, "ignored": False,
+                                    "failures": 0, "restarts": restarts, "states": states, "ready": 0})
+
+
 def test_progress_line_summarises_every_role():
     from primus_runtime.client import progress_line
 
-    status = {"roles": [
-        {"name": "ps", "replicas": 2, "restarts": 0, "states": {"running": 2, "failed": 0}},
-        {"name": "worker", "replicas": 2, "restarts": 1, "states": {"running": 1, "succeeded": 1}},
-    ]}
+    status = summary_of([
+        role_of("ps", 2, 0, {"running": 2, "failed": 0}),
+        role_of("worker", 2, 1, {"running": 1, "succeeded": 1}),
+    ])
     assert progress_line(status) == "ps x2: 2 running | worker x2: 1 running, 1 succeeded (1 restart)"
-    assert progress_line({"roles": []}) == "no executors yet"
+    assert progress_line(summary_of([])) == "no executors yet"
 
 
 def test_the_kafka_line_says_lag_rate_watermark_and_whether_the_brokers_answer():
     from primus_runtime.client import kafka_progress
 
-    kafka = {"lag": 1203, "records_per_s": 713.6, "eta_seconds": 1.7, "watermark": "2026-12-01T00:19:57.000+00:00",
-             "progress": None, "reachable": True, "unreachable_since": None}
-    assert kafka_progress(kafka) == ("kafka lag 1203 records, 713.6 records/s, watermark 2026-12-01T00:19:57.000+00:00, "
+    source = {"source": "events", "bootstrap_servers": "localhost:9092", "topics": ["events"], "group": "primus",
+              "start": "committed", "end": None, "consumer_config": {}, "partitions": []}
+    kafka = {**source, "lag": 1203, "records_per_s": 713.6, "eta_seconds": 1.7,
+             "watermark": "2026-12-01T00:19:57.000+00:00", "progress": None, "reachable": True,
+             "unreachable_since": None}
+    assert kafka_progress(KafkaStatus.model_validate(kafka)) == ("kafka lag 1203 records, 713.6 records/s, watermark 2026-12-01T00:19:57.000+00:00, "
                                      "caught up in ~1.7s, brokers reachable")
     starting = {**kafka, "lag": None, "records_per_s": 0.0, "eta_seconds": None, "watermark": None, "progress": 0.25,
                 "reachable": False, "unreachable_since": "2026-12-04T14:00:00+00:00"}
-    assert kafka_progress(starting) == ("kafka lag not known yet, 0.0 records/s, watermark none yet, 25% of the "
+    assert kafka_progress(KafkaStatus.model_validate(starting)) == ("kafka lag not known yet, 0.0 records/s, watermark none yet, 25% of the "
                                         "bounded range, brokers unreachable since 2026-12-04T14:00:00+00:00")
 
 
@@ -341,8 +358,8 @@ def test_status_of_many_executors_lists_those_not_running_and_says_how_to_list_a
     _, out, _ = primus(home, "submit", str(spec))
     app = out.strip()
     try:
-        wait_for(lambda: (s := client.status(app, summary=True))["roles"] and
-                 s["roles"][1]["states"]["succeeded"] == 53 and s["roles"][0]["states"]["running"] == 2,
+        wait_for(lambda: (s := client.status(app, summary=True)).roles and
+                 s.roles[1].states["succeeded"] == 53 and s.roles[0].states["running"] == 2,
                  120, "the helpers done and the workers running")
         code, out, _ = primus(home, "status", app)
         assert code == 0
@@ -361,12 +378,13 @@ def test_status_of_many_executors_lists_those_not_running_and_says_how_to_list_a
 def test_an_event_within_one_state_is_printed_without_a_state_change():
     from primus_runtime.cli import event_line
 
-    base = {"subject": "ps-1", "exit_code": None, "time": 0.0}
-    assert event_line({**base, "from_state": "running", "to_state": "running",
-                       "reason": "ready: port 41185 accepts connections"}) == \
+    base = {"seq": 1, "subject": "ps-1", "exit_code": None, "time": 0.0, "incarnation": None}
+    assert event_line(EventView.model_validate({**base, "from_state": "running", "to_state": "running",
+                                                "reason": "ready: port 41185 accepts connections"})) == \
         "ps-1 (running): ready: port 41185 accepts connections"  # was "ps-1: running -> running ready: ..."
-    assert event_line({**base, "from_state": "running", "to_state": "failed", "exit_code": 3,
-                       "reason": "trainer exited 3"}) == "ps-1: running -> failed (exit 3) trainer exited 3"
+    assert event_line(EventView.model_validate({**base, "from_state": "running", "to_state": "failed", "exit_code": 3,
+                                                "reason": "trainer exited 3"})) == \
+        "ps-1: running -> failed (exit 3) trainer exited 3"
 
 
 def test_the_progress_line_says_stopping_once_the_outcome_is_decided():
@@ -376,9 +394,8 @@ def test_the_progress_line_says_stopping_once_the_outcome_is_decided():
 
     out = io.StringIO()
     progress = _Progress(out)
-    job = {"state": "running", "stopping": None}
-    progress({"job": job, "roles": [], "events": []})
-    progress({"job": {**job, "stopping": "killed"}, "roles": [], "events": []})
+    progress(summary_of([], stopping=None))
+    progress(summary_of([], stopping=JobState.KILLED))
     lines = out.getvalue().splitlines()
     assert lines[0].endswith("== running | no executors yet")
     assert lines[1].endswith("== stopping (killed) | no executors yet")  # was "== running" after the kill

@@ -23,15 +23,15 @@ def test_gpus_are_handed_out_exclusively_and_wait_when_taken(client):
                      scheduling={"policy": "dynamic"}, backend={"type": "local", "gpus": [3, 5]})
     app = client.submit(spec)
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    by_launch = sorted(status["executors"], key=lambda e: e["registered_at"])
-    seen = [read_log(client, app, "worker", e["index"]).strip() for e in by_launch]
+    assert status.job.state == "succeeded", status.job
+    by_launch = sorted(status.executors, key=lambda e: e.registered_at)
+    seen = [read_log(client, app, "worker", e.index).strip() for e in by_launch]
     assert sorted(seen[:2]) == ["gpus=3", "gpus=5"] and seen[2] in ("gpus=3", "gpus=5")
-    assert [e["gpus"] for e in by_launch] == [[int(s.split("=")[1])] for s in seen]
+    assert [e.gpus for e in by_launch] == [[int(s.split("=")[1])] for s in seen]
     # Only two GPUs: the third executor launched after one of the first two ended.
-    assert by_launch[2]["registered_at"] > min(e["finished_at"] for e in by_launch[:2])
+    assert by_launch[2].registered_at > min(e.finished_at for e in by_launch[:2])
     # Launched in index order: worker-2 was the one that waited.
-    assert sorted(e["index"] for e in by_launch[:2]) == [0, 1]
+    assert sorted(e.index for e in by_launch[:2]) == [0, 1]
 
 
 def test_executors_without_gpus_see_none(client):
@@ -44,7 +44,7 @@ def test_files_are_available_in_the_trainer_working_directory(client, tmp_path):
     (tmp_path / "train.py").write_text("print('trained with', __file__)\n")
     spec = make_spec([{"name": "worker", "command": "python3 train.py", "files": [str(tmp_path / "train.py")]}])
     app = client.submit(spec)
-    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    assert client.wait(app, timeout=60).job.state == "succeeded"
     assert "trained with" in read_log(client, app, "worker", 0)
 
 
@@ -52,8 +52,8 @@ def test_a_command_that_cannot_start_fails_with_the_reason(client):
     spec = make_spec([{"name": "worker", "command": ["/nonexistent/trainer"], "failover": {"restart": "never"}}])
     app = client.submit(spec)
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "failed"
-    assert "exit 127" in status["job"]["reason"] and "cannot launch '/nonexistent/trainer'" in status["job"]["reason"]
+    assert status.job.state == "failed"
+    assert "exit 127" in status.job.reason and "cannot launch '/nonexistent/trainer'" in status.job.reason
 
 
 def test_missing_files_are_refused_at_submit(client, tmp_path):
@@ -70,7 +70,7 @@ def test_stderr_and_executor_logs_are_kept_per_attempt(client):
     fail_first = 'echo "attempt $PRIMUS_ATTEMPT" >&2; [ "$PRIMUS_ATTEMPT" != 0 ]'
     app = client.submit(make_spec([{"name": "worker", "command": fail_first}]))
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded"
+    assert status.job.state == "succeeded"
     assert read_log(client, app, "worker", 0, "stderr").strip() == "attempt 1"
     first = client.cluster("local").jobs / app / "executors" / "worker-0" / "attempt-0"
     assert (first / "stderr.log").read_text().strip() == "attempt 0"
@@ -97,7 +97,7 @@ SHOW_CWD_AND_ENV = [sys.executable, "-c", "import json, os; print(json.dumps([os
 
 def test_the_trainer_is_not_handed_the_token(client):
     app = client.submit(make_spec([{"name": "worker", "command": SHOW_CWD_AND_ENV}]))
-    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    assert client.wait(app, timeout=60).job.state == "succeeded"
     cwd, env = json.loads(read_log(client, app, "worker", 0))
     job = client.cluster("local").jobs / app
     token = (job / "token").read_text().strip()
@@ -124,7 +124,7 @@ def test_trainers_get_the_membership_of_their_peers_and_tf_config_from_the_execu
     ])
     app = client.submit(spec)
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     cluster, tf_config = read_log(client, app, "worker", 1).splitlines()[:2]
     assert set(json.loads(cluster)) == {"ps", "worker", "evaluator"}
     tf = json.loads(tf_config)
@@ -153,7 +153,7 @@ def test_a_trainer_gets_none_of_the_submitting_workers_environment(client, monke
     spec = make_spec([{"name": "worker", "command": SHOW_ENVS, "env": {"MODEL_DIR": "/models/x"},
                        "framework": "pytorch"}])
     app = client.submit(spec)
-    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    assert client.wait(app, timeout=60).job.state == "succeeded"
     env, executor_env = json.loads(read_log(client, app, "worker", 0))
     leaked = [name for name in WORKER_SECRETS if name in env or any(v.startswith(name + "=") for v in executor_env)]
     assert leaked == []
@@ -172,7 +172,7 @@ def test_a_job_names_what_its_trainers_inherit_from_the_submitting_environment(c
     spec = make_spec([{"name": "worker", "command": SHOW_CWD_AND_ENV}],
                      backend={"type": "local", "inherit_env": ["TF_PYTHON", "WANDB_*"]})
     app = client.submit(spec)
-    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    assert client.wait(app, timeout=60).job.state == "succeeded"
     _, env = json.loads(read_log(client, app, "worker", 0))
     assert (env["TF_PYTHON"], env["WANDB_API_KEY"], env["WANDB_PROJECT"]) == ("/opt/tf/bin/python", "k1", "ctr")
     assert "AWS_SECRET_ACCESS_KEY" not in env

@@ -74,8 +74,8 @@ def test_executor_ends_and_restarts_by_cause_agree_with_the_status(client):
     ]))
 
     def restarted() -> bool:
-        workers = [ex for ex in client.status(app)["executors"] if ex["role"] == "worker"]
-        return len(workers) == 3 and all(ex["attempt"] == 1 and ex["state"] == "running" for ex in workers)
+        workers = [ex for ex in client.status(app).executors if ex.role == "worker"]
+        return len(workers) == 3 and all(ex.attempt == 1 and ex.state == "running" for ex in workers)
 
     wait_for(restarted, 30, "every worker restarted")
     address, token = client.cluster("local").am_endpoint(app)
@@ -84,13 +84,13 @@ def test_executor_ends_and_restarts_by_cause_agree_with_the_status(client):
 
     assert value(samples, "primus_job_state", state="running") == 1
     assert sum(samples["primus_job_state"].values()) == 1
-    for role in status["roles"]:
-        assert by_label(samples, "primus_executors", "state", role=role["name"]) == role["states"]
-        assert value(samples, "primus_role_restarts_total", role=role["name"]) == role["restarts"]
-        assert value(samples, "primus_role_failures_total", role=role["name"]) == role["failures"]
-        assert value(samples, "primus_executors_ready", role=role["name"]) == role["ready"]
-        assert value(samples, "primus_role_replicas", role=role["name"]) == role["replicas"]
-    assert (status["roles"][0]["restarts"], status["roles"][0]["failures"]) == (3, 2)  # a preemption is free
+    for role in status.roles:
+        assert by_label(samples, "primus_executors", "state", role=role.name) == role.states
+        assert value(samples, "primus_role_restarts_total", role=role.name) == role.restarts
+        assert value(samples, "primus_role_failures_total", role=role.name) == role.failures
+        assert value(samples, "primus_executors_ready", role=role.name) == role.ready
+        assert value(samples, "primus_role_replicas", role=role.name) == role.replicas
+    assert (status.roles[0].restarts, status.roles[0].failures) == (3, 2)  # a preemption is free
     assert by_label(samples, "primus_executor_ends_total", "cause", role="worker", state="failed") == {
         "failed_exit": 1, "signal": 1, "preempted": 1}
     assert not by_label(samples, "primus_executor_ends_total", "cause", role="ps", state="failed")
@@ -116,7 +116,7 @@ def test_a_consuming_jobs_metrics_need_the_token_and_agree_with_the_status(clien
                             "time_range": {"start": "2026-12-01", "end": "2026-12-03"}, "task_size": "20000B",
                             "poll_interval": 0.2})
     app = client.submit(spec)
-    wait_for(lambda: (client.data(app) or {}).get("records_done"), 30, "records fed")
+    wait_for(lambda: (data := client.data(app)) is not None and data.records_done, 30, "records fed")
     address, token = client.cluster("local").am_endpoint(app)
     for headers in ({}, {"Authorization": "Bearer wrong"}, {protocol.TOKEN_HEADER: token[:-1]}):
         status_code, _, body = _get(address, "/metrics", headers)
@@ -138,23 +138,23 @@ def test_a_consuming_jobs_metrics_need_the_token_and_agree_with_the_status(clien
 
     # Suspended, with every task handed out finished, nothing moves: both reads see the same job.
     AMClient(address, token).post("/api/v1/data/suspend", {}, timeout=10)
-    wait_for(lambda: client.data(app)["tasks"]["running"] == 0, 60, "the tasks handed out finished")
+    wait_for(lambda: client.data(app).tasks["running"] == 0, 60, "the tasks handed out finished")
     samples = scrape(address, token)
     status = client.status(app)
-    data_status = status["data"]
-    assert data_status["state"] == "suspended" and 0 < data_status["tasks"]["done"] < data_status["tasks"]["total"]
+    data_status = status.data
+    assert data_status.state == "suspended" and 0 < data_status.tasks["done"] < data_status.tasks["total"]
     tasks = by_label(samples, "primus_data_tasks", "state")
-    assert tasks == {k: v for k, v in data_status["tasks"].items() if k != "total"}
-    assert value(samples, "primus_data_records_done_total") == data_status["records_done"]
-    assert value(samples, "primus_data_bytes_done_total") == data_status["bytes"]["done"]
-    assert value(samples, "primus_data_bytes_total") == data_status["bytes"]["total"]
+    assert tasks == {k: v for k, v in data_status.tasks.items() if k != "total"}
+    assert value(samples, "primus_data_records_done_total") == data_status.records_done
+    assert value(samples, "primus_data_bytes_done_total") == data_status.bytes["done"]
+    assert value(samples, "primus_data_bytes_total") == data_status.bytes["total"]
     assert value(samples, "primus_data_rate_bytes_per_second") >= 0
-    assert by_label(samples, "primus_executors", "state", role="worker") == status["roles"][0]["states"]
-    if data_status["watermark"] is None:
+    assert by_label(samples, "primus_executors", "state", role="worker") == status.roles[0].states
+    if data_status.watermark is None:
         assert "primus_data_watermark_lag_seconds" not in samples
     else:
         lag = value(samples, "primus_data_watermark_lag_seconds")
-        assert abs(lag - watermark_lag(data_status["watermark"], time.time())) < 60
+        assert abs(lag - watermark_lag(data_status.watermark, time.time())) < 60
     client.kill(app)
 
 

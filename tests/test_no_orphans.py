@@ -71,14 +71,14 @@ def test_kill_ends_what_the_trainer_moved_to_a_new_session(client, containment):
     job_cgroup_dir = _check_containment(client, app, containment)
     wait_for(lambda: len(_escaped(app)) == 2, 30, "both trainers' children")
     status = client.kill(app)
-    assert status["job"]["state"] == "killed"
+    assert status.job.state == "killed"
     _assert_all_gone(app, job_cgroup_dir)
 
 
 def test_success_ends_what_the_trainer_left_behind(client, containment):
     app = client.submit(make_spec([{"name": "worker", "command": [*ESCAPER, "3"]}]))
     job_cgroup_dir = _check_containment(client, app, containment)
-    assert client.wait(app, timeout=60)["job"]["state"] == "succeeded"
+    assert client.wait(app, timeout=60).job.state == "succeeded"
     wait_for(lambda: client.cluster("local").am_pid(app) is None, 30, "the AM to exit")
     _assert_all_gone(app, job_cgroup_dir)
 

@@ -60,19 +60,19 @@ def test_ordered_start_waits_until_every_ps_accepts_connections(client, tmp_path
         run_dir = tmp_path / f"run{run}"
         run_dir.mkdir()
         status = client.wait(client.submit(_job(run_dir)), timeout=60)
-        assert status["job"]["state"] == "succeeded", status["job"]
+        assert status.job.state == "succeeded", status.job
         ready, started = _times(run_dir / "out", "ready"), _times(run_dir / "out", "started")
         first_worker = min(v for k, v in started.items() if k.startswith("worker"))
         for ps in ("ps-0", "ps-1"):
             assert ready.get(ps, float("inf")) < first_worker, f"run {run}: a worker started before {ps} listened"
-        ps = {e["id"]: e for e in status["executors"] if e["role"] == "ps"}
-        assert all(e["ready"] and e["ready_at"] >= ready[i] for i, e in ps.items())
+        ps = {e.id: e for e in status.executors if e.role == "ps"}
+        assert all(e.ready and e.ready_at >= ready[i] for i, e in ps.items())
 
 
 def test_file_readiness_waits_for_the_trainer_to_say_so(client, tmp_path):
     job = _job(tmp_path, {"env": {"SIGNAL": "file", "DELAY": "1"}, "readiness": {"probe": "file"}}, workers=1)
     status = client.wait(client.submit(job), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     ready, started = _times(tmp_path / "out", "ready"), _times(tmp_path / "out", "started")
     assert started["worker-0"] > max(ready.values())
 
@@ -80,9 +80,9 @@ def test_file_readiness_waits_for_the_trainer_to_say_so(client, tmp_path):
 def test_a_ps_that_never_listens_fails_the_job_naming_it_and_its_port(client, tmp_path):
     job = _job(tmp_path, {"replicas": 1, "env": {"SIGNAL": "never"}, "readiness": {"timeout": "2s"}}, workers=1)
     status = client.wait(client.submit(job), timeout=60)
-    assert status["job"]["state"] == "failed"
-    port = status["executors"][0]["ports"][0]
-    assert status["job"]["reason"] == f"ps-0 not ready after 2s: port {port} never accepted a connection"
+    assert status.job.state == "failed"
+    port = status.executors[0].ports[0]
+    assert status.job.reason == f"ps-0 not ready after 2s: port {port} never accepted a connection"
     assert "worker-0" not in _times(tmp_path / "out", "started")
 
 
@@ -91,9 +91,9 @@ def test_a_gang_job_runs_only_once_every_trainer_is_ready(client, tmp_path):
     job["scheduling"] = {"policy": "gang"}
     job["roles"][1]["command"] = "sleep 60"
     app = client.submit(job)
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "job running")
     status = client.status(app)
-    running = next(e["time"] for e in status["events"] if e["subject"] == "job" and e["to_state"] == "running")
-    ps = next(e for e in status["executors"] if e["id"] == "ps-0")
-    assert running >= ps["ready_at"] >= _times(tmp_path / "out", "ready")["ps-0"]
+    running = next(e.time for e in status.events if e.subject == "job" and e.to_state == "running")
+    ps = next(e for e in status.executors if e.id == "ps-0")
+    assert running >= ps.ready_at >= _times(tmp_path / "out", "ready")["ps-0"]
     client.kill(app)

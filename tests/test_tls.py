@@ -82,7 +82,7 @@ def tls_job(tmp_path_factory):
     go = tmp / "go"
     command = f"sh -c 'while [ ! -e {go} ]; do sleep 0.1; done'"
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": command}], am={"tls": True}))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 60, "the TLS job running")
+    wait_for(lambda: client.status(app).job.state == "running", 60, "the TLS job running")
     yield client, app, go
     if processes_of_job(app):
         client.cluster("local").force_kill(app)
@@ -168,5 +168,5 @@ def test_the_tls_job_runs_to_success(tls_job):
     client, app, go = tls_job
     go.touch()
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert "AM API at https://" in open(client.cluster("local").am_log(app)).read()

@@ -31,7 +31,7 @@ def base(client, app: str) -> str:
 def sleeper(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "echo hello-from-$PRIMUS_INDEX; "
                                                                                 "sleep 300"}]))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "job running")
     yield app
     client.kill(app)
 
@@ -92,7 +92,7 @@ def test_a_signed_in_action_needs_the_action_header_and_records_who_asked(client
     session = signed_in(url, token, name="alice")
     refused = session.post(url + "/api/v1/roles/worker/scale", json={"replicas": 3})
     assert refused.status_code == 403 and ACTION_HEADER in refused.json()["error"]
-    assert client.status(sleeper)["roles"][0]["replicas"] == 2  # nothing happened
+    assert client.status(sleeper).roles[0].replicas == 2  # nothing happened
     done = session.post(url + "/api/v1/roles/worker/scale", json={"replicas": 3}, headers={ACTION_HEADER: "1"})
     assert done.json() == {"role": "worker", "replicas": 3}
     by_token = requests.post(url + "/api/v1/roles/worker/scale", json={"replicas": 2},
@@ -107,19 +107,19 @@ def test_restarting_one_executor_replaces_it_uncharged(client, sleeper):
     url = base(client, sleeper)
     _, token = client.cluster("local").am_endpoint(sleeper)
     session = signed_in(url, token, name="carol")
-    before = {ex["id"]: ex for ex in client.status(sleeper)["executors"]}
+    before = {ex.id: ex for ex in client.status(sleeper).executors}
     reply = session.post(url + "/api/v1/executors/worker-1/restart", json={"reason": "stuck"},
                          headers={ACTION_HEADER: "1"})
-    assert reply.json() == {"executor": "worker-1", "incarnation": before["worker-1"]["incarnation"]}
+    assert reply.json() == {"executor": "worker-1", "incarnation": before["worker-1"].incarnation}
 
     def replaced():
-        ex = {e["id"]: e for e in client.status(sleeper)["executors"]}["worker-1"]
-        return ex["incarnation"] != before["worker-1"]["incarnation"] and ex["state"] == "running" and ex
+        ex = {e.id: e for e in client.status(sleeper).executors}["worker-1"]
+        return ex.incarnation != before["worker-1"].incarnation and ex.state == "running" and ex
 
     now = wait_for(replaced, 30, "worker-1 replaced")
-    assert now["restarts"] == 1
-    role = client.status(sleeper)["roles"][0]
-    assert role["failures"] == 0 and role["restarts"] == 1
+    assert now.restarts == 1
+    role = client.status(sleeper).roles[0]
+    assert role.failures == 0 and role.restarts == 1
     history = session.get(url + "/api/v1/executors", params={"history": "true"}).json()["history"]
     assert [(ex["id"], ex["state"]) for ex in history] == [("worker-1", "stopped")]
     restarting = session.get(url + "/api/v1/events", params={"subject": "worker-1", "q": "restarting"}).json()
@@ -169,9 +169,9 @@ def test_task_table_pages_and_task_actions(client, tmp_path):
     skipped = session.post(url + "/api/v1/data/tasks/skip", json={"task": queued["id"], "reason": "bad day"},
                            headers=act).json()
     assert skipped["state"] == "quarantined"
-    assert client.data(app)["quarantined"] == [queued["id"]]
+    assert client.data(app).quarantined == [queued["id"]]
     requeued = session.post(url + "/api/v1/data/tasks/requeue", json={"task": queued["id"]}, headers=act).json()
-    assert requeued["state"] == "queued" and client.data(app)["quarantined"] == []
+    assert requeued["state"] == "queued" and client.data(app).quarantined == []
     # Skipping the task being read restarts its executor (uncharged); its other tasks are kept. A caller
     # told that nobody reads it (the page's row was older) is refused, and nobody is restarted.
     now = session.get(url + "/api/v1/data/tasks", params={"state": "running"}).json()["tasks"][0]
@@ -179,9 +179,9 @@ def test_task_table_pages_and_task_actions(client, tmp_path):
     assert stale.status_code == 409, stale.text
     assert stale.json()["error"] == (f"task {now['id']} is read by worker-0 now, not by no executor as you were told: "
                                      f"skipping it now restarts worker-0; look again and confirm")
-    assert client.status(app)["roles"][0]["restarts"] == 0 and client.data(app)["quarantined"] == []
+    assert client.status(app).roles[0].restarts == 0 and client.data(app).quarantined == []
     session.post(url + "/api/v1/data/tasks/skip", json={"task": now["id"], "holder": "worker-0"}, headers=act)
-    wait_for(lambda: client.status(app)["roles"][0]["restarts"] == 1, 30, "its reader restarted")
+    wait_for(lambda: client.status(app).roles[0].restarts == 1, 30, "its reader restarted")
     events = session.get(url + "/api/v1/events", params={"subject": "task/"}).json()["events"]
     assert [(e["to_state"], e["actor"]) for e in events] == [("quarantined", "dana"), ("queued", "dana"),
                                                               ("quarantined", "dana")]
@@ -192,8 +192,8 @@ def test_task_table_pages_and_task_actions(client, tmp_path):
     assert parts["sources"][0]["name"] == "clicks" and parts["scan_complete"]
 
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert status["data"]["quarantined"] == [now["id"]]  # the user's skip stays
+    assert status.job.state == "succeeded", status.job
+    assert status.data.quarantined == [now["id"]]  # the user's skip stays
     job_dir = client.cluster("local").job(app).path
     table = [json.loads(line) for line in gzip.decompress((job_dir / "tasks.jsonl.gz").read_bytes()).splitlines()]
     assert len(table) == everything["total"] and {t["state"] for t in table} == {"done", "quarantined"}
@@ -220,10 +220,10 @@ def history_server(client, app: str):
 def test_a_finished_jobs_history_page_shows_it_as_it_ended(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "echo done; sleep 0.5"}]))
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded"
+    assert status.job.state == "succeeded"
     job_dir = client.cluster("local").job(app).path
     logged = [json.loads(line) for line in (job_dir / "events.jsonl").read_text().splitlines()]
-    assert [e["seq"] for e in logged if e["kind"] == "event"] == [e["seq"] for e in status["events"]]
+    assert [e["seq"] for e in logged if e["kind"] == "event"] == [e.seq for e in status.events]
     assert any(e["kind"] == "sample" for e in logged)
 
     url, session = history_server(client, app)
@@ -254,7 +254,7 @@ def test_the_cli_says_where_the_page_is(client, sleeper, capsys):
 
 def test_the_event_log_keeps_what_happened_when_the_am_is_killed(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 1, "command": "sleep 300"}], am={"max_attempts": 1}))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "job running")
     job_dir = client.cluster("local").job(app).path
     wait_for(lambda: '"to_state":"running"' in (job_dir / "events.jsonl").read_text(), 10, "events logged")
     before = (job_dir / "events.jsonl").read_text()
@@ -324,7 +324,7 @@ def test_the_summary_counts_the_executors_without_listing_them(client, sleeper):
     assert role["states"]["running"] == len([e for e in full["executors"] if e["state"] == "running"]) == 2
     assert role["ready"] == 2 and role["restarts"] == 0 and role["failures"] == 0
     assert summary["job"] == full["job"]
-    assert "executors" not in client.status(sleeper, summary=True)
+    assert "executors" not in client.status(sleeper, summary=True).model_dump(mode="json")
 
 
 def _register(am, executor_id: str) -> dict:

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, overload
 
 import aiohttp
 from airflow.sdk import BaseHook
@@ -29,8 +29,16 @@ from primus_runtime.api_client import (
     verifying_context,
 )
 from primus_runtime.backends.base import ClientOptions, ClusterClient
-from primus_runtime.client import LOG_READ_ERRORS, JobNotFound, PrimusClient, as_summary
+from primus_runtime.client import LOG_READ_ERRORS, JobNotFound, PrimusClient, read_status
 from primus_runtime.home import default_home
+from primus_runtime.models import (
+    DataStatus,
+    ExecutorView,
+    JobEntry,
+    ScaleReply,
+    StatusDocument,
+    StatusSummary,
+)
 from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JOB_ACTIVE, JOB_FINISHED
 
@@ -189,23 +197,33 @@ class PrimusHook(BaseHook):
         section = defaults | section
         return job.model_copy(update={"backend": backends.get(section["type"]).settings.model_validate(section)})
 
-    def status(self, app_id: str, summary: bool = False) -> dict[str, Any]:
-        """``job`` (state, reason, tags), ``roles``, ``executors`` and recent ``events``. Transient
-        errors (``retries.is_transient``) are retried with backoff before one is raised.
+    @overload
+    def status(self, app_id: str, summary: Literal[False] = False) -> StatusDocument: ...
 
-        ``summary``: without ``executors`` (their rows grow with the job; the roles count them by
-        state), for callers that judge the job, its roles or its data only."""
+    @overload
+    def status(self, app_id: str, summary: Literal[True]) -> StatusSummary: ...
+
+    @overload
+    def status(self, app_id: str, summary: bool) -> StatusSummary: ...
+
+    def status(self, app_id: str, summary: bool = False) -> StatusSummary:
+        """The job's ``StatusDocument``: ``job`` (state, reason, tags), ``roles``, ``executors`` and
+        recent ``events``. Transient errors (``retries.is_transient``) are retried with backoff before
+        one is raised.
+
+        ``summary``: a ``StatusSummary``, without ``executors`` (their rows grow with the job; the roles
+        count them by state), for callers that judge the job, its roles or its data only."""
         return retrying(f"Reading the status of Primus job {app_id}", self.log)(
             self.client.status, app_id, summary=summary)
 
-    def find_jobs(self, tags: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def find_jobs(self, tags: dict[str, Any] | None = None) -> list[JobEntry]:
         """Jobs carrying all ``tags`` (app_id, name, state, tags), newest first (transient errors retried)."""
         wanted = {str(k): str(v) for k, v in (tags or {}).items()}
         return retrying(f"Listing Primus jobs tagged {wanted}", self.log)(
             self.client.list, wanted, backend=self.settings["backend"])
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
-             wait: bool = True) -> dict[str, Any] | None:
+             wait: bool = True) -> StatusDocument | None:
         """Stop the job (graceful, then by force) and remove what it keeps on the cluster (on
         Kubernetes the AM pod and everything it owns); its final status. With ``wait=False`` only
         ask its AM to stop it (forcing it when no AM answers) and return None at once."""
@@ -215,15 +233,15 @@ class PrimusHook(BaseHook):
         self.client.stop(app_id, reason, remove=True)
         return None
 
-    def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
+    def scale(self, app_id: str, role: str, replicas: int) -> ScaleReply:
         """Resize ``role`` of a running job to ``replicas`` executors."""
         return self.client.scale(app_id, role, replicas)
 
-    def suspend_data(self, app_id: str) -> dict[str, Any]:
+    def suspend_data(self, app_id: str) -> DataStatus:
         """Stop handing out input tasks (executors finish those they hold); the data status."""
         return self.client.data_suspend(app_id)
 
-    def resume_data(self, app_id: str) -> dict[str, Any]:
+    def resume_data(self, app_id: str) -> DataStatus:
         """Hand out input tasks again; the data status."""
         return self.client.data_resume(app_id)
 
@@ -241,7 +259,7 @@ class PrimusHook(BaseHook):
             tail.append(pending.decode(errors="replace"))
         return "\n".join(tail)
 
-    def failed_executor_tails(self, app_id: str, status: dict[str, Any], lines: int = FAILED_TAIL_LINES,
+    def failed_executor_tails(self, app_id: str, status: StatusSummary, lines: int = FAILED_TAIL_LINES,
                               max_executors: int = FAILED_TAIL_EXECUTORS) -> list[str]:
         """What the failed executors of a job said: one text block per failed or lost incarnation, with
         the last ``lines`` lines of its stderr, at most ``max_executors`` of them, as ``primus status``
@@ -260,7 +278,7 @@ class PrimusHook(BaseHook):
             url = self.client.cluster_for(app_id).am_web_url(app_id)
             if url is not None:
                 return url + "ui/"
-            if time.monotonic() > deadline or self.client.status(app_id, summary=True)["job"]["state"] in FINISHED:
+            if time.monotonic() > deadline or self.client.status(app_id, summary=True).job.state in FINISHED:
                 return None
             time.sleep(0.1)
 
@@ -339,30 +357,32 @@ class LogFollower:
         follower._copied_at = cursor.copied_at
         return follower
 
-    def new_lines(self, hook: PrimusHook, app_id: str, status: dict[str, Any], final: bool = False) -> list[str]:
-        """The new lines of the followed executors' logs; ``status`` is a full status, or a summary
-        (``status(summary=True)``: then the followed executors' rows are asked for, only theirs).
-        ``final``: the last copy (the job ended), which says every skip not said yet."""
+    def new_lines(self, hook: PrimusHook, app_id: str, status: StatusSummary, final: bool = False) -> list[str]:
+        """The new lines of the followed executors' logs; ``status`` is a full status (a
+        ``StatusDocument``), or a summary (``status(summary=True)``: then the followed executors' rows
+        are asked for, only theirs). ``final``: the last copy (the job ended), which says every skip
+        not said yet."""
         if not self.executors:
             return []
-        rows = status["executors"] if "executors" in status else self._followed_rows(hook, app_id)
-        by_id = {ex["id"]: ex for ex in rows}
+        rows = status.executors if isinstance(status, StatusDocument) else self._followed_rows(hook, app_id)
+        by_id = {ex.id: ex for ex in rows}
         now = self.clock()
         elapsed, self._copied_at = max(0.0, now - self._copied_at), now
         out: list[str] = []
         for executor_id in self.executors:
-            row = by_id.get(executor_id, {})
-            logs = row.get("logs") or {}
+            row = by_id.get(executor_id)
+            if row is None:
+                continue
             for stream in self.streams:
-                if stream in logs:
-                    key = f"{executor_id}/{stream}@{row.get('incarnation')}"
-                    lines = self._read(hook, app_id, logs[stream], key)
+                if stream in row.logs:
+                    key = f"{executor_id}/{stream}@{row.incarnation}"
+                    lines = self._read(hook, app_id, row.logs[stream], key)
                     out.extend(self._within_allowance(app_id, executor_id, stream, lines, elapsed, final))
         return out
 
-    def _followed_rows(self, hook: PrimusHook, app_id: str) -> list[dict[str, Any]]:
+    def _followed_rows(self, hook: PrimusHook, app_id: str) -> list[ExecutorView]:
         try:
-            return list(hook.client.executors(app_id, ids=self.executors)["executors"])
+            return list(hook.client.executors(app_id, ids=self.executors).executors)
         except _LOG_READ_ERRORS as exc:  # a courtesy, as reading the logs: the next call tries again
             hook.log.warning("Cannot read the executors %s of Primus job %s to follow their logs: %s",
                              ", ".join(self.executors), app_id, exc)
@@ -425,8 +445,10 @@ class PrimusAsyncHook(PrimusHook):
         return self.client
 
     async def _api(self, app_id: str, method: str, path: str, body: dict[str, Any] | None = None
-                   ) -> dict[str, Any] | None:
-        """The AM's JSON answer, or None when no AM serves the job (any more)."""
+                   ) -> bytes | dict[str, Any] | None:
+        """The AM's JSON answer, or None when no AM serves the job (any more): its bytes as they came
+        (read in a worker thread by the caller, ``read_status``), or parsed when a cluster's proxy
+        carried it (``ClusterClient.am_request``)."""
         client = await self._client()
         cluster = await asyncio.to_thread(client.cluster_for, app_id)
         if not cluster.am_reachable_directly:  # through the cluster's proxy, with its own client
@@ -454,8 +476,7 @@ class PrimusAsyncHook(PrimusHook):
             check_answer(response.status, data)
         except AMUnavailable:
             return None  # as ClusterClient.am_request: an AM that cannot serve is an AM that does not answer
-        # A full status grows with the job's executors: megabytes of JSON for a large one.
-        return cast(dict[str, Any], await asyncio.to_thread(json.loads, data))
+        return data
 
     def _where(self, cluster: ClusterClient, app_id: str
                ) -> tuple[tuple[str, str] | None, str | None, ssl.SSLContext | bool]:
@@ -469,17 +490,29 @@ class PrimusAsyncHook(PrimusHook):
             self._tls[ca_file] = verifying_context(ca_file)
         return endpoint, ca_file, self._tls[ca_file]
 
-    async def astatus(self, app_id: str, summary: bool = False) -> dict[str, Any]:
+    @overload
+    async def astatus(self, app_id: str, summary: Literal[False] = False) -> StatusDocument: ...
+
+    @overload
+    async def astatus(self, app_id: str, summary: Literal[True]) -> StatusSummary: ...
+
+    @overload
+    async def astatus(self, app_id: str, summary: bool) -> StatusSummary: ...
+
+    async def astatus(self, app_id: str, summary: bool = False) -> StatusSummary:
         """Same as ``status`` (transient errors retried), without blocking the event loop."""
         return await async_retrying(f"Reading the status of Primus job {app_id}", self.log)(
             self._astatus, app_id, summary)
 
-    async def _astatus(self, app_id: str, summary: bool) -> dict[str, Any]:
+    async def _astatus(self, app_id: str, summary: bool) -> StatusSummary:
         reply = await self._api(app_id, "GET", "/status?view=summary" if summary else "/status")
         if reply is None:
             client = await self._client()
-            reply = await asyncio.to_thread(client.status_without_am, app_id)
-        return as_summary(reply) if summary else reply  # as PrimusClient.status: a status file has every row
+            document = await asyncio.to_thread(client.status_without_am, app_id)
+            return document.summary() if summary else document  # as PrimusClient.status
+        # A full status grows with the job's executors: megabytes of JSON for a large one, validated
+        # off the loop (from its bytes: faster than parsing, then validating).
+        return await asyncio.to_thread(read_status, reply, summary)
 
     async def akill(self, app_id: str, reason: str = "") -> None:
         """Ask the job's AM to stop the job (force-kill it when no AM answers), then remove what it keeps

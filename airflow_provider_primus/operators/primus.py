@@ -25,6 +25,7 @@ from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from airflow_provider_primus.version_compat import task_state_store
 from primus_runtime.client import JobNotFound, progress_line
+from primus_runtime.models import StatusDocument, StatusSummary
 from primus_runtime.spec import JobSpec, SpecError
 from primus_runtime.states import JobState
 
@@ -167,17 +168,17 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         if identity.delivered:
             return "delivered"  # a previous try returned its success: the task was cleared to run again
         try:
-            job = self.hook.status(identity.app_id, summary=True)["job"]
+            job = self.hook.status(identity.app_id, summary=True).job
         except JobNotFound:
             return "gone"
-        problem = TaskInstanceRef.from_context(context).mismatch(job.get("tags") or {}, identity.submit_id)
+        problem = TaskInstanceRef.from_context(context).mismatch(job.tags, identity.submit_id)
         if problem is not None:
             self.log.error("Refusing to reattach to Primus job %s, which the task state store names: %s",
                            identity.app_id, problem)
             return "not this task's job"
-        if job["state"] in ACTIVE:
+        if job.state in ACTIVE:
             self._reattached = identity.app_id
-        return str(job["state"])
+        return str(job.state)
 
     def is_job_active(self, status: str) -> bool:
         return status in ACTIVE
@@ -300,9 +301,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             else LogFollower([], lines_per_minute=self.log_lines_per_minute)
         if status == "running":  # a log hand-off: copy the new lines, then wait on
             if job_status is not None:
-                running = dict(job_status)
-                self._copy_log_lines(follower, app_id, running)
-                self.log.info("Primus job %s %s: %s", app_id, running["job"]["state"], progress_line(running))
+                self._copy_log_lines(follower, app_id, job_status)
+                self.log.info("Primus job %s %s: %s", app_id, job_status.job.state, progress_line(job_status))
             self._defer_wait(app_id, fired.deadline, follower)
         self._copy_final_log_lines(follower, app_id)
         if status == "success":
@@ -323,12 +323,12 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             self._raise_failed(app_id, full, job_succeeded(full).impossible or reason)
         raise AirflowException(reason)
 
-    def _raise_failed(self, app_id: str, status: dict[str, Any], reason: str) -> None:
+    def _raise_failed(self, app_id: str, status: StatusDocument, reason: str) -> None:
         """Log what the failed executors said, then fail the try: without retry when the input
         itself is at fault (missing, empty, or corrupt with ``on_bad_data: fail``), since the next
         try would read the same input."""
         self._log_failed_executors(app_id, status)
-        data_failure = (status.get("data") or {}).get("failure")
+        data_failure = status.data.failure if status.data is not None else None
         if data_failure:
             raise AirflowFailException(f"{reason} (the input is at fault: {data_failure}; not retried, the "
                                        "next try would read the same input)")
@@ -351,12 +351,12 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         The previous try's directory while its job (of this DAG run) did not succeed (the new job
         resumes its data); a fresh one after a success, so that clearing a finished task trains on
         the data again."""
-        previous = [job for job in self.hook.find_jobs(ti.tags) if ti.mismatch(job["tags"]) is None]  # newest first
-        if previous and previous[0]["state"] != JobState.SUCCEEDED:
-            spec = self.hook.client.spec(previous[0]["app_id"])
+        previous = [job for job in self.hook.find_jobs(ti.tags) if ti.mismatch(job.tags) is None]  # newest first
+        if previous and previous[0].state != JobState.SUCCEEDED:
+            spec = self.hook.client.spec(previous[0].app_id)
             if spec.input is not None and spec.input.work_preserve_dir:
-                self.log.info("Resuming the data of Primus job %s (%s): %s", previous[0]["app_id"],
-                              previous[0]["state"], spec.input.work_preserve_dir)
+                self.log.info("Resuming the data of Primus job %s (%s): %s", previous[0].app_id,
+                              previous[0].state, spec.input.work_preserve_dir)
                 return spec.input.work_preserve_dir
         # Run ids hold ':' and '+' (manual__2026-12-01T00:00:00+00:00), which HDFS refuses in names.
         parts = [re.sub(r"[^\w.=-]", "_", ti.tags[name]) for name in TI_TAGS]
@@ -365,7 +365,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
     def _log_follower(self, app_id: str) -> LogFollower:
         return LogFollower(self._follow_logs(app_id), lines_per_minute=self.log_lines_per_minute)
 
-    def _copy_log_lines(self, follower: LogFollower, app_id: str, status: dict[str, Any],
+    def _copy_log_lines(self, follower: LogFollower, app_id: str, status: StatusSummary,
                         final: bool = False) -> None:
         for line in follower.new_lines(self.hook, app_id, status, final=final):
             self.log.info("%s", line)
@@ -395,20 +395,20 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         """A still-active job of this task instance in this DAG run, found by its tags."""
         running = []
         for job in self.hook.find_jobs(ti.tags):  # newest first
-            if job["state"] not in ACTIVE:
+            if job.state not in ACTIVE:
                 continue
-            problem = ti.mismatch(job["tags"])
+            problem = ti.mismatch(job.tags)
             if problem is None:
                 running.append(job)
             else:
                 self.log.warning("Not reattaching to running Primus job %s, which carries this task instance's "
-                                 "tags: %s", job["app_id"], problem)
+                                 "tags: %s", job.app_id, problem)
         if len(running) > 1:
             self.log.warning("%d running Primus jobs of this task instance (%s): reattaching to the newest",
-                             len(running), ", ".join(job["app_id"] for job in running))
+                             len(running), ", ".join(job.app_id for job in running))
         if not running:
             return None
-        return JobIdentity(app_id=running[0]["app_id"], submit_id=running[0]["tags"].get(SUBMIT_TAG))
+        return JobIdentity(app_id=running[0].app_id, submit_id=running[0].tags.get(SUBMIT_TAG))
 
     # --- waiting ----------------------------------------------------------------
 
@@ -426,19 +426,19 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
                 self._progress.finish(app_id, None, "error", f"Primus job {app_id} disappeared")
                 raise AirflowException(f"Primus job {app_id} disappeared (its job directory is gone)") from None
             self._copy_log_lines(follower, app_id, status)
-            job = status["job"]
-            line = f"{job['state']}: {progress_line(status)}"
+            job = status.job
+            line = f"{job.state}: {progress_line(status)}"
             if line != last_line:  # only changes, not one line per poll
                 self.log.info("Primus job %s %s", app_id, line)
                 last_line = line
             self._progress.observe(app_id, status)
-            if job["state"] in FINISHED:
+            if job.state in FINISHED:
                 self._copy_final_log_lines(follower, app_id)
-            if job["state"] == JobState.SUCCEEDED:
+            if job.state == JobState.SUCCEEDED:
                 return
-            if job["state"] in FINISHED:
+            if job.state in FINISHED:
                 self._raise_failed(app_id, self.hook.status(app_id),  # in full: the failed executors' tails
-                                   f"Primus job {app_id} {job['state']}: {job.get('reason') or 'no reason'}")
+                                   f"Primus job {app_id} {job.state}: {job.reason or 'no reason'}")
             if self._stopping.wait(self.poll_interval):
                 self._raise_killed(app_id)
 
@@ -449,7 +449,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         fate = "killed" if self.on_kill_action == "kill" else "left running (on_kill_action='keep')"
         return f"task was killed while waiting for Primus job {app_id}; the job was {fate}"
 
-    def _log_failed_executors(self, app_id: str, status: dict[str, Any]) -> None:
+    def _log_failed_executors(self, app_id: str, status: StatusSummary) -> None:
         for block in self.hook.failed_executor_tails(app_id, status):
             self.log.error("%s", block)
 
@@ -499,8 +499,8 @@ class PrimusScaleRoleOperator(BaseOperator):
     def execute(self, context: Context) -> int:
         replicas = int(self.replicas)  # a template renders to a string
         reply = PrimusHook(primus_conn_id=self.primus_conn_id).scale(self.app_id, self.role, replicas)
-        self.log.info("Primus job %s: role %s now has %s replicas", self.app_id, reply["role"], reply["replicas"])
-        return int(reply["replicas"])
+        self.log.info("Primus job %s: role %s now has %s replicas", self.app_id, reply.role, reply.replicas)
+        return reply.replicas
 
 
 class PrimusKillJobOperator(BaseOperator):
@@ -520,8 +520,8 @@ class PrimusKillJobOperator(BaseOperator):
     def execute(self, context: Context) -> str:
         reason = self.reason or f"killed by Airflow task {self.task_id}"
         status = PrimusHook(primus_conn_id=self.primus_conn_id).kill(self.app_id, reason=reason)
-        state = status["job"]["state"] if status else "unknown"
-        self.log.info("Primus job %s is %s: %s", self.app_id, state, status["job"].get("reason") if status else "")
+        state = str(status.job.state) if status is not None else "unknown"
+        self.log.info("Primus job %s is %s: %s", self.app_id, state, status.job.reason if status is not None else "")
         return state
 
 
@@ -542,8 +542,8 @@ class PrimusSuspendDataOperator(BaseOperator):
     def execute(self, context: Context) -> str:
         hook = PrimusHook(primus_conn_id=self.primus_conn_id)
         data = hook.suspend_data(self.app_id) if self.suspend else hook.resume_data(self.app_id)
-        self.log.info("Primus job %s: data %s", self.app_id, data.get("state"))
-        return str(data.get("state"))
+        self.log.info("Primus job %s: data %s", self.app_id, data.state)
+        return str(data.state)
 
 
 class PrimusResumeDataOperator(PrimusSuspendDataOperator):

@@ -41,6 +41,7 @@ from airflow_provider_primus.hooks.primus import FINISHED, PrimusHook
 from airflow_provider_primus.links.primus import APP_ID_KEY, CONN_ID_KEY, JOB_PAGE_PREFIX
 from primus_runtime.client import JobNotFound, progress_line
 from primus_runtime.home import default_home
+from primus_runtime.models import StatusSummary
 
 #: Seconds for each request to the job's AM or its cluster.
 CLUSTER_TIMEOUT = 5.0
@@ -60,7 +61,7 @@ class TaskJob:
 class JobFacts:
     """What the page shows of a job, read from its AM or from what the AM left."""
 
-    status: dict[str, Any]
+    status: StatusSummary
     am_page: str | None  # the AM's own page, while it serves one
     cluster_page: str | None  # the cluster's page of the job (YARN), which outlives the AM
     ui_command: str  # `primus ui APP_ID` with what it needs to find the job
@@ -109,7 +110,7 @@ def look_up(job: TaskJob) -> JobFacts:
     # The client's read, not the hook's: a person waits for this page, so no retries with backoff; an
     # unreachable cluster is said at once.
     status = hook.client.status(job.app_id, summary=True)  # the page shows the job and its roles' counts
-    running = status["job"]["state"] not in FINISHED
+    running = status.job.state not in FINISHED
     return JobFacts(status=status, am_page=hook.job_url(job.app_id, wait=0) if running else None,
                     cluster_page=hook.client.cluster_for(job.app_id).app_page_url(job.app_id),
                     ui_command=ui_command(hook, job.app_id), connection=connection_named(hook))
@@ -185,10 +186,10 @@ def _headline(state: str) -> str:
 
 def outcome_page(job: TaskJob, facts: JobFacts) -> str:
     """The job's outcome (or, before its AM serves a page, its state) and how to see its full page."""
-    summary = facts.status.get("job", {})
-    state = str(summary.get("state", "unknown"))
-    rows = [("Job", f"{summary.get('name', '')} ({job.app_id})"), ("State", state),
-            ("Reason", summary.get("reason") or ""), ("Ended at", _when(summary.get("finished_at"))),
+    summary = facts.status.job
+    state = str(summary.state)
+    rows = [("Job", f"{summary.name} ({job.app_id})"), ("State", state),
+            ("Reason", summary.reason or ""), ("Ended at", _when(summary.finished_at)),
             ("Roles", progress_line(facts.status)), ("Airflow connection", facts.connection)]
     if state not in FINISHED:
         rows = [row for row in rows if row[0] != "Ended at"]

@@ -37,6 +37,7 @@ from airflow_provider_primus.triggers.primus import (
     PrimusRoleTrigger,
     PrimusStatusTrigger,
 )
+from primus_runtime.models import StatusSummary
 from primus_runtime.states import ExecutorState
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class _PrimusJobSensor(_DeferrableSensor):
         self.primus_conn_id = primus_conn_id
 
     @abc.abstractmethod
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         """The condition judged on a summary status."""
 
     def poke(self, context: Context) -> bool:
@@ -115,7 +116,7 @@ class PrimusJobSensor(_PrimusJobSensor):
 
     template_fields: Sequence[str] = ("app_id", "primus_conn_id")
 
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         return job_succeeded(status)
 
     def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
@@ -144,7 +145,7 @@ class PrimusRoleSensor(_PrimusJobSensor):
             raise ValueError(f"count must be >= 0, got {count}")
         self.role, self.state, self.count = role, state, count
 
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         return role_reached(status, self.role, self.state, self.count)
 
     def make_trigger(self, deadline: float) -> PrimusStatusTrigger:
@@ -189,7 +190,7 @@ class PrimusDataProgressSensor(_PrimusJobSensor):
     def _watermark_after(self) -> str | None:
         return None if self.watermark_after is None else normalize_time(self.watermark_after)
 
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         return data_reached(status, self.min_progress, self._partition(), self.max_lag, self._watermark_after())
 
     def make_trigger(self, deadline: float) -> PrimusStatusTrigger:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from airflow_provider_primus.conditions import Check
     from airflow_provider_primus.events import EventStatus
     from airflow_provider_primus.hooks.primus import PrimusAsyncHook
+    from primus_runtime.models import StatusSummary
 
 #: The modules the triggers of this module need once they run.
 RUNS_ON = ("airflow_provider_primus.conditions", "airflow_provider_primus.events", "airflow_provider_primus.hooks.primus",
@@ -94,12 +95,11 @@ class PrimusStatusTrigger(BaseTrigger):
         return {}
 
     @abc.abstractmethod
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         """The condition judged on a summary status."""
 
-    def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
-        job = status["job"]
-        return self._event("success", job["state"], check.line)
+    def success_event(self, status: StatusSummary, check: Check) -> TriggerEvent:
+        return self._event("success", status.job.state.value, check.line)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         await import_off_loop(*RUNS_ON)
@@ -137,12 +137,12 @@ class PrimusStatusTrigger(BaseTrigger):
             if check.met:
                 return self.success_event(status, check)
             if check.impossible:
-                return self._event("failed", status["job"]["state"], check.impossible,
+                return self._event("failed", status.job.state.value, check.impossible,
                                    input_at_fault=check.input_at_fault)
             if summary.due(self.summary_interval):
                 self.log.info("%s", summary.line(status))
             if self.log_interval is not None and time.monotonic() - started >= self.log_interval:
-                return self._event("running", status["job"]["state"], "log hand-off", deadline=self.deadline)
+                return self._event("running", status.job.state.value, "log hand-off", deadline=self.deadline)
             await asyncio.sleep(self.poll_interval)
 
     def _event(self, status: EventStatus, state: str, reason: str, input_at_fault: bool = False,
@@ -170,24 +170,24 @@ class ProgressSummary:
         self._last = now
         return True
 
-    def line(self, status: dict[str, Any]) -> str:
+    def line(self, status: StatusSummary) -> str:
         from primus_runtime.client import data_progress
 
-        roles = status.get("roles", [])
-        ready = sum(int(role.get("ready", 0)) for role in roles)
-        wanted = sum(int(role.get("replicas", 0)) for role in roles)
+        roles = status.roles
+        ready = sum(role.ready for role in roles)
+        wanted = sum(role.replicas for role in roles)
         parts = [f"roles ready {ready}/{wanted} (" + ", ".join(
-            f"{role['name']} {role.get('ready', 0)}/{role.get('replicas', 0)}" for role in roles) + ")"]
-        data = status.get("data")
-        if data:
+            f"{role.name} {role.ready}/{role.replicas}" for role in roles) + ")"]
+        data = status.data
+        if data is not None:
             parts.append(data_progress(data))
-            kafka = data.get("kafka") or {}
-            eta = data.get("eta_seconds") if data.get("eta_seconds") is not None else kafka.get("eta_seconds")
+            kafka = data.kafka
+            eta = data.eta_seconds if data.eta_seconds is not None else kafka.eta_seconds if kafka is not None else None
             parts.append(f"ETA ~{_duration(eta)}" if eta is not None else "ETA unknown yet")
-        job = status["job"]
-        since = job.get("started_at") or job.get("created_at")  # the job's clock: true across hand-offs
+        job = status.job
+        since = job.started_at or job.created_at  # the job's clock: true across hand-offs
         elapsed = f" for {_duration(time.time() - since)}" if since else ""
-        return f"Primus job {self.app_id} {job['state']}{elapsed}: " + " | ".join(parts)
+        return f"Primus job {self.app_id} {job.state}{elapsed}: " + " | ".join(parts)
 
 
 def _duration(seconds: float) -> str:
@@ -219,13 +219,13 @@ class PrimusJobTrigger(PrimusStatusTrigger):
     def _condition(self) -> dict[str, Any]:
         return {"on_kill_action": self.on_kill_action, "log_cursor": self.log_cursor}
 
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         from airflow_provider_primus.conditions import job_succeeded
 
         return job_succeeded(status)
 
-    def success_event(self, status: dict[str, Any], check: Check) -> TriggerEvent:
-        return self._event("success", JobState.SUCCEEDED.value, status["job"].get("reason") or "")
+    def success_event(self, status: StatusSummary, check: Check) -> TriggerEvent:
+        return self._event("success", JobState.SUCCEEDED.value, status.job.reason or "")
 
     async def on_kill(self) -> None:
         # Only on a user's action on the deferred task (Airflow >= 3.3); cleanup() deliberately
@@ -257,7 +257,7 @@ class PrimusRoleTrigger(PrimusStatusTrigger):
     def _condition(self) -> dict[str, Any]:
         return {"role": self.role, "state": self.state, "count": self.count}
 
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         from airflow_provider_primus.conditions import role_reached
 
         return role_reached(status, self.role, self.state, self.count)
@@ -281,7 +281,7 @@ class PrimusDataProgressTrigger(PrimusStatusTrigger):
         return {"min_progress": self.min_progress, "partition": self.partition, "max_lag": self.max_lag,
                 "watermark_after": self.watermark_after}
 
-    def check(self, status: dict[str, Any]) -> Check:
+    def check(self, status: StatusSummary) -> Check:
         from airflow_provider_primus.conditions import data_reached
 
         return data_reached(status, self.min_progress, self.partition, self.max_lag, self.watermark_after)

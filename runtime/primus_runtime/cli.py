@@ -32,9 +32,11 @@ from .client import (
     data_progress,
     kafka_progress,
     progress_line,
+    read_status,
     role_progress,
 )
 from .hadoop import HadoopConfigError, is_hdfs
+from .models import AMAttempt, AutoscaleView, DataStatus, EventView, ExecutorView, StatusSummary
 from .spec import AUTOSCALE_TARGETS, JobSpec, SpecError, format_validation_error, load_spec
 from .states import JOB_FINISHED, JOB_OUTCOMES, ExecutorState, JobState
 
@@ -216,18 +218,18 @@ def cmd_submit(client: PrimusClient, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\nstopped watching; the job goes on. `primus kill {app_id}` stops it.", file=sys.stderr)
         return 130
-    job = status["job"]
+    job = status.job
     for line in failure_lines(client, app_id, status):
         print(line, file=sys.stderr)
-    print(f"{app_id}: {job['state']}: {job.get('reason', '')}", file=sys.stderr)  # last: what scripts read
-    return _OUTCOME_EXIT.get(job["state"], EXIT_FAILED)
+    print(f"{app_id}: {job.state}: {job.reason}", file=sys.stderr)  # last: what scripts read
+    return _OUTCOME_EXIT.get(job.state, EXIT_FAILED)
 
 
-def failure_lines(client: PrimusClient, app_id: str, status: dict[str, Any]) -> list[str]:
+def failure_lines(client: PrimusClient, app_id: str, status: StatusSummary) -> list[str]:
     """For a job that failed (or was lost), what its failed executors wrote last to stderr: a heading
     naming each (its attempt, exit code and reason) and the tail of its stderr, indented under it; for a
     lost job, whose AM ended without saying why, the tail of the AM's log as well."""
-    state = status["job"]["state"]
+    state = status.job.state
     if state not in (JobState.FAILED, JobState.LOST):
         return []
     blocks = client.failed_executor_tails(app_id, status, FAILED_TAIL_LINES, FAILED_TAIL_EXECUTORS)
@@ -250,101 +252,103 @@ class _Progress:
         self.seen_events = 0
         self.last_line = ""
 
-    def __call__(self, status: dict[str, Any]) -> None:
-        for event in status.get("events", []):
-            if event["seq"] > self.seen_events:
-                self.seen_events = event["seq"]
-                print(f"{_clock(event['time'])} {event_line(event)}", file=self.out)
-        job = status["job"]
-        state = f"stopping ({job['stopping']})" if job.get("stopping") else job["state"]
+    def __call__(self, status: StatusSummary) -> None:
+        for event in status.events:
+            if event.seq > self.seen_events:
+                self.seen_events = event.seq
+                print(f"{_clock(event.time)} {event_line(event)}", file=self.out)
+        job = status.job
+        state = f"stopping ({job.stopping})" if job.stopping else job.state
         line = f"{state} | {progress_line(status)}"
         if line != self.last_line:
             self.last_line = line
             print(f"{_clock(time.time())} == {line}", file=self.out, flush=True)
 
 
-def event_line(event: dict[str, Any]) -> str:
+def event_line(event: EventView) -> str:
     """``worker-0: registered -> running trainer started``; an event within one state (a trainer became
     ready, a role scaled) names that state once: ``ps-0 (running): ready: port 41185 accepts connections``."""
-    if event["from_state"] == event["to_state"]:
-        return f"{event['subject']} ({event['to_state']}): {event['reason']}"
-    code = f" (exit {event['exit_code']})" if event.get("exit_code") is not None else ""
-    return f"{event['subject']}: {event['from_state'] or '-'} -> {event['to_state']}{code} {event['reason']}"
+    if event.from_state == event.to_state:
+        return f"{event.subject} ({event.to_state}): {event.reason}"
+    code = f" (exit {event.exit_code})" if event.exit_code is not None else ""
+    return f"{event.subject}: {event.from_state or '-'} -> {event.to_state}{code} {event.reason}"
 
 
-def am_attempt_line(attempt: dict[str, Any]) -> str:
+def am_attempt_line(attempt: AMAttempt) -> str:
     """One AM restart: when, how long the job went without an AM, what it kept."""
-    line = f"AM attempt {attempt['attempt']} started {_clock(attempt['started_at'])}"
-    if attempt.get("recovered_at") is None:
-        return line + f", adopting {attempt['adopted']} executor(s)..."
-    took = attempt["recovered_at"] - (attempt.get("down_since") or attempt["started_at"])
-    return line + (f", recovered in {took:.2f}s: {attempt['adopted']} executor(s) adopted, "
-                   f"{attempt['gone']} gone")
+    line = f"AM attempt {attempt.attempt} started {_clock(attempt.started_at)}"
+    if attempt.recovered_at is None:
+        return line + f", adopting {attempt.adopted} executor(s)..."
+    took = attempt.recovered_at - (attempt.down_since or attempt.started_at)
+    return line + (f", recovered in {took:.2f}s: {attempt.adopted} executor(s) adopted, "
+                   f"{attempt.gone} gone")
 
 
 def _clock(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts))
 
 
-def autoscale_line(policy: dict[str, Any]) -> str:
+def autoscale_line(policy: AutoscaleView) -> str:
     """``autoscale 1..4 on target_queued 1Gi; last 10:02:03: backlog ...: 2 -> 4`` from a role's status."""
-    target = next((f"{name} {policy[name]}" for name in AUTOSCALE_TARGETS if policy.get(name) is not None), "")
-    last = policy.get("last_decision")
-    return (f"autoscale {policy['min_replicas']}..{policy['max_replicas']} on {target}; "
-            + (f"last {_clock(last['time'])}: {last['reason']}" if last else "no change yet"))
+    targets = ((name, getattr(policy, name)) for name in AUTOSCALE_TARGETS)  # the one the spec gives
+    target = next((f"{name} {value}" for name, value in targets if value is not None), "")
+    last = policy.last_decision
+    return (f"autoscale {policy.min_replicas}..{policy.max_replicas} on {target}; "
+            + (f"last {_clock(last.time)}: {last.reason}" if last else "no change yet"))
 
 
 def cmd_status(client: PrimusClient, args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps(client.status(args.app_id), indent=2))
+        print(json.dumps(client.status(args.app_id).model_dump(mode="json"), indent=2))
         return EXIT_OK
     status = client.status(args.app_id, summary=True)
-    job = status["job"]
-    print(f"{job['app_id']}  {job.get('name', '')}  {job['state']}  {job.get('reason', '')}")
-    for role in status.get("roles", []):
-        print("  " + role_progress(role) + (f"  failures {role['failures']}" if role.get("failures") else ""))
-        if role.get("autoscale"):
-            print("    " + autoscale_line(role["autoscale"]))
-    if status.get("data"):
-        print("  " + data_progress(status["data"]))
-        if status["data"].get("kafka"):
-            print("  " + kafka_progress(status["data"]["kafka"]))
-    for attempt in job.get("am_attempts") or ():
+    job = status.job
+    print(f"{job.app_id}  {job.name}  {job.state}  {job.reason}")
+    for role in status.roles:
+        print("  " + role_progress(role) + (f"  failures {role.failures}" if role.failures else ""))
+        if role.autoscale is not None:
+            print("    " + autoscale_line(role.autoscale))
+    if status.data is not None:
+        print("  " + data_progress(status.data))
+        if status.data.kafka is not None:
+            print("  " + kafka_progress(status.data.kafka))
+    for attempt in job.am_attempts:
         print("  " + am_attempt_line(attempt))
     for line in executor_lines(client, args.app_id, status, every=args.executors):
         print(line)
     for line in failure_lines(client, args.app_id, status):
         print(line)
-    link = client.page_link(args.app_id) if job["state"] not in JOB_FINISHED else None
+    link = client.page_link(args.app_id) if job.state not in JOB_FINISHED else None
     if link is not None:
         print(f"  page: {link}  (one-time sign-in link)")
-    elif job["state"] in JOB_FINISHED and not client.has_history(args.app_id):
+    elif job.state in JOB_FINISHED and not client.has_history(args.app_id):
         print("  page: none: its AM saved no status to show")  # `primus ui` would say just that
     else:
-        print(f"  page: primus ui {args.app_id}  ({'its history' if job['state'] in JOB_FINISHED else 'once its AM runs'})")
+        print(f"  page: primus ui {args.app_id}  ({'its history' if job.state in JOB_FINISHED else 'once its AM runs'})")
     return EXIT_OK
 
 
-def executor_lines(client: PrimusClient, app_id: str, summary: dict[str, Any], every: bool) -> list[str]:
+def executor_lines(client: PrimusClient, app_id: str, summary: StatusSummary, every: bool) -> list[str]:
     """A line per executor when ``every`` is asked for or the job has few; else one per executor not
     running, the first ``EXECUTORS_LISTED`` of them, and a line counting the rest and saying how to list all."""
-    total = sum(sum(role.get("states", {}).values()) for role in summary.get("roles", []))
+    total = sum(sum(role.states.values()) for role in summary.roles)
     if every or total <= EXECUTORS_LISTED:
-        return [executor_line(ex) for ex in client.executors(app_id)["executors"]]
+        return [executor_line(ex) for ex in client.executors(app_id).executors]
     page = client.executors(app_id, state=NOT_RUNNING, limit=EXECUTORS_LISTED)
-    lines = [executor_line(ex) for ex in page["executors"]]
-    listed = f"the first {len(lines):,} of {page['total']:,}" if page["total"] > len(lines) else f"{page['total']:,}"
+    lines = [executor_line(ex) for ex in page.executors]
+    listed = f"the first {len(lines):,} of {page.total:,}" if page.total > len(lines) else f"{page.total:,}"
     every_one = client.cluster_for(app_id).cli_command("status", app_id, "--executors")
-    lines.append(f"    {total:,} executors: {listed} not running listed, {total - page['total']:,} running not listed; "
+    lines.append(f"    {total:,} executors: {listed} not running listed, {total - page.total:,} running not listed; "
                  f"every one: {every_one}")
     return lines
 
 
-def executor_line(ex: dict[str, Any]) -> str:
-    ports = ",".join(map(str, ex.get("ports") or []))
-    code = ex["exit_code"] if ex.get("exit_code") is not None else "-"
-    return (f"    {ex['id']:<14} {ex['state']:<10} {ex.get('host') or '-':<15} ports {ports or '-':<12} "
-            f"restarts {ex.get('restarts', 0)}  exit {code}  {ex.get('reason', '')}")
+def executor_line(ex: ExecutorView) -> str:
+    ports = ",".join(map(str, ex.ports))
+    code = ex.exit_code if ex.exit_code is not None else "-"
+    restarts = ex.restarts if ex.restarts is not None else 0  # a current executor's (earlier ones have none)
+    return (f"    {ex.id:<14} {ex.state:<10} {ex.host or '-':<15} ports {ports or '-':<12} "
+            f"restarts {restarts}  exit {code}  {ex.reason}")
 
 
 def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
@@ -364,7 +368,7 @@ def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         runner, link = await start_history_server(view, args.host, args.port, client.user or "anonymous")
-        print(f"{args.app_id} ended {view.status()['job']['state']}; its page as it ended (one-time sign-in "
+        print(f"{args.app_id} ended {read_status(view.status(), summary=True).job.state}; its page as it ended (one-time sign-in "
               f"link; Ctrl-C stops the server):\n{link}", flush=True)
         try:
             await asyncio.Event().wait()
@@ -376,13 +380,13 @@ def cmd_ui(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_history(client: PrimusClient, args: argparse.Namespace) -> int:
-    jobs = [job for job in client.list(backend=args.backend) if job["state"] in JOB_FINISHED]
+    jobs = [job for job in client.list(backend=args.backend) if job.state in JOB_FINISHED]
     if args.json:
-        print(json.dumps(jobs, indent=2))
+        print(json.dumps([job.model_dump(mode="json") for job in jobs], indent=2))
         return EXIT_OK
     for job in jobs:
-        ended = _clock(job["finished_at"]) if job.get("finished_at") else "-"
-        print(f"{job['app_id']}  {job['state']:<10} ended {ended}  {job['name']}  {job.get('reason') or ''}")
+        ended = _clock(job.finished_at) if job.finished_at else "-"
+        print(f"{job.app_id}  {job.state:<10} ended {ended}  {job.name}  {job.reason}")
     return EXIT_OK
 
 
@@ -403,31 +407,31 @@ def cmd_logs(client: PrimusClient, args: argparse.Namespace) -> int:
 
 
 def cmd_kill(client: PrimusClient, args: argparse.Namespace) -> int:
-    before = client.status(args.app_id, summary=True)["job"]["state"]
+    before = client.status(args.app_id, summary=True).job.state
     status = client.kill(args.app_id, reason=args.reason)  # still: an AM that lingers too long is ended
-    job = status["job"]
+    job = status.job
     if before in JOB_OUTCOMES:  # not this kill's doing
-        print(f"{args.app_id} had already ended ({job['state']}: {job.get('reason', '')}): nothing to kill")
+        print(f"{args.app_id} had already ended ({job.state}: {job.reason}): nothing to kill")
     else:
-        print(f"{args.app_id}: {job['state']}: {job.get('reason', '')}")
-    return EXIT_OK if job["state"] in JOB_OUTCOMES else EXIT_FAILED
+        print(f"{args.app_id}: {job.state}: {job.reason}")
+    return EXIT_OK if job.state in JOB_OUTCOMES else EXIT_FAILED
 
 
 def cmd_scale(client: PrimusClient, args: argparse.Namespace) -> int:
     reply = client.scale(args.app_id, args.role, args.replicas)
-    print(f"{args.app_id}: role {reply['role']} now has {reply['replicas']} replicas")
+    print(f"{args.app_id}: role {reply.role} now has {reply.replicas} replicas")
     return EXIT_OK
 
 
 def cmd_data(client: PrimusClient, args: argparse.Namespace) -> int:
-    data: dict[str, Any] | None
+    data: DataStatus | None
     if args.action == "savepoint":
         if not args.dir:
             print("primus: data savepoint needs a directory: primus data savepoint APP DIR", file=sys.stderr)
             return EXIT_USAGE
         saved = client.data_savepoint(args.app_id, args.dir)
-        print(f"{args.app_id}: {saved['tasks']} task positions ({saved['done']} done) saved to {saved['dir']}; "
-              f"start a job with input.restore_from: {saved['dir']} to resume from them")
+        print(f"{args.app_id}: {saved.tasks} task positions ({saved.done} done) saved to {saved.dir}; "
+              f"start a job with input.restore_from: {saved.dir} to resume from them")
         return EXIT_OK
     if args.action == "suspend":
         data = client.data_suspend(args.app_id)
@@ -439,11 +443,11 @@ def cmd_data(client: PrimusClient, args: argparse.Namespace) -> int:
             print(f"primus: job {args.app_id} has no input", file=sys.stderr)
             return EXIT_USAGE
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data.model_dump(mode="json"), indent=2))
     else:
         print(f"{args.app_id}: {data_progress(data)}")
-        if data.get("kafka"):
-            print(f"{args.app_id}: {kafka_progress(data['kafka'])}")
+        if data.kafka is not None:
+            print(f"{args.app_id}: {kafka_progress(data.kafka)}")
     return EXIT_OK
 
 
@@ -457,9 +461,9 @@ def cmd_list(client: PrimusClient, args: argparse.Namespace) -> int:
         tags[key] = value
     jobs = client.list(tags or None, backend=args.backend)
     if args.json:
-        print(json.dumps(jobs, indent=2))
+        print(json.dumps([job.model_dump(mode="json") for job in jobs], indent=2))
     for job in [] if args.json else jobs:
-        print(f"{job['app_id']}  {job['state']:<10} {job['name']}")
+        print(f"{job.app_id}  {job.state:<10} {job.name}")
     return EXIT_OK
 
 

@@ -14,13 +14,26 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from . import backends, preflight, protocol
 from .api_client import AMRejected, AMUnavailable
 from .backends.base import ClientOptions, ClusterClient
 from .hadoop import is_hdfs
-from .models import EXECUTOR_IDS_MAX_LENGTH, ExecutorsQuery
+from .models import (
+    EXECUTOR_IDS_MAX_LENGTH,
+    DataStatus,
+    ExecutorsQuery,
+    ExecutorsReply,
+    ExecutorView,
+    JobEntry,
+    KafkaStatus,
+    RoleView,
+    SavepointReply,
+    ScaleReply,
+    StatusDocument,
+    StatusSummary,
+)
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, ExecutorState, JobState
 from .ui.auth import clean_name, make_ticket
@@ -28,54 +41,53 @@ from .ui.auth import clean_name, make_ticket
 log = logging.getLogger("primus.client")
 
 
-def role_progress(role: dict[str, Any]) -> str:
+def role_progress(role: RoleView) -> str:
     """``worker x2: 1 running, 1 succeeded (1 restart)`` from one role of a status."""
-    counts = ", ".join(f"{n} {state}" for state, n in role.get("states", {}).items() if n) or "none yet"
-    restarts = role.get("restarts", 0)
-    return f"{role['name']} x{role['replicas']}: {counts}" + (
+    counts = ", ".join(f"{n} {state}" for state, n in role.states.items() if n) or "none yet"
+    restarts = role.restarts
+    return f"{role.name} x{role.replicas}: {counts}" + (
         f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else "")
 
 
-def data_progress(data: dict[str, Any]) -> str:
+def data_progress(data: DataStatus) -> str:
     """``data 40% (4/10 tasks), watermark 2026-12-01`` from the ``data`` part of a status; while
     partitions are still awaited, ``data 40% of 10 tasks listed so far (4/10), waiting for ...``.
 
     Percentages are truncated, never rounded up: 100% means every task was read."""
-    tasks = data.get("tasks", {})
+    tasks = data.tasks
     counts = f"{tasks.get('done', 0)}/{tasks.get('total', 0)} tasks"
-    if data.get("progress") is not None:
-        line = f"data {int(data['progress'] * 100)}% ({counts})"
+    if data.progress is not None:
+        line = f"data {int(data.progress * 100)}% ({counts})"
     else:
-        line = f"data {int((data.get('progress_of_discovered') or 0) * 100)}% of the tasks listed so far ({counts})"
-    if data.get("state") != "running":
-        line += f" {data.get('state')}"
-    if data.get("waiting_for"):
-        line += f", waiting for {data['waiting_for']}"
+        line = f"data {int(data.progress_of_discovered * 100)}% of the tasks listed so far ({counts})"
+    if data.state != "running":
+        line += f" {data.state}"
+    if data.waiting_for:
+        line += f", waiting for {data.waiting_for}"
     if tasks.get("quarantined"):
         line += f", {tasks['quarantined']} quarantined"
-    if data.get("watermark"):
-        line += f", watermark {data['watermark']}"
+    if data.watermark:
+        line += f", watermark {data.watermark}"
     return line
 
 
-def kafka_progress(kafka: dict[str, Any]) -> str:
+def kafka_progress(kafka: KafkaStatus) -> str:
     """``kafka lag 1203 records, 713.6 records/s, watermark 2026-12-01T00:19:57.000+00:00, brokers
     reachable`` from the ``data.kafka`` part of a status (``KafkaInput.status``)."""
-    lag = "not known yet" if kafka.get("lag") is None else f"{kafka['lag']} records"
-    line = f"kafka lag {lag}, {kafka.get('records_per_s', 0)} records/s, watermark {kafka.get('watermark') or 'none yet'}"
-    if kafka.get("eta_seconds") is not None and kafka["lag"]:
-        line += f", caught up in ~{kafka['eta_seconds']:g}s"
-    if kafka.get("progress") is not None:
-        line += f", {int(kafka['progress'] * 100)}% of the bounded range"
-    reachable = kafka.get("reachable", True)
-    return line + (", brokers reachable" if reachable else f", brokers unreachable since {kafka.get('unreachable_since')}")
+    lag = "not known yet" if kafka.lag is None else f"{kafka.lag} records"
+    line = f"kafka lag {lag}, {kafka.records_per_s} records/s, watermark {kafka.watermark or 'none yet'}"
+    if kafka.eta_seconds is not None and kafka.lag:
+        line += f", caught up in ~{kafka.eta_seconds:g}s"
+    if kafka.progress is not None:
+        line += f", {int(kafka.progress * 100)}% of the bounded range"
+    return line + (", brokers reachable" if kafka.reachable else f", brokers unreachable since {kafka.unreachable_since}")
 
 
-def progress_line(status: dict[str, Any]) -> str:
+def progress_line(status: StatusSummary) -> str:
     """Every role's progress on one line, ``ps x2: 2 running | worker x2: ...``, then the input's."""
-    line = " | ".join(role_progress(role) for role in status.get("roles", [])) or "no executors yet"
-    if status.get("data"):
-        line += " | " + data_progress(status["data"])
+    line = " | ".join(role_progress(role) for role in status.roles) or "no executors yet"
+    if status.data is not None:
+        line += " | " + data_progress(status.data)
     return line
 
 
@@ -115,9 +127,15 @@ def _id_batches(ids: list[str]) -> Iterator[list[str]]:
         yield part
 
 
-def as_summary(status: dict[str, Any]) -> dict[str, Any]:
-    """``status`` as ``GET /status?view=summary`` has it: without the executors' rows and history."""
-    return {key: value for key, value in status.items() if key not in ("executors", "history")}
+def read_status(reply: dict[str, Any] | bytes, summary: bool = False) -> StatusSummary:
+    """An AM's status answer (parsed JSON, or its bytes) or a status file, as the typed document:
+    a ``StatusSummary`` when ``summary`` (the rows of a full document are dropped), else a ``StatusDocument``."""
+    if summary and (isinstance(reply, bytes) or "executors" not in reply):
+        return StatusSummary.model_validate_json(reply) if isinstance(reply, bytes) \
+            else StatusSummary.model_validate(reply)
+    document = StatusDocument.model_validate_json(reply) if isinstance(reply, bytes) \
+        else StatusDocument.model_validate(reply)
+    return document.summary() if summary else document
 
 
 def local_paths_on_a_cluster(job: JobSpec) -> list[str]:
@@ -214,60 +232,70 @@ class PrimusClient:
 
     # --- status ---
 
-    def status(self, app_id: str, summary: bool = False) -> dict[str, Any]:
+    @overload
+    def status(self, app_id: str, summary: Literal[False] = False) -> StatusDocument: ...
+
+    @overload
+    def status(self, app_id: str, summary: Literal[True]) -> StatusSummary: ...
+
+    @overload
+    def status(self, app_id: str, summary: bool) -> StatusSummary: ...
+
+    def status(self, app_id: str, summary: bool = False) -> StatusSummary:
         """Job, roles, executors and recent events, live from the AM or as it left them.
 
-        ``summary``: without ``executors`` (and ``history``), whose rows grow with the job: the role
-        counts say how many are in each state, ``executors()`` pages the rows."""
+        ``summary``: a ``StatusSummary``, without the executors' rows (and history), which grow
+        with the job: the role counts say how many are in each state, ``executors()`` pages the rows."""
         reply = self._api(app_id, "GET", "/status?view=summary" if summary else "/status")
         if reply is None:
-            reply = self.status_without_am(app_id)
-        # The AM's summary has no rows; a status file, or an AM of an older runtime, has them.
-        return as_summary(reply) if summary else reply
+            document = self.status_without_am(app_id)
+            return document.summary() if summary else document
+        # The AM's summary has no rows; an AM of an older runtime has them.
+        return read_status(reply, summary)
 
     def executors(self, app_id: str, role: str | None = None, state: str | Iterable[str] | None = None,
-                  ids: Iterable[str] | None = None, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+                  ids: Iterable[str] | None = None, offset: int = 0, limit: int | None = None) -> ExecutorsReply:
         """One page of the job's current executors: those of ``role``, in ``state`` (one, or any of
         several) and among ``ids`` (``<role>-<index>``), ``limit`` of them from ``offset`` (every one
-        without a limit), in the order of their role in the spec, then their index. ``{"total"`` (how
-        many match)``, "offset", "limit", "executors"}``, live from the AM or from its status file."""
+        without a limit), in the order of their role in the spec, then their index; ``total`` says how
+        many match. Live from the AM or from its status file."""
         states = state if isinstance(state, str) or state is None else ",".join(state)
         wanted = None if ids is None else list(ids)
         if wanted is not None and len(",".join(wanted)) > IDS_PER_REQUEST:
             # More ids than one query may carry: asked for in parts, paged here.
-            parts = [self.executors(app_id, role, states, part)["executors"] for part in _id_batches(wanted)]
-            rows = [row for part in parts for row in part]
-            return {"total": len(rows), "offset": offset, "limit": limit,
-                    "executors": rows[offset:None if limit is None else offset + limit]}
+            rows = [row for part in _id_batches(wanted) for row in self.executors(app_id, role, states, part).executors]
+            return ExecutorsReply(total=len(rows), offset=offset, limit=limit,
+                                  executors=rows[offset:None if limit is None else offset + limit])
         asked = ExecutorsQuery(role=role, state=states, ids=None if wanted is None else ",".join(wanted),
                                offset=offset, limit=limit)
         reply = self._api(app_id, "GET", "/executors?" + urllib.parse.urlencode(
             asked.model_dump(exclude_defaults=True)))
         if reply is not None and "total" in reply:
-            return reply
+            return ExecutorsReply.model_validate(reply)
         # The AM is gone (its status file has every row), or it runs a runtime without paging: filter here.
-        rows = reply["executors"] if reply is not None else self.status_without_am(app_id).get("executors", [])
+        rows = [ExecutorView.model_validate(row) for row in reply["executors"]] if reply is not None \
+            else self.status_without_am(app_id).executors
         matches = asked.matcher()
-        matching = [ex for ex in rows if matches(ex["role"], ex["state"], ex["id"])]
-        return {"total": len(matching), "offset": offset, "limit": limit, "executors": asked.window(matching)}
+        matching = [ex for ex in rows if matches(ex.role, ex.state, ex.id)]
+        return ExecutorsReply(total=len(matching), offset=offset, limit=limit, executors=asked.window(matching))
 
-    def status_without_am(self, app_id: str) -> dict[str, Any]:
+    def status_without_am(self, app_id: str) -> StatusDocument:
         """The status when the AM does not answer: its final status, ``pending`` while a just-submitted
         AM starts, else ``lost`` with the last snapshot it wrote. (The async hook reuses this.)"""
         cluster = self._known(app_id)
         final = cluster.final_status(app_id)
         if final is not None:
-            return final
+            return StatusDocument.model_validate(final)
         # Just submitted (the AM is still starting) or the AM died without an outcome.
         if cluster.am_alive(app_id):
             spec = self.spec(app_id)
-            return {"job": {"app_id": app_id, "name": spec.name, "state": JobState.PENDING.value, "reason": "AM starting",
-                            "tags": spec.tags}, "roles": [], "executors": [], "events": [], "data": None}
-        last = cluster.last_status(app_id) or {"job": {"app_id": app_id, "name": self.spec(app_id).name},
-                                               "roles": [], "executors": []}
-        last["job"].update(state=JobState.LOST.value, reason="the AM exited without recording an outcome; its log: "
-                                                             + cluster.cli_command("logs", app_id))
-        return last
+            return StatusDocument.without_am(app_id, spec.name, JobState.PENDING, "AM starting", spec.tags)
+        reason = "the AM exited without recording an outcome; its log: " + cluster.cli_command("logs", app_id)
+        last = cluster.last_status(app_id)
+        if last is None:
+            spec = self.spec(app_id)
+            return StatusDocument.without_am(app_id, spec.name, JobState.LOST, reason, spec.tags)
+        return StatusDocument.model_validate(last).lost(reason)
 
     def has_history(self, app_id: str) -> bool:
         """Whether the job's AM saved a status: what ``primus ui`` shows once the AM is gone."""
@@ -275,7 +303,7 @@ class PrimusClient:
         return cluster.final_status(app_id) is not None or cluster.last_status(app_id) is not None
 
     def incarnations(self, app_id: str, state: str | Iterable[str] | None = None,
-                     ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+                     ids: Iterable[str] | None = None) -> list[ExecutorView]:
         """Every executor incarnation of the job (those in ``state``, one or any of several, of the
         executors ``ids``): the earlier ones (replaced by a restart) in the order they were replaced,
         then the current ones; live from the AM, else from its status file."""
@@ -284,33 +312,36 @@ class PrimusClient:
         reply = self._api(app_id, "GET", "/executors?" + urllib.parse.urlencode(
             {"history": 1, **({"state": states} if states else {}), **({"ids": wanted_ids} if wanted_ids else {})}))
         if reply is None:
-            reply = self.status_without_am(app_id)
-        everyone = [*(reply.get("history") or []), *reply.get("executors", [])]
+            document = self.status_without_am(app_id)
+            everyone = [*(document.history or []), *document.executors]
+        else:
+            page = ExecutorsReply.model_validate(reply)
+            everyone = [*(page.history or []), *page.executors]
         # Filtered here too: a status file (and an AM of an older runtime) has every incarnation.
         matches = ExecutorsQuery(state=states, ids=wanted_ids).matcher()
-        return [ex for ex in everyone if matches(ex["role"], ex.get("state", ""), ex["id"])]
+        return [ex for ex in everyone if matches(ex.role, ex.state, ex.id)]
 
     def wait(self, app_id: str, timeout: float | None = None, poll: float = 0.5,
-             on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+             on_status: Callable[[StatusSummary], None] | None = None) -> StatusDocument:
         """Poll until the job ends (or ``timeout`` passes); the last status, in full. ``on_status`` gets
         each one polled: summaries (``status(summary=True)``), then that last one."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             status = self.status(app_id, summary=True)  # a few KiB a poll, however many executors
-            finished = status["job"]["state"] in JOB_FINISHED
-            if finished:
-                status = self.status(app_id)  # callers read the final executors (exit codes, logs)
+            if status.job.state in JOB_FINISHED:
+                document = self.status(app_id)  # callers read the final executors (exit codes, logs)
+                if on_status is not None:
+                    on_status(document)
+                return document
             if on_status is not None:
                 on_status(status)
-            if finished:
-                return status
             if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"job {app_id} still {status['job']['state']} after {timeout:g}s")
+                raise TimeoutError(f"job {app_id} still {status.job.state} after {timeout:g}s")
             time.sleep(poll)
 
-    def list(self, tags: dict[str, str] | None = None, backend: str = backends.DEFAULT) -> list[dict[str, Any]]:
+    def list(self, tags: dict[str, str] | None = None, backend: str = backends.DEFAULT) -> builtins.list[JobEntry]:
         """Jobs of ``backend`` (a name of ``backends.NAMES``) carrying all ``tags``, newest first."""
-        return self.cluster(backend).list_jobs(tags)
+        return [JobEntry.model_validate(job) for job in self.cluster(backend).list_jobs(tags)]
 
     # --- control ---
 
@@ -336,7 +367,7 @@ class PrimusClient:
     # ask the AM (409: already ending, fine), force-kill when no AM answers, remove on request.
 
     def kill(self, app_id: str, reason: str = "", timeout: float | None = None,
-             remove: bool = False) -> dict[str, Any]:
+             remove: bool = False) -> StatusDocument:
         """Stop the job gracefully through its AM, then by force (what the AM could not stop within
         its shutdown grace, or ``timeout``); the final status. ``remove``: then delete what the job
         keeps on its cluster (``ClusterClient.remove``: on Kubernetes the AM pod and all it owns)."""
@@ -348,7 +379,7 @@ class PrimusClient:
             status = self.wait(app_id, timeout=timeout or grace, poll=0.2)
         except TimeoutError:
             pass
-        if status is None or status["job"]["state"] == JobState.LOST or not self._am_exited(app_id, within=5.0):
+        if status is None or status.job.state == JobState.LOST or not self._am_exited(app_id, within=5.0):
             self.cluster_for(app_id).force_kill(app_id)  # reap whatever the AM could not stop
             status = self.status(app_id)
         if remove:
@@ -377,26 +408,29 @@ class PrimusClient:
     def succeed(self, app_id: str, reason: str = "") -> None:
         self._require_api(app_id, "POST", "/job/succeed", {"reason": reason}, "it cannot be marked succeeded")
 
-    def scale(self, app_id: str, role: str, replicas: int) -> dict[str, Any]:
-        return self._require_api(app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas}, "it cannot be scaled")
+    def scale(self, app_id: str, role: str, replicas: int) -> ScaleReply:
+        return ScaleReply.model_validate(self._require_api(
+            app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas}, "it cannot be scaled"))
 
-    def data(self, app_id: str) -> dict[str, Any] | None:
+    def data(self, app_id: str) -> DataStatus | None:
         """The input's progress (the ``data`` part of the status); None for a job without input."""
-        return self.status(app_id, summary=True).get("data")
+        return self.status(app_id, summary=True).data
 
-    def data_suspend(self, app_id: str) -> dict[str, Any]:
+    def data_suspend(self, app_id: str) -> DataStatus:
         """Stop handing out input tasks (executors finish those they hold); the data status."""
-        return self._require_api(app_id, "POST", "/data/suspend", {}, "its input cannot be suspended")
+        return DataStatus.model_validate(self._require_api(
+            app_id, "POST", "/data/suspend", {}, "its input cannot be suspended"))
 
-    def data_resume(self, app_id: str) -> dict[str, Any]:
+    def data_resume(self, app_id: str) -> DataStatus:
         """Hand out input tasks again; the data status."""
-        return self._require_api(app_id, "POST", "/data/resume", {}, "its input cannot be resumed")
+        return DataStatus.model_validate(self._require_api(
+            app_id, "POST", "/data/resume", {}, "its input cannot be resumed"))
 
-    def data_savepoint(self, app_id: str, directory: str | Path) -> dict[str, Any]:
+    def data_savepoint(self, app_id: str, directory: str | Path) -> SavepointReply:
         """Save every input task's position to ``directory`` (for ``input.restore_from``); what was saved."""
         where = str(directory) if "://" in str(directory) else str(Path(directory).absolute())  # hdfs://...
-        return self._require_api(app_id, "POST", "/data/savepoint", {"dir": where},
-                                 "only its AM could save its input's positions")
+        return SavepointReply.model_validate(self._require_api(
+            app_id, "POST", "/data/savepoint", {"dir": where}, "only its AM could save its input's positions"))
 
     # --- logs ---
 
@@ -416,15 +450,15 @@ class PrimusClient:
         while True:
             rows = self.incarnations(app_id, ids=[executor_id])
             if attempt is not None and rows:
-                of_attempt = [ex for ex in rows if ex.get("attempt") == attempt]
+                of_attempt = [ex for ex in rows if ex.attempt == attempt]
                 if not of_attempt:
-                    attempts = ", ".join(map(str, sorted({ex.get("attempt", 0) for ex in rows})))
+                    attempts = ", ".join(map(str, sorted({ex.attempt for ex in rows})))
                     raise NoSuchLog(f"{executor_id} of job {app_id} has no attempt {attempt}: its attempts are "
                                     f"{attempts}")
                 rows = of_attempt
-            logged = next((ex for ex in reversed(rows) if ex.get("logs")), None)  # the current, or the latest
+            logged = next((ex for ex in reversed(rows) if ex.logs), None)  # the current, or the latest
             if logged is not None:
-                return logged["logs"][stream]
+                return logged.logs[stream]
             latest = cluster.executor_log(app_id, role, index, stream) if attempt is None else None
             if latest is not None:
                 return latest
@@ -433,25 +467,25 @@ class PrimusClient:
                 missing = self._missing_executor(app_id, summary, role, index)
                 if missing is not None:
                     raise NoSuchLog(missing)
-            ended = summary["job"]["state"] in JOB_FINISHED
+            ended = summary.job.state in JOB_FINISHED
             if time.monotonic() > deadline or ended:
-                job_state = summary["job"]["state"]
-                state = f"it is {rows[-1]['state']}" if rows else \
+                job_state = summary.job.state
+                state = f"it is {rows[-1].state}" if rows else \
                     f"the job ended: {job_state}" if ended else f"the job is {job_state}"
                 raise NoSuchLog(f"{executor_id} of job {app_id} has no log: it "
                                 f"{'was never launched' if ended else 'has not been launched yet'} ({state})")
             time.sleep(0.2)
 
-    def _missing_executor(self, app_id: str, summary: dict[str, Any], role: str, index: int) -> str | None:
+    def _missing_executor(self, app_id: str, summary: StatusSummary, role: str, index: int) -> str | None:
         """Why the job cannot have executor ``role``-``index``, naming those it has; None if it may."""
-        replicas = {r["name"]: r["replicas"] for r in summary.get("roles") or []} \
+        replicas = {r.name: r.replicas for r in summary.roles} \
             or {r.name: r.replicas for r in self.spec(app_id).roles}  # before the AM made them
         if role in replicas and index < replicas[role]:
             return None
         what = f"executor {protocol.executor_id(role, index)}" if role in replicas else f"role {role!r}"
         return f"job {app_id} has no {what}: its executors are {executor_ranges(replicas)}"
 
-    def failed_executor_tails(self, app_id: str, status: dict[str, Any], lines: int, max_executors: int,
+    def failed_executor_tails(self, app_id: str, status: StatusSummary, lines: int, max_executors: int,
                               errors: tuple[type[BaseException], ...] = LOG_READ_ERRORS,
                               warn: Callable[[str], None] | None = None) -> builtins.list[str]:  # (self.list)
         """What the failed executors of a job said: one text block per failed or lost incarnation,
@@ -462,21 +496,20 @@ class PrimusClient:
         ``status`` is the job's status: a status file names the earlier incarnations itself, else
         they are asked for. Reading a log is a courtesy: ``errors`` met reading one are said in its
         block; met listing the earlier incarnations, they go to ``warn`` and the current ones are shown."""
-        if "history" in status:
-            everyone = [*(status["history"] or []), *status["executors"]]
+        if isinstance(status, StatusDocument) and status.history is not None:
+            everyone = [*status.history, *status.executors]
         else:
             try:
                 everyone = self.incarnations(app_id, state=FAILED_STATES)  # not every row of a big job
             except errors as exc:  # never hide the job's failure behind this one
                 if warn is not None:
                     warn(f"cannot list the earlier incarnations of job {app_id} ({exc}): the current ones only")
-                everyone = list(status.get("executors") or [])
-        failed = sorted((ex for ex in everyone if ex.get("state") in FAILED_STATES),
-                        key=lambda ex: ex.get("finished_at") or 0.0)
+                everyone = list(status.executors) if isinstance(status, StatusDocument) else []
+        failed = sorted((ex for ex in everyone if ex.state in FAILED_STATES), key=lambda ex: ex.finished_at or 0.0)
         blocks = [self._failure_block(app_id, ex, lines, errors) for ex in failed[:max_executors]]
         rest = failed[max_executors:]
         if rest:
-            names = ", ".join(f"{ex['id']} (attempt {ex.get('attempt', '?')})" for ex in rest[:20])
+            names = ", ".join(f"{ex.id} (attempt {ex.attempt})" for ex in rest[:20])
             read_one = self.cluster_for(app_id).cli_command("logs", app_id, "--role", "ROLE", "--index", "INDEX",
                                                             "--stream", "stderr", "--attempt", "ATTEMPT")
             blocks.append(f"{len(rest)} more failed executor incarnation{'s' if len(rest) != 1 else ''} not shown: "
@@ -505,18 +538,18 @@ class PrimusClient:
         except LOG_READ_ERRORS:
             return None
 
-    def _failure_block(self, app_id: str, ex: dict[str, Any], lines: int,
+    def _failure_block(self, app_id: str, ex: ExecutorView, lines: int,
                        errors: tuple[type[BaseException], ...]) -> str:
-        path = (ex.get("logs") or {}).get("stderr")
+        path = ex.logs.get("stderr")
         cluster = self.cluster_for(app_id)
         try:
             tail = last_lines(cluster.read_log(app_id, path), lines) if path else "(no log: it never started)"
         except errors as exc:  # the outcome matters, the log is a courtesy
             tail = f"(log not readable: {exc})"
-        every_line = cluster.cli_command("logs", app_id, "--role", ex["role"], "--index", str(ex["index"]),
-                                         "--stream", "stderr", "--attempt", str(ex.get("attempt", 0)))
-        return (f"Executor {ex['id']} (attempt {ex.get('attempt', 0)}) {ex['state']} (exit code {ex.get('exit_code')}, "
-                f"{ex.get('reason') or 'no reason'}); last stderr lines (all: {every_line}):\n"
+        every_line = cluster.cli_command("logs", app_id, "--role", ex.role, "--index", str(ex.index),
+                                         "--stream", "stderr", "--attempt", str(ex.attempt))
+        return (f"Executor {ex.id} (attempt {ex.attempt}) {ex.state} (exit code {ex.exit_code}, "
+                f"{ex.reason or 'no reason'}); last stderr lines (all: {every_line}):\n"
                 f"{tail or '(empty)'}")
 
     def follow_log(self, app_id: str, path: str, follow: bool = False, poll: float = 0.5) -> Iterator[bytes]:
@@ -526,7 +559,7 @@ class PrimusClient:
             if chunk:
                 offset += len(chunk)
                 yield chunk
-            elif not follow or self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
+            elif not follow or self.status(app_id, summary=True).job.state in JOB_FINISHED:
                 return
             else:
                 time.sleep(poll)
@@ -541,7 +574,7 @@ class PrimusClient:
         ``user`` (default: the client's ``user``, the OS user); None when the AM is not running. Give it to one
         person: it signs them in as ``user``, whose name goes with their actions."""
         cluster = self._known(app_id)
-        if self.status(app_id, summary=True)["job"]["state"] in JOB_FINISHED:
+        if self.status(app_id, summary=True).job.state in JOB_FINISHED:
             return None  # its AM may linger a moment, but the page is its history now
         page = cluster.am_web_url(app_id)
         endpoint = cluster.am_endpoint(app_id) if page is not None else None
@@ -564,7 +597,7 @@ class PrimusClient:
         says what that rules out: ``it cannot be scaled``), or its AM does not answer (yet)."""
         reply = self._api(app_id, method, path, body)
         if reply is None:
-            state = self.status(app_id, summary=True)["job"]["state"]
+            state = self.status(app_id, summary=True).job.state
             if state in JOB_FINISHED:  # the AM's own words for a request it refuses once the job ended
                 raise JobUnreachable(f"job {app_id} has ended ({state}): {cannot}")
             raise JobUnreachable(f"job {app_id} is {state}: its AM does not answer (yet)")

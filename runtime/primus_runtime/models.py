@@ -375,13 +375,14 @@ class JobSummary(_Reply):
     stopping: JobState | None = Field(None, description="The outcome decided while the executors stop; "
                                       "``state`` becomes it once they all have")
     reason: str = Field(description="Why the job reached its final state")
-    attempt: int = Field(description="The AM attempt serving the job (1 until the AM was restarted)")
+    attempt: int = Field(1, description="The AM attempt serving the job (1 until the AM was restarted)")
     am_attempts: list[AMAttempt] = Field(default_factory=list, description="Each AM restart, oldest first")
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    cluster_version: int
-    tags: dict[str, str]
+    # Defaults: what a client knows of a job whose AM has not written a status yet (or never will).
+    created_at: float | None = Field(None, description="When the AM recorded the job (null: no AM has yet)")
+    started_at: float | None = None
+    finished_at: float | None = None
+    cluster_version: int = 0
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class AutoscaleDecision(_Reply):
@@ -531,6 +532,34 @@ class StatusDocument(StatusSummary):
 
     executors: list[ExecutorView]
     history: list[ExecutorView] | None = Field(None, description="Earlier incarnations (status file only)")
+
+    @classmethod
+    def without_am(cls, app_id: str, name: str, state: JobState, reason: str,
+                   tags: dict[str, str] | None = None) -> "StatusDocument":
+        """What a client says of a job no AM has described: ``pending`` while its AM starts, ``lost``
+        when it died before writing a status. No roles, executors, events or data: none is known."""
+        return cls(job=JobSummary(app_id=app_id, name=name, state=state, reason=reason, tags=tags or {}),
+                   roles=[], events=[], data=None, executors=[])
+
+    def lost(self, reason: str) -> "StatusDocument":
+        """This last snapshot of a job whose AM exited without an outcome, as the client reports it."""
+        return self.model_copy(update={"job": self.job.model_copy(update={"state": JobState.LOST, "reason": reason})})
+
+    def summary(self) -> StatusSummary:
+        """As ``GET /status?view=summary`` has it: without the executors' rows and history."""
+        return StatusSummary.model_construct(job=self.job, roles=self.roles, events=self.events, data=self.data)
+
+
+class JobEntry(_Reply):
+    """One job of ``primus list``: what its backend keeps of it without asking its AM."""
+
+    app_id: str
+    name: str
+    state: JobState
+    tags: dict[str, str]
+    reason: str
+    created_at: float
+    finished_at: float | None
 
 
 class TaskView(_Reply):

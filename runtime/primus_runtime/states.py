@@ -1,7 +1,7 @@
 """Job and executor states: the one spelling the AM, the clients, the CLI and the provider share.
 
 Standard library only (the executor may import it). Both enums subclass ``str``, so a member
-equals its value: ``status["job"]["state"] in JOB_FINISHED`` works on a status read as JSON.
+equals its value (``"running" in JOB_ACTIVE``), and print as it (``f"job is {state}"``: ``job is running``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,17 @@ from __future__ import annotations
 import enum
 
 
-class JobState(str, enum.Enum):
+class _Spelled(str, enum.Enum):
+    """A member prints as its value: what users read in messages and logs."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class JobState(_Spelled):
     PENDING = "pending"
     STARTING = "starting"
     RUNNING = "running"
@@ -31,7 +41,7 @@ class JobState(str, enum.Enum):
         return self in JOB_FINISHED
 
 
-class ExecutorState(str, enum.Enum):
+class ExecutorState(_Spelled):
     NEW = "new"  # wanted, not launched yet (start order, resources)
     STARTING = "starting"  # launched by the backend, not registered yet
     REGISTERED = "registered"  # registered, waiting for its start command

@@ -31,8 +31,8 @@ def yarn_conn(minicluster: Minicluster, monkeypatch: pytest.MonkeyPatch, tmp_pat
     hook = PrimusHook("primus_yarn")
     yield hook
     for job in hook.find_jobs():
-        if hook.client.cluster("yarn").am_alive(job["app_id"]):
-            hook.client.cluster("yarn").force_kill(job["app_id"])
+        if hook.client.cluster("yarn").am_alive(job.app_id):
+            hook.client.cluster("yarn").force_kill(job.app_id)
 
 
 def yarn_state(hook, app_id: str) -> str:
@@ -53,16 +53,16 @@ def test_a_spec_without_backend_runs_on_the_connections_yarn_and_on_kill_stops_i
     op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), primus_conn_id="primus_yarn",
                                  poll_interval=0.5)
     thread, outcome = execute_in_thread(op)
-    wait_for(lambda: op.app_id and yarn_conn.status(op.app_id)["job"]["state"] == "running", timeout=180,
+    wait_for(lambda: op.app_id and yarn_conn.status(op.app_id).job.state == "running", timeout=180,
              what="the job running on YARN", poll=0.5)
     assert op.app_id.startswith("application_")
     job = yarn_conn.find_jobs({"dag_id": "dag", "task_id": "train"})[0]
-    assert job["app_id"] == op.app_id and job["tags"]["run_id"] == "manual__1"  # exact case, from spec.json
+    assert job.app_id == op.app_id and job.tags["run_id"] == "manual__1"  # exact case, from spec.json
     op.on_kill()
     thread.join(60)
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), AirflowException), outcome
-    wait_for(lambda: yarn_conn.status(op.app_id)["job"]["state"] == "killed", timeout=60, what="job killed",
+    wait_for(lambda: yarn_conn.status(op.app_id).job.state == "killed", timeout=60, what="job killed",
              poll=0.5)
     assert_nothing_left(yarn_conn, op.app_id)
 
@@ -71,13 +71,13 @@ def test_the_triggers_on_kill_stops_the_yarn_application(yarn_conn):
     from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 
     app_id = yarn_conn.submit(make_spec(SLEEPY))
-    wait_for(lambda: yarn_conn.status(app_id)["job"]["state"] == "running", timeout=180,
+    wait_for(lambda: yarn_conn.status(app_id).job.state == "running", timeout=180,
              what="the job running on YARN", poll=0.5)
     trigger = PrimusJobTrigger(app_id, primus_conn_id="primus_yarn", poll_interval=0.5)
     asyncio.run(trigger.cleanup())  # a triggerer restart: the job must go on
     assert yarn_state(yarn_conn, app_id) == "RUNNING"
     asyncio.run(trigger.on_kill())
-    wait_for(lambda: yarn_conn.status(app_id)["job"]["state"] == "killed", timeout=60, what="job killed", poll=0.5)
+    wait_for(lambda: yarn_conn.status(app_id).job.state == "killed", timeout=60, what="job killed", poll=0.5)
     assert_nothing_left(yarn_conn, app_id)
 
 
@@ -111,14 +111,14 @@ def test_daily_retraining_dag_runs_on_yarn_with_its_data_on_hdfs(minicluster: Mi
     client = PrimusClient(primus_home)
     (train,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "train", "run_id": run_id},
                            backend="yarn")
-    assert train["app_id"].startswith("application_")
-    status = client.status(train["app_id"])
-    assert status["job"]["state"] == "succeeded"
-    assert status["data"]["watermark"] == "2026-12-01" and status["data"]["records_done"] >= 3000
-    assert client.spec(train["app_id"]).input.work_preserve_dir.startswith("hdfs:///user/")
-    assert client.cluster("yarn").rm.app(train["app_id"])["finalStatus"] == "SUCCEEDED"
+    assert train.app_id.startswith("application_")
+    status = client.status(train.app_id)
+    assert status.job.state == "succeeded"
+    assert status.data.watermark == "2026-12-01" and status.data.records_done >= 3000
+    assert client.spec(train.app_id).input.work_preserve_dir.startswith("hdfs:///user/")
+    assert client.cluster("yarn").rm.app(train.app_id)["finalStatus"] == "SUCCEEDED"
     assert sorted(p.name for p in (tmp_path / "models" / "20261201").iterdir()) == ["ps-0.json", "ps-1.json"]
     (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id},
                               backend="yarn")
-    assert client.status(evaluate["app_id"])["job"]["state"] == "succeeded"
+    assert client.status(evaluate.app_id).job.state == "succeeded"
     assert re.search(r"evaluation loss [\d.]+ on held-out data .*2 ps shards", output)

@@ -97,22 +97,22 @@ def test_hourly_partitions_landing_during_the_run_are_read_once_in_time_order(cl
     spec = hdfs_spec(out, "hdfs://" + root + HOURLY,
                      time_range={"start": "2026-12-01T22", "end": "2026-12-02T01"})
     app = client.submit(spec)
-    info = wait_for(lambda: (d := client.data(app)) and d["watermark"] == "2026-12-01T23" and d, 60,
+    info = wait_for(lambda: (d := client.data(app)) and d.watermark == "2026-12-01T23" and d, 60,
                     "the first two hours consumed")
-    assert f"{root}/20261202/00/_SUCCESS" in (info["waiting_for"] or ""), info
+    assert f"{root}/20261202/00/_SUCCESS" in (info.waiting_for or ""), info
     assert sorted(all_lines(out)) == sorted(first + second)  # nothing of the hour without its marker
     fs.write(f"{root}/20261202/00/_SUCCESS", data=b"")
-    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-02T00", 60, "hour 00 consumed")
+    wait_for(lambda: (d := client.data(app)) is not None and d.watermark == "2026-12-02T00", 60, "hour 00 consumed")
     fourth = write_partition(fs, f"{root}/20261202/01", "h25")  # written after the job started
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     lines = all_lines(out)
     assert sorted(lines) == sorted(first + second + third + fourth)  # each record exactly once
     for name, read in consumed(out).items():
         assert read == sorted(read), f"{name} read out of time order"
-    data = status["data"]
-    assert data["watermark"] == "2026-12-02T01" and data["records_done"] == len(lines)
-    assert data["tasks"]["done"] == data["tasks"]["total"] > 8
+    data = status.data
+    assert data.watermark == "2026-12-02T01" and data.records_done == len(lines)
+    assert data.tasks["done"] == data.tasks["total"] > 8
 
 
 def test_a_trainer_killed_mid_task_resumes_its_hdfs_task_at_the_reported_position(client, fs, root, out):
@@ -125,13 +125,13 @@ def test_a_trainer_killed_mid_task_resumes_its_hdfs_task_at_the_reported_positio
                      time_range={"start": "2026-12-01", "end": "2026-12-01"})
     spec["roles"][0]["failover"] = {"max_failures_per_index": 3}
     status = client.wait(client.submit(spec), timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     runs = {name.split("-")[2]: lines for name, lines in consumed(out).items()}  # attempt -> lines read
     assert runs["0"] == big[:50000]
     resumed_at = big.index(runs["1"][0])
     assert 0 < resumed_at <= 50000, "the retry did not resume from the reported position"
     assert runs["1"] == big[resumed_at:]  # at-least-once: nothing lost, from there on in order
-    assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"] == 1
+    assert status.data.tasks["done"] == status.data.tasks["total"] == 1
 
 
 @pytest.mark.parametrize("kind", ["tfrecord", "gzip text"])
@@ -155,9 +155,9 @@ def test_tfrecord_and_gzip_text_files_on_hdfs_reach_the_trainer_record_by_record
     spec = hdfs_spec(out, path, time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="4Ki")
     spec["input"]["sources"][0]["format"] = "tfrecord" if kind == "tfrecord" else "jsonl"
     status = client.wait(client.submit(spec), timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(all_lines(out)) == sorted(expected)  # every record once, none cut at a split boundary
-    assert status["data"]["tasks"]["total"] > (4 if kind == "tfrecord" else 3)
+    assert status.data.tasks["total"] > (4 if kind == "tfrecord" else 3)
 
 
 def test_a_job_killed_with_its_am_resumes_from_a_work_preserve_dir_on_hdfs(client, fs, root, out):
@@ -180,7 +180,7 @@ def test_a_job_killed_with_its_am_resumes_from_a_work_preserve_dir_on_hdfs(clien
 
     spec["roles"][0]["env"] = {"OUT_DIR": str(out)}  # full speed this time
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
     assert not set(small) & set(second), "a task done in the first run was read again"
     assert second[0] != big[0] and second[0] in big, "the big file did not resume mid-file"
@@ -194,8 +194,8 @@ def test_a_job_killed_with_its_am_resumes_from_a_work_preserve_dir_on_hdfs(clien
 def test_a_missing_hdfs_path_fails_the_job_naming_it(client, root, out):
     spec = hdfs_spec(out, f"hdfs://{root}/nowhere", replicas=1)
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "failed"
-    assert f"input path hdfs://{root}/nowhere does not exist" in status["job"]["reason"], status["job"]
+    assert status.job.state == "failed"
+    assert f"input path hdfs://{root}/nowhere does not exist" in status.job.reason, status.job
 
 
 def test_an_unreachable_namenode_fails_the_job_with_the_reason(client, out, minicluster):
@@ -204,8 +204,8 @@ def test_an_unreachable_namenode_fails_the_job_with_the_reason(client, out, mini
         port = probe.getsockname()[1]
     spec = hdfs_spec(out, f"webhdfs://127.0.0.1:{port}/data/clicks", replicas=1)
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "failed"
-    reason = status["job"]["reason"]
+    assert status.job.state == "failed"
+    reason = status.job.reason
     assert f"source clicks: cannot read webhdfs://127.0.0.1:{port}/data/clicks: ConnectionError" in reason, reason
 
 
@@ -217,9 +217,9 @@ def test_a_work_preserve_dir_on_an_unreachable_namenode_fails_the_job_at_once(cl
     spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"},
                      work_preserve_dir=f"webhdfs://127.0.0.1:{port}/progress")
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "failed"
-    assert "work_preserve_dir: cannot read the saved task positions: ConnectionError" in status["job"]["reason"], \
-        status["job"]
+    assert status.job.state == "failed"
+    assert "work_preserve_dir: cannot read the saved task positions: ConnectionError" in status.job.reason, \
+        status.job
 
 
 def test_the_executor_reader_seeks_and_names_a_missing_file(fs, root, minicluster):
@@ -250,12 +250,12 @@ def test_a_file_gone_from_hdfs_before_it_is_read_fails_its_task_naming_the_url(c
                      time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="16Mi",
                      max_tasks_per_executor=1, prefetch=0, max_task_attempts=1)
     app = client.submit(spec)
-    wait_for(lambda: (d := client.data(app)) and d["scan_complete"] and d["tasks"]["running"] == 1, 60,
+    wait_for(lambda: (d := client.data(app)) and d.scan_complete and d.tasks["running"] == 1, 60,
              "the scan done, part-0 being read")
     fs.delete(f"{root}/20261201/part-1.txt")
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "failed"
-    reason = status["job"]["reason"]
+    assert status.job.state == "failed"
+    reason = status.job.reason
     assert f"task clicks/2026-12-01/part-1.txt:0 (hdfs://{root}/20261201/part-1.txt) failed 1 time(s)" in reason, \
         reason
     assert "FileNotFoundError: HTTP 404" in reason and f"{root}/20261201/part-1.txt" in reason, reason
@@ -277,10 +277,11 @@ def test_a_savepoint_on_hdfs_is_a_restore_from_for_the_next_job(client, fs, root
     spec = hdfs_spec(out, "hdfs://" + root + DAILY, replicas=1, env={"SLEEP_EVERY": "1000", "SLEEP": "0.3"},
                      time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi")
     app = client.submit(spec)
-    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
+    wait_for(lambda: (d := client.data(app)) is not None and d.records_done > len(small) + 2000, 60,
+             "part of the big file")
     savepoint = f"hdfs://{root}/savepoint"
     saved = client.data_savepoint(app, savepoint)  # an hdfs:// URL goes as it is
-    assert saved["dir"] == savepoint and saved["done"] == 1
+    assert saved.dir == savepoint and saved.done == 1
     client.kill(app)
     positions, _ = HdfsSnapshots(savepoint).recover()
     at = positions["clicks/2026-12-01/part-1.txt:0"]["records"]
@@ -291,7 +292,7 @@ def test_a_savepoint_on_hdfs_is_a_restore_from_for_the_next_job(client, fs, root
     spec["roles"][0]["env"] = {"OUT_DIR": str(out)}
     spec["input"]["restore_from"] = savepoint
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
     assert second == big[at:]  # exactly from the saved position on
 
@@ -328,5 +329,5 @@ def test_a_yarn_job_reads_its_input_from_hdfs(minicluster, fs, root, out, tmp_pa
     finally:
         if client.cluster("yarn").am_alive(app_id):
             client.cluster("yarn").force_kill(app_id)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(all_lines(out)) == sorted(expected)

@@ -30,6 +30,6 @@ def test_a_kafka_backfill_runs_on_yarn(minicluster, kafka_broker, yarn_client, t
                      backend=YARN, am={"heartbeat_timeout": 30.0})
     app_id = yarn_client.submit(spec)
     status = yarn_client.wait(app_id, timeout=180)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(ids_read(out)) == sorted(f"y{i}" for i in range(5_000))
-    assert {p["partition"]: p["offset"] for p in status["data"]["kafka"]["partitions"]} == {0: 2_500, 1: 2_500}
+    assert {p.partition: p.offset for p in status.data.kafka.partitions} == {0: 2_500, 1: 2_500}

@@ -90,14 +90,14 @@ def test_a_job_submitted_with_a_keytab_runs_and_its_status_and_logs_are_read(ker
     app_id = client.submit(_spec(principal=principal, keytab=keytab))
     try:
         status = client.wait(app_id, timeout=240)
-        assert status["job"]["state"] == "succeeded", json.dumps(status)[-2000:]
+        assert status.job.state == "succeeded", json.dumps(status.model_dump(mode="json"))[-2000:]
         # Another client (the CLI, an Airflow worker) with the keytab from its options reads it too.
         from primus_runtime.backends.base import ClientOptions
 
         reader = PrimusClient(options=ClientOptions(home=str(tmp_path / "home2"), kerberos_principal=principal,
                                                     kerberos_keytab=keytab))
-        assert reader.status(app_id)["job"]["state"] == "succeeded"
-        assert [j["app_id"] for j in reader.list(backend="yarn")] == [app_id]
+        assert reader.status(app_id).job.state == "succeeded"
+        assert [j.app_id for j in reader.list(backend="yarn")] == [app_id]
         # The logs: the client's request to the NodeManager passes SPNEGO, but a secure NodeManager
         # serves container logs only with Hadoop's native code (SecureIOUtils), which the
         # minicluster's JVM lacks: HTTP 500 "Secure IO is not possible without native code
@@ -164,7 +164,7 @@ def test_executors_read_hdfs_input_with_the_ams_delegation_token(kerberized: Min
     app_id = client.submit(spec)
     try:
         status = client.wait(app_id, timeout=240)
-        assert status["job"]["state"] == "succeeded", json.dumps(status)[-2000:]
+        assert status.job.state == "succeeded", json.dumps(status.model_dump(mode="json"))[-2000:]
         assert sorted(line for f in out.glob("worker-*.txt") for line in f.read_text().split()) == expected
     finally:
         yarn = client.cluster("yarn")

@@ -46,7 +46,7 @@ def test_a_tls_job_runs_on_yarn_and_only_the_am_container_has_the_ca_key(miniclu
     app_id = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": command, "resources": SMALL}],
                                      am={"tls": True}, backend=YARN))
     try:
-        wait_for(lambda: client.status(app_id)["job"]["state"] == "running", 180, "the TLS job running on YARN", 1)
+        wait_for(lambda: client.status(app_id).job.state == "running", 180, "the TLS job running on YARN", 1)
         status = primus(home, "status", app_id)
         assert status.returncode == 0 and "running" in status.stdout, status.stderr
         address, _ = client.cluster("yarn").am_endpoint(app_id)  # type: ignore[misc]
@@ -69,7 +69,7 @@ def test_a_tls_job_runs_on_yarn_and_only_the_am_container_has_the_ca_key(miniclu
 
         go.touch()
         final = client.wait(app_id, timeout=120)
-        assert final["job"]["state"] == "succeeded", final["job"]
+        assert final.job.state == "succeeded", final.job
         assert "AM API at https://" in primus(home, "logs", app_id).stdout
     finally:
         if client.cluster("yarn").am_alive(app_id):

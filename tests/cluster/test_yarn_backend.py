@@ -32,8 +32,8 @@ def yarn_client(minicluster: Minicluster, tmp_path: Path):
     client = PrimusClient(tmp_path / "home")
     yield client
     for job in client.list(backend="yarn"):  # never leave a test's application running
-        if client.cluster("yarn").am_alive(job["app_id"]):
-            client.cluster("yarn").force_kill(job["app_id"])
+        if client.cluster("yarn").am_alive(job.app_id):
+            client.cluster("yarn").force_kill(job.app_id)
 
 
 def primus(home: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -68,7 +68,7 @@ def test_ps_worker_example_succeeds_on_yarn_from_the_cli(minicluster: Minicluste
     assert "final loss" in worker_log.stdout, worker_log.stderr  # read from the NodeManager
     am_log = primus(home, "logs", app_id)
     assert "every executor is running" in am_log.stdout
-    assert [j["app_id"] for j in yarn_client.list(backend="yarn") if j["app_id"] == app_id]
+    assert [j.app_id for j in yarn_client.list(backend="yarn") if j.app_id == app_id]
     store = yarn_client.cluster("yarn").store  # type: ignore[attr-defined]
     assert store.fs.info(store.path(app_id, "token"))["permission"] == "600"  # the job token: owner only
     assert store.fs.info(store.path(app_id, "token").rsplit("/", 1)[0])["permission"] == "700"
@@ -119,24 +119,24 @@ def test_a_worker_container_killed_through_yarn_is_replaced_and_its_task_resumed
     def worker0_reading():
         read = sum(len(f.read_text().split()) for f in out.glob("worker-0-0-*.txt"))
         status = yarn_client.status(app_id)
-        worker0 = [e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"]
+        worker0 = [e for e in status.executors if e.id == "worker-0" and e.state == "running"]
         return read > 1000 and worker0 and worker0[0]
     worker0 = wait_for(worker0_reading, timeout=180, what="worker-0's trainer reading its input", poll=0.5)
 
     # Kill worker-0's container through YARN (skein asks the NodeManager to stop it).
-    container_id = worker0["logs"]["stdout"].split("/containers/")[1].split("/")[0]
+    container_id = worker0.logs["stdout"].split("/containers/")[1].split("/")[0]
     victim = [c for c in app.get_containers() if c.yarn_container_id == container_id]
     assert victim, f"{container_id} not among {app.get_containers()}"
     app.kill_container(victim[0].id)
 
     status = yarn_client.wait(app_id, timeout=240)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    replaced = [e for e in status["events"] if e["subject"] == "worker-0" and "replacement" in e.get("reason", "")]
-    assert replaced, [(e["from_state"], e["to_state"], e["reason"]) for e in status["events"]
-                      if e["subject"] == "worker-0"]
+    assert status.job.state == "succeeded", status.job
+    replaced = [e for e in status.events if e.subject == "worker-0" and "replacement" in e.reason]
+    assert replaced, [(e.from_state, e.to_state, e.reason) for e in status.events
+                      if e.subject == "worker-0"]
     read = [line for f in out.iterdir() for line in f.read_text().split()]
     assert set(read) == set(expected)  # nothing lost: the killed worker's task went on elsewhere
-    assert status["data"]["records_done"] == len(expected) and status["data"]["state"] == "succeeded"
+    assert status.data.records_done == len(expected) and status.data.state == "succeeded"
 
 
 def test_a_container_yarn_kills_from_outside_ends_with_yarns_exit_status_and_diagnostics(
@@ -153,22 +153,22 @@ def test_a_container_yarn_kills_from_outside_ends_with_yarns_exit_status_and_dia
         status = yarn_client.status(app_id)
         # Running, and its container known: a container started with the application may register
         # and start its trainer before skein tells the AM where it runs.
-        return next((e for e in status["executors"] if e["id"] == "worker-0" and e["state"] == "running"
-                     and "stdout" in e["logs"]), None)
+        return next((e for e in status.executors if e.id == "worker-0" and e.state == "running"
+                     and "stdout" in e.logs), None)
     worker = wait_for(running_worker, timeout=180, what="worker-0 running", poll=0.5)
-    container_id = worker["logs"]["stdout"].split("/containers/")[1].split("/")[0]
+    container_id = worker.logs["stdout"].split("/containers/")[1].split("/")[0]
     # What `yarn container -signal ID FORCEFUL_SHUTDOWN` asks: the NodeManager SIGKILLs the container.
     request = urllib.request.Request(f"{minicluster.rm_web}/ws/v1/cluster/containers/{container_id}/signal/"
                                      f"FORCEFUL_SHUTDOWN?user.name={hadoop_user()}", method="POST")
     urllib.request.urlopen(request, timeout=10).close()
 
     status = yarn_client.wait(app_id, timeout=120)
-    job, worker = status["job"], next(e for e in status["executors"] if e["id"] == "worker-0")
-    assert (job["state"], worker["state"], worker["exit_code"]) == ("failed", "failed", 137), (job, worker)
-    assert "Killed by external signal" in worker["reason"], worker
-    assert "exit 137" in job["reason"] and "Killed by external signal" in job["reason"], job
-    ended = [e for e in status["events"] if e["subject"] == "worker-0" and e["to_state"] == "failed"]
-    assert ended and ended[-1]["exit_code"] == 137, status["events"]
+    job, worker = status.job, next(e for e in status.executors if e.id == "worker-0")
+    assert (job.state, worker.state, worker.exit_code) == ("failed", "failed", 137), (job, worker)
+    assert "Killed by external signal" in worker.reason, worker
+    assert "exit 137" in job.reason and "Killed by external signal" in job.reason, job
+    ended = [e for e in status.events if e.subject == "worker-0" and e.to_state == "failed"]
+    assert ended and ended[-1].exit_code == 137, status.events
 
 
 def test_a_ps_failure_fails_the_application_with_the_reason_in_status_and_yarn(
@@ -180,8 +180,8 @@ def test_a_ps_failure_fails_the_application_with_the_reason_in_status_and_yarn(
         backend=YARN)
     app_id = yarn_client.submit(spec)
     status = yarn_client.wait(app_id, timeout=240)
-    assert status["job"]["state"] == "failed"
-    assert "ps-0" in status["job"]["reason"] and "exit 3" in status["job"]["reason"], status["job"]
+    assert status.job.state == "failed"
+    assert "ps-0" in status.job.reason and "exit 3" in status.job.reason, status.job
     report = wait_app_done(yarn_client, app_id)
     assert report["finalStatus"] == "FAILED"
     assert "ps-0" in report["diagnostics"], report["diagnostics"]
@@ -199,7 +199,7 @@ def test_the_trainer_works_in_its_own_directory_with_its_files_and_not_the_token
                                                "sh hello.sh; cat token || echo no token here; sleep 5"]}],
                      backend=YARN)  # the sleep: an executor ending within its launch loses its log paths (noted)
     app_id = yarn_client.submit(spec)
-    assert yarn_client.wait(app_id, timeout=240)["job"]["state"] == "succeeded"
+    assert yarn_client.wait(app_id, timeout=240).job.state == "succeeded"
     out = read_log(yarn_client, app_id, "worker", 0)
     token = yarn_client.cluster("yarn").store.read(app_id, "token").decode().strip()  # type: ignore[attr-defined]
     assert token not in out
@@ -210,12 +210,12 @@ def test_kill_stops_the_application_and_leaves_no_process(minicluster: Miniclust
     spec = make_spec([{"name": "worker", "replicas": 2, "resources": SMALL, "command": ["sleep", "600"]}],
                      backend=YARN)
     app_id = yarn_client.submit(spec)
-    wait_for(lambda: yarn_client.status(app_id)["job"]["state"] == "running", timeout=180,
+    wait_for(lambda: yarn_client.status(app_id).job.state == "running", timeout=180,
              what=f"{app_id} running", poll=0.5)
     proc = primus(tmp_path / "home", "kill", app_id, "--reason", "test says stop")
     assert proc.returncode == 0, proc.stderr
     status = yarn_client.status(app_id)
-    assert status["job"]["state"] == "killed" and "test says stop" in status["job"]["reason"]
+    assert status.job.state == "killed" and "test says stop" in status.job.reason
     report = wait_app_done(yarn_client, app_id)
     assert report["finalStatus"] == "KILLED"
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
@@ -225,16 +225,16 @@ def test_force_kill_through_the_resourcemanager_when_the_am_does_not_answer(mini
     spec = make_spec([{"name": "worker", "replicas": 1, "resources": SMALL, "command": ["sleep", "600"]}],
                      backend=YARN)
     app_id = yarn_client.submit(spec)
-    wait_for(lambda: yarn_client.status(app_id)["job"]["state"] == "running", timeout=180,
+    wait_for(lambda: yarn_client.status(app_id).job.state == "running", timeout=180,
              what=f"{app_id} running", poll=0.5)
     assert yarn_client.cluster("yarn").force_kill(app_id) == 1
     assert wait_app_done(yarn_client, app_id)["state"] == "KILLED"
     status = yarn_client.status(app_id)
     # The NodeManager SIGTERMs the AM's container: an AM quick enough saves its own outcome first, else
     # the client reads YARN's.
-    assert status["job"]["state"] == "killed", status["job"]
-    reason = status["job"]["reason"]
-    assert reason == "AM received SIGTERM" or reason.startswith("YARN application killed"), status["job"]
+    assert status.job.state == "killed", status.job
+    reason = status.job.reason
+    assert reason == "AM received SIGTERM" or reason.startswith("YARN application killed"), status.job
     wait_for(lambda: not processes_of(app_id), timeout=60, what=f"no process of {app_id} left", poll=0.5)
 
 
@@ -243,13 +243,13 @@ def test_a_role_larger_than_any_node_is_refused_before_submitting(minicluster: M
 
     spec = make_spec([{"name": "worker", "command": ["true"], "resources": {"cpu": 1, "memory": "512Gi"}}],
                      backend=YARN)
-    before = {j["app_id"] for j in yarn_client.list(backend="yarn")}
+    before = {j.app_id for j in yarn_client.list(backend="yarn")}
     with pytest.raises(SpecError, match=r"roles.worker.resources: one executor needs memory 524288Mi"):
         yarn_client.submit(spec)
     with pytest.raises(SpecError, match=r"no node offers yarn.io/gpu"):
         yarn_client.submit(make_spec([{"name": "worker", "command": ["true"], "resources": {"gpu": 1}}],
                                      backend=YARN))
-    assert {j["app_id"] for j in yarn_client.list(backend="yarn")} == before  # nothing was submitted
+    assert {j.app_id for j in yarn_client.list(backend="yarn")} == before  # nothing was submitted
 
 
 def test_the_page_of_a_yarn_job_and_its_history(minicluster: Minicluster, yarn_client, tmp_path):
@@ -271,7 +271,7 @@ def test_the_page_of_a_yarn_job_and_its_history(minicluster: Minicluster, yarn_c
                     "worker-0's stdout through its NodeManager")
     assert tail == "hi-from-yarn\n"
     browser.post(base + "/api/v1/job/kill", json={"reason": "seen enough"}, headers={ACTION_HEADER: "1"})
-    assert yarn_client.wait(app_id, timeout=90)["job"]["state"] == "killed"
+    assert yarn_client.wait(app_id, timeout=90).job.state == "killed"
     wait_app_done(yarn_client, app_id)
     # The history comes from the job store on HDFS: the event log next to the final status.
     view = archive_view(yarn_client, app_id)

@@ -54,7 +54,7 @@ def test_a_slow_consumer_is_scaled_up_to_max_on_its_backlog_and_down_as_it_drain
     spec["roles"][0]["autoscale"] = policy
     app = client.submit(spec)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
 
     # Every record read, none lost to a scale-down; a stopped trainer may see the record it was on again.
     lines = all_lines(out)

@@ -81,14 +81,14 @@ def test_every_line_is_consumed_once_in_partition_order(client, dirs):
     expected = [line for day in (1, 2, 3) for line in write_day(data, day)]
     app = client.submit(data_spec(out, data))
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(all_lines(out)) == sorted(expected)  # each line exactly once
     for name, lines in consumed(out).items():
         assert lines == sorted(lines), f"{name} read out of partition order"
-    info = status["data"]
-    assert info["state"] == "succeeded" and info["progress"] == 1.0 and info["watermark"] == "2026-12-03"
-    assert info["tasks"]["done"] == info["tasks"]["total"] > 3 and info["records_done"] == len(expected)
-    assert info["bytes"]["done"] == info["bytes"]["total"] and info["scan_complete"]
+    info = status.data
+    assert info.state == "succeeded" and info.progress == 1.0 and info.watermark == "2026-12-03"
+    assert info.tasks["done"] == info.tasks["total"] > 3 and info.records_done == len(expected)
+    assert info.bytes["done"] == info.bytes["total"] and info.scan_complete
 
 
 def test_a_partition_is_read_only_after_its_marker(client, dirs):
@@ -96,22 +96,22 @@ def test_a_partition_is_read_only_after_its_marker(client, dirs):
     first = write_day(data, 1)
     second = write_day(data, 2, marker=False)  # files there, marker not yet
     app = client.submit(data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": None}))
-    info = wait_for(lambda: (d := client.data(app)) and d["watermark"] == "2026-12-01" and d, 30, "day 1 consumed")
-    assert "20261202/_SUCCESS" in (info["waiting_for"] or "")
+    info = wait_for(lambda: (d := client.data(app)) and d.watermark == "2026-12-01" and d, 30, "day 1 consumed")
+    assert "20261202/_SUCCESS" in (info.waiting_for or "")
     # Day 1 is read, day 2 awaited: no share of the whole input is claimed, only of what is listed.
-    assert info["progress"] is None and info["progress_of_discovered"] == 1.0
+    assert info.progress is None and info.progress_of_discovered == 1.0
     # Time passing is what is tested: five scan polls (poll_interval 0.2 s) while day 2 has no marker
     # read nothing of it.
     time.sleep(1.0)
     assert sorted(all_lines(out)) == sorted(first)
     (data / "20261202" / "_SUCCESS").write_text("")
-    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-02", 30, "day 2 consumed")
+    wait_for(lambda: (d := client.data(app)) is not None and d.watermark == "2026-12-02", 30, "day 2 consumed")
     third = write_day(data, 3)  # the open range keeps polling for new partitions
-    wait_for(lambda: (client.data(app) or {}).get("watermark") == "2026-12-03", 30, "day 3 consumed")
+    wait_for(lambda: (d := client.data(app)) is not None and d.watermark == "2026-12-03", 30, "day 3 consumed")
     lines = all_lines(out)
     assert sorted(lines) == sorted(first + second + third) and lines == sorted(lines)
     client.succeed(app, "test done")
-    assert client.wait(app, timeout=30)["job"]["state"] == "succeeded"
+    assert client.wait(app, timeout=30).job.state == "succeeded"
 
 
 def write_partition(directory: Path, key: str, lines: int) -> list[str]:
@@ -136,11 +136,11 @@ def test_daily_and_hourly_sources_are_read_together_in_time_order(client, dirs):
                      time_range={"start": "2020-01-02", "end": "2020-01-04"}, poll_interval=0.05)
     app = client.submit(spec)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(all_lines(out)) == sorted(expected)  # every hour of every day, each line once
     for name, lines in consumed(out).items():
         assert lines == sorted(lines), f"{name} read out of time order"
-    assert status["data"]["watermark"] == "2020-01-04T23"
+    assert status.data.watermark == "2020-01-04T23"
 
 
 def test_trainers_dying_mid_task_lose_nothing(client, dirs):
@@ -151,13 +151,13 @@ def test_trainers_dying_mid_task_lose_nothing(client, dirs):
     spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
     app = client.submit(spec)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert sum(r["restarts"] for r in status["roles"]) == 6  # 2 workers x 3 deaths
+    assert status.job.state == "succeeded", status.job
+    assert sum(r.restarts for r in status.roles) == 6  # 2 workers x 3 deaths
     lines = all_lines(out)
     assert set(lines) == set(expected)  # at least once
     assert len(lines) < 3 * len(expected)  # duplicates bounded by what was fed since the last report
-    assert status["data"]["tasks"]["done"] == status["data"]["tasks"]["total"]
-    assert any(e["to_state"] == "requeued" for e in status["events"])
+    assert status.data.tasks["done"] == status.data.tasks["total"]
+    assert any(e.to_state == "requeued" for e in status.events)
 
 
 def test_exactly_once_delivers_every_record_once_across_trainer_deaths(client, dirs):
@@ -170,8 +170,8 @@ def test_exactly_once_delivers_every_record_once_across_trainer_deaths(client, d
     spec["roles"][0]["failover"] = {"max_failures_per_index": 5}
     app = client.submit(spec)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert sum(r["restarts"] for r in status["roles"]) == 4
+    assert status.job.state == "succeeded", status.job
+    assert sum(r.restarts for r in status.roles) == 4
     assert sorted(committed_lines(client, app, out)) == sorted(expected)  # every record, each exactly once
     restored = {"-".join(f.name.split("-")[2:4]): f.read_text() for f in out.glob("restore-*")}
     assert restored["0-0"] == "none"
@@ -204,8 +204,8 @@ def test_exactly_once_survives_trainers_killed_at_random_points(client, dirs):
         os.kill(pid, signal.SIGKILL)
         killed.add(pid)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert sum(r["restarts"] for r in status["roles"]) == 3
+    assert status.job.state == "succeeded", status.job
+    assert sum(r.restarts for r in status.roles) == 3
     assert sorted(committed_lines(client, app, out)) == sorted(expected)
 
 
@@ -230,8 +230,8 @@ def test_trainers_killed_from_outside_lose_nothing(client, dirs):
         os.kill(pid, signal.SIGKILL)
         killed.add(pid)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert sum(r["restarts"] for r in status["roles"]) == 3
+    assert status.job.state == "succeeded", status.job
+    assert sum(r.restarts for r in status.roles) == 3
     assert set(all_lines(out)) == set(expected)
 
 
@@ -240,14 +240,14 @@ def test_scaling_a_consuming_role_down_hands_its_tasks_to_the_others(client, dir
     expected = [line for day in (1, 2) for line in write_day(data, day, lines=2500)]
     app = client.submit(data_spec(out, data, replicas=2, env={"SLEEP_EVERY": "250", "SLEEP": "0.2"},
                                   time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="8Ki"))
-    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) >= 2, 30, "both workers reading")
+    wait_for(lambda: (d := client.data(app)) is not None and d.tasks.get("running", 0) >= 2, 30, "both workers reading")
     # worker-1 (the one scaled down) has read records of its tasks: it hands back tasks begun, not only
     # tasks assigned.
     wait_for(lambda: any(f.name.startswith("worker-1-") and f.stat().st_size > 0 for f in out.iterdir()), 30,
              "worker-1 reading")
     client.scale(app, "worker", 1)
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert set(all_lines(out)) == set(expected)
     status = client.cluster("local").final_status(app)  # every event, not only the API's latest 50
     dropped = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "stopped")
@@ -267,11 +267,11 @@ def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, d
                      work_preserve_dir=str(tmp_path / "preserve"))
     app = client.submit(spec)
     if stop == "kill":  # a graceful stop: the AM writes the journal on its way out
-        wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60,
+        wait_for(lambda: (d := client.data(app)) is not None and d.records_done > len(small) + 2000, 60,
                  "part of the big file read")
         first = client.kill(app)
-        assert first["job"]["state"] == "killed" and first["data"]["state"] == "running"  # resumable, not failed
-        assert len(small) + 2000 < first["data"]["records_done"] < len(small) + len(big)
+        assert first.job.state == "killed" and first.data.state == "running"  # resumable, not failed
+        assert len(small) + 2000 < first.data.records_done < len(small) + len(big)
     else:  # SIGKILL to the AM and everything else, once the journal holds a position in the big file
         big_task = "clicks/2026-12-01/part-1.txt:0"
 
@@ -288,12 +288,12 @@ def test_a_resubmitted_job_resumes_mid_file_from_the_work_preserve_dir(client, d
     spec["roles"][0]["env"] = {"OUT_DIR": str(out)}  # full speed this time
     again = client.submit(spec)
     status = client.wait(again, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
     assert not set(small) & set(second), "a task done in the first run was read again"
     assert second[0] != big[0] and second[0] in big, "the big file did not resume mid-file"
     assert before | set(second) == set(small) | set(big)
-    assert status["data"]["records_done"] == len(small) + len(big)
+    assert status.data.records_done == len(small) + len(big)
 
 
 @pytest.mark.parametrize("policy", ["quarantine", "fail"])
@@ -307,15 +307,15 @@ def test_corrupt_file_follows_the_bad_data_policy(client, dirs, policy):
     status = client.wait(app, timeout=60)
     bad_task = "clicks/2026-12-01/part-9.txt.gz:0"
     if policy == "quarantine":
-        assert status["job"]["state"] == "succeeded", status["job"]
-        assert status["data"]["quarantined"] == [bad_task] and status["data"]["tasks"]["quarantined"] == 1
+        assert status.job.state == "succeeded", status.job
+        assert status.data.quarantined == [bad_task] and status.data.tasks["quarantined"] == 1
         assert sorted(all_lines(out)) == sorted(good)
-        assert any(e["subject"] == f"task/{bad_task}" and e["to_state"] == "quarantined" for e in status["events"])
+        assert any(e.subject == f"task/{bad_task}" and e.to_state == "quarantined" for e in status.events)
     else:
-        assert status["job"]["state"] == "failed"
-        reason = status["job"]["reason"]
+        assert status.job.state == "failed"
+        reason = status.job.reason
         assert bad_task in reason and str(data / "20261201" / "part-9.txt.gz") in reason, reason
-        assert status["data"]["state"] == "failed"
+        assert status.data.state == "failed"
 
 
 def test_status_progress_and_suspend_resume(client, dirs):
@@ -325,30 +325,30 @@ def test_status_progress_and_suspend_resume(client, dirs):
     expected = [line for day in (1, 2, 3) for line in write_day(data, day, lines=2500)]
     app = client.submit(data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "250", "SLEEP": "0.1"},
                                   max_tasks_per_executor=1, prefetch=0, task_size="16Ki"))
-    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) > 0, 30, "reading started")
+    wait_for(lambda: (d := client.data(app)) is not None and d.tasks.get("running", 0) > 0, 30, "reading started")
     suspended = client.data_suspend(app)
-    assert suspended["state"] == "suspended"
+    assert suspended.state == "suspended"
     # What the executor held drains; nothing new is handed out.
-    held = wait_for(lambda: (d := client.data(app))["tasks"]["running"] == 0 and d, 30, "held tasks drained")
+    held = wait_for(lambda: (d := client.data(app)).tasks["running"] == 0 and d, 30, "held tasks drained")
     # Time passing is what is tested: a second of heartbeats (0.25 s apart, each asking for tasks)
     # while suspended hands nothing out.
     time.sleep(1.0)
     still = client.data(app)
-    assert still["tasks"]["done"] == held["tasks"]["done"] and still["tasks"]["queued"] > 0
-    assert 0 < still["progress"] < 1 and still["bytes"]["done"] < still["bytes"]["total"]
-    assert still["scan_complete"] and (still["eta_seconds"] is None or still["eta_seconds"] >= 0)
-    assert still["rate_bytes_per_s"] >= 0 and still["watermark"] in (None, "2026-12-01", "2026-12-02")
-    assert "data" in client.status(app) and "suspended" in client.status(app)["data"]["state"]
+    assert still.tasks["done"] == held.tasks["done"] and still.tasks["queued"] > 0
+    assert 0 < still.progress < 1 and still.bytes["done"] < still.bytes["total"]
+    assert still.scan_complete and (still.eta_seconds is None or still.eta_seconds >= 0)
+    assert still.rate_bytes_per_s >= 0 and still.watermark in (None, "2026-12-01", "2026-12-02")
+    assert client.status(app).data is not None and "suspended" in client.status(app).data.state
     from primus_runtime.client import progress_line
 
     assert "data " in progress_line(client.status(app)) and "suspended" in progress_line(client.status(app))
     assert cli(["--home", str(client.cluster("local").home), "data", "resume", app]) == 0
     status = client.wait(app, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(all_lines(out)) == sorted(expected)
-    assert status["data"]["progress"] == 1.0 and status["data"]["watermark"] == "2026-12-03"
-    events = [e for e in status["events"] if e["subject"] == "data"]
-    assert [e["to_state"] for e in events][:2] == ["suspended", "running"]
+    assert status.data.progress == 1.0 and status.data.watermark == "2026-12-03"
+    events = [e for e in status.events if e.subject == "data"]
+    assert [e.to_state for e in events][:2] == ["suspended", "running"]
 
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "length_delimited", "jsonl"])
@@ -369,10 +369,10 @@ def test_framed_formats_reach_the_trainer_record_by_record(client, dirs, fmt):
     spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-02"}, task_size="4Ki")
     spec["input"]["sources"][0]["format"] = fmt
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     got = [line for f in sorted(out.iterdir()) for line in f.read_text().splitlines()]
     assert sorted(got) == sorted(expected)  # every record once, none cut at a split boundary
-    assert status["data"]["tasks"]["total"] > 4
+    assert status.data.tasks["total"] > 4
 
 
 def test_a_trainer_that_does_not_exit_after_its_input_is_stopped_after_exit_grace(client, dirs):
@@ -383,14 +383,14 @@ def test_a_trainer_that_does_not_exit_after_its_input_is_stopped_after_exit_grac
     spec["roles"][0]["command"] = "cat > /dev/null; sleep 60"
     spec["roles"][0]["failover"] = {"max_failures_per_index": 0}
     status = client.wait(client.submit(spec), timeout=30)
-    assert status["job"]["state"] == "failed"
-    assert "did not exit within 1s of the end of its input" in status["job"]["reason"], status["job"]
+    assert status.job.state == "failed"
+    assert "did not exit within 1s of the end of its input" in status.job.reason, status.job
 
 
 def test_a_job_without_input_has_no_data(client):
     app = client.submit(make_spec([{"name": "worker", "command": "true"}]))
     status = client.wait(app, timeout=30)
-    assert status["data"] is None
+    assert status.data is None
 
 
 def test_a_partition_awaited_longer_than_wait_timeout_fails_the_job_naming_its_marker(client, dirs):
@@ -400,9 +400,9 @@ def test_a_partition_awaited_longer_than_wait_timeout_fails_the_job_naming_its_m
     write_day(data, 3)
     status = client.wait(client.submit(data_spec(out, data, replicas=1, wait_timeout="1s")), timeout=60)
     awaited = data / "20261202" / "_SUCCESS"
-    assert status["job"]["state"] == "failed", status["job"]
-    assert status["job"]["reason"] == f"input: waited 1 s for {awaited} (source clicks, input.wait_timeout 1)"
-    assert status["data"]["state"] == "failed"
+    assert status.job.state == "failed", status.job
+    assert status.job.reason == f"input: waited 1 s for {awaited} (source clicks, input.wait_timeout 1)"
+    assert status.data.state == "failed"
     # Nothing after the missing partition was read (the job may end before day 1 is read through).
     assert set(all_lines(out)) <= set(first)
 
@@ -415,8 +415,8 @@ def test_an_empty_input_fails_the_job_with_a_clear_error(client, dirs):
     status = client.wait(client.submit(data_spec(out, data, replicas=1,
                                                  time_range={"start": "2026-12-01", "end": "2026-12-02"})),
                          timeout=30)
-    assert status["job"]["state"] == "failed"
-    assert "the input has no files" in status["job"]["reason"], status["job"]
+    assert status.job.state == "failed"
+    assert "the input has no files" in status.job.reason, status.job
 
 
 def test_savepoint_and_restore_round_trip(client, dirs, tmp_path):
@@ -429,7 +429,8 @@ def test_savepoint_and_restore_round_trip(client, dirs, tmp_path):
     spec = data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "2000", "SLEEP": "0.3"},
                      time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi")
     app = client.submit(spec)
-    wait_for(lambda: (client.data(app) or {}).get("records_done", 0) > len(small) + 2000, 60, "part of the big file")
+    wait_for(lambda: (d := client.data(app)) is not None and d.records_done > len(small) + 2000, 60,
+             "part of the big file")
     savepoint = tmp_path / "savepoint"
     assert cli(["--home", str(client.cluster("local").home), "data", "savepoint", app, str(savepoint)]) == 0
     client.kill(app)
@@ -443,7 +444,7 @@ def test_savepoint_and_restore_round_trip(client, dirs, tmp_path):
     spec["roles"][0]["env"] = {"OUT_DIR": str(out)}
     spec["input"]["restore_from"] = str(savepoint)
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     second = [line for name, lines in consumed(out).items() if not name.startswith("first-") for line in lines]
     assert second == big[at:]  # exactly from the saved position on: no earlier task, no earlier record
 
@@ -453,8 +454,8 @@ def test_restoring_from_an_empty_directory_fails_clearly(client, dirs, tmp_path)
     write_day(data, 1)
     spec = data_spec(out, data, replicas=1, restore_from=str(tmp_path / "nothing-here"))
     status = client.wait(client.submit(spec), timeout=30)
-    assert status["job"]["state"] == "failed"
-    assert "restore_from: no saved task positions in" in status["job"]["reason"], status["job"]
+    assert status.job.state == "failed"
+    assert "restore_from: no saved task positions in" in status.job.reason, status.job
 
 
 def test_trainers_that_exit_before_reading_their_input_fail_the_job(client, dirs, capsys):
@@ -469,12 +470,12 @@ def test_trainers_that_exit_before_reading_their_input_fail_the_job(client, dirs
     capsys.readouterr()
     assert cli(["--home", str(client.cluster("local").home), "data", "status", app]) == 0
     assert capsys.readouterr().out.strip() == f"{app}: data 0% (0/20 tasks) failed"
-    assert status["job"]["state"] == "failed", status["job"]
-    assert "input not consumed: 20 of 20 tasks left" in status["job"]["reason"]
-    info = status["data"]
-    assert info["state"] == "failed" and info["records_done"] == 0
-    assert info["progress"] == 0.0 and info["tasks"]["queued"] == 20
-    assert any("before the end of its input" in e["reason"] for e in status["events"] if e["to_state"] == "requeued")
+    assert status.job.state == "failed", status.job
+    assert "input not consumed: 20 of 20 tasks left" in status.job.reason
+    info = status.data
+    assert info.state == "failed" and info.records_done == 0
+    assert info.progress == 0.0 and info.tasks["queued"] == 20
+    assert any("before the end of its input" in e.reason for e in status.events if e.to_state == "requeued")
 
 
 def test_a_trainer_that_exits_early_hands_its_tasks_to_the_others(client, dirs):
@@ -484,9 +485,9 @@ def test_a_trainer_that_exits_early_hands_its_tasks_to_the_others(client, dirs):
                                      "SLEEP": "0.02"},
                      time_range={"start": "2026-12-01", "end": "2026-12-02"})
     status = client.wait(client.submit(spec), timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert set(all_lines(out)) == set(expected)  # what worker-0 left was read by worker-1
-    assert status["data"]["state"] == "succeeded" and status["data"]["progress"] == 1.0
+    assert status.data.state == "succeeded" and status.data.progress == 1.0
 
 
 def test_early_exit_accept_lets_the_trainer_decide_and_says_the_input_is_incomplete(client, dirs):
@@ -495,8 +496,8 @@ def test_early_exit_accept_lets_the_trainer_decide_and_says_the_input_is_incompl
     spec = data_spec(out, data, time_range={"start": "2026-12-01", "end": "2026-12-01"}, early_exit="accept")
     spec["roles"][0]["command"] = [sys.executable, "-c", "pass"]
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert status["data"]["state"] == "incomplete" and status["data"]["progress"] == 0.0
+    assert status.job.state == "succeeded", status.job
+    assert status.data.state == "incomplete" and status.data.progress == 0.0
 
 
 def test_parquet_input_is_read_by_executors_started_without_site_packages(client, dirs):
@@ -513,5 +514,5 @@ def test_parquet_input_is_read_by_executors_started_without_site_packages(client
     spec = data_spec(out, data, replicas=1, time_range={"start": "2026-12-01", "end": "2026-12-01"})
     spec["input"]["sources"][0]["format"] = "parquet"
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(json.loads(line)["id"] for line in all_lines(out)) == rows

@@ -15,6 +15,7 @@ import requests
 from conftest import executor, make_spec, wait_for
 from data.test_data_plane import all_lines, committed_lines, data_spec, write_day
 from primus_runtime import protocol
+from primus_runtime.models import ExecutorView
 from primus_runtime.ui.auth import USER_HEADER
 
 
@@ -25,16 +26,16 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "data", out
 
 
-def running_executor(client, app: str, executor_id: str) -> dict[str, Any]:
-    def running() -> dict[str, Any] | None:
-        ex = next((e for e in client.status(app)["executors"] if e["id"] == executor_id), None)
-        return ex if ex is not None and ex["state"] == "running" else None
+def running_executor(client, app: str, executor_id: str) -> ExecutorView:
+    def running() -> ExecutorView | None:
+        ex = next((e for e in client.status(app).executors if e.id == executor_id), None)
+        return ex if ex is not None and ex.state == "running" else None
 
     return wait_for(running, 30, f"{executor_id} running")
 
 
 def reading(client, app: str, executors: int) -> None:
-    wait_for(lambda: (client.data(app) or {}).get("tasks", {}).get("running", 0) >= executors, 30,
+    wait_for(lambda: (data := client.data(app)) is not None and data.tasks.get("running", 0) >= executors, 30,
              f"{executors} executors reading")
 
 
@@ -69,11 +70,11 @@ def test_sigterm_drains_a_consuming_executor_and_its_tasks_move_at_once(client, 
     expected = [line for day in (1, 2) for line in write_day(data, day, lines=2500)]
     app = client.submit(data_spec(out, data, env={"SLEEP_EVERY": "250", "SLEEP": "0.1"}, task_size="8Ki",
                                   time_range={"start": "2026-12-01", "end": "2026-12-02"}))
-    pid = running_executor(client, app, "worker-0")["pid"]
+    pid = running_executor(client, app, "worker-0").pid
     reading(client, app, 2)
     os.kill(pid, signal.SIGTERM)
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     check_drained(client, app, "worker-0", "draining: received SIGTERM")
     lines = all_lines(out)
     assert set(lines) == set(expected)  # at least once: nothing lost
@@ -93,11 +94,11 @@ def test_a_notice_file_drains_under_exactly_once_and_every_record_is_committed_o
              "both trainers committed (they then handle SIGTERM)")
     notice.write_text("spot instance reclaimed in 2 minutes\n")
     # Every executor of the node drains; their replacements must not see the notice again.
-    wait_for(lambda: sum(e["to_state"] == "draining" for e in client.status(app)["events"]) == 2, 30,
+    wait_for(lambda: sum(e.to_state == "draining" for e in client.status(app).events) == 2, 30,
              "both executors draining")
     notice.unlink()
     status = client.wait(app, timeout=90)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     for executor_id in ("worker-0", "worker-1"):
         check_drained(client, app, executor_id, f"draining: preemption notice {notice} appeared")
     committed = committed_lines(client, app, out)
@@ -108,25 +109,25 @@ def test_a_notice_file_drains_under_exactly_once_and_every_record_is_committed_o
 
 def test_the_drain_api_drains_an_executor_and_records_who_asked(client):
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "job running")
     address, token = client.cluster("local").am_endpoint(app)
     url = f"http://{address}/api/v1/executors"
     headers = {"Authorization": "Bearer " + token, USER_HEADER: "ci-bot"}
     before = executor(client.status(app), "worker-1")
     reply = requests.post(f"{url}/worker-1/drain", json={"reason": "node maintenance"}, headers=headers, timeout=10)
-    assert reply.json() == {"executor": "worker-1", "incarnation": before["incarnation"]}, reply.text
+    assert reply.json() == {"executor": "worker-1", "incarnation": before.incarnation}, reply.text
 
-    def replaced() -> dict[str, Any] | None:
+    def replaced() -> ExecutorView | None:
         ex = executor(client.status(app), "worker-1")
-        return ex if ex["incarnation"] != before["incarnation"] and ex["state"] == "running" else None
+        return ex if ex.incarnation != before.incarnation and ex.state == "running" else None
 
     wait_for(replaced, 30, "worker-1 replaced")
     status = client.status(app)
-    drained = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "draining")
-    assert (drained["reason"], drained["actor"]) == ("drain requested: node maintenance", "ci-bot")
-    assert status["roles"][0]["failures"] == 0
-    ended = next(e for e in status["events"] if e["subject"] == "worker-1" and e["to_state"] == "failed")
-    assert ended["exit_code"] == protocol.EXIT_PREEMPTED and "drain requested: node maintenance" in ended["reason"]
+    drained = next(e for e in status.events if e.subject == "worker-1" and e.to_state == "draining")
+    assert (drained.reason, drained.actor) == ("drain requested: node maintenance", "ci-bot")
+    assert status.roles[0].failures == 0
+    ended = next(e for e in status.events if e.subject == "worker-1" and e.to_state == "failed")
+    assert ended.exit_code == protocol.EXIT_PREEMPTED and "drain requested: node maintenance" in ended.reason
     again = requests.post(f"{url}/worker-9/drain", json={}, headers=headers, timeout=10)
     assert again.status_code == 404
     client.kill(app)
@@ -136,11 +137,11 @@ def test_an_executor_the_am_stops_ends_stopped_though_its_sigterm_is_a_notice(cl
     """Every SIGTERM drains, also the one the local backend sends when the AM stops an executor (here on a
     scale-down): the AM's own stop still decides how it ends."""
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 300"}]))
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "job running")
     client.scale(app, "worker", 1)
-    dropped = wait_for(lambda: next((e for e in client.status(app)["events"] if e["subject"] == "worker-1"
-                                     and e["to_state"] in ("stopped", "failed")), None), 30, "worker-1 ended")
-    assert dropped["to_state"] == "stopped" and "scaled down" in dropped["reason"], dropped
-    role = client.status(app)["roles"][0]
-    assert role["restarts"] == 0 and role["failures"] == 0
+    dropped = wait_for(lambda: next((e for e in client.status(app).events if e.subject == "worker-1"
+                                     and e.to_state in ("stopped", "failed")), None), 30, "worker-1 ended")
+    assert dropped.to_state == "stopped" and "scaled down" in dropped.reason, dropped
+    role = client.status(app).roles[0]
+    assert role.restarts == 0 and role.failures == 0
     client.kill(app)

@@ -65,7 +65,7 @@ def test_past_partitions_missing_before_a_later_one_are_a_warning_at_validate_an
     with caplog.at_level(logging.WARNING, logger="primus.client"):
         app = client.submit(spec)
     assert [r.getMessage() for r in caplog.records if r.name == "primus.client"] == [warning]
-    waiting = wait_for(lambda: (client.data(app) or {}).get("waiting_for"), 30, "the scan to wait")
+    waiting = wait_for(lambda: (d := client.data(app)) is not None and d.waiting_for, 30, "the scan to wait")
     assert waiting == f"source clicks: waiting for {data / '20261201' / '_SUCCESS'}"
 
 

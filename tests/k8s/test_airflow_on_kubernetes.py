@@ -84,7 +84,7 @@ def test_on_kill_deletes_the_am_pod_and_everything_it_owns(k8s_conn, k8s_core, k
 
     op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.5)
     thread, outcome = execute_in_thread(op)
-    wait_for(lambda: op.app_id and k8s_conn.status(op.app_id)["job"]["state"] == "running", timeout=120,
+    wait_for(lambda: op.app_id and k8s_conn.status(op.app_id).job.state == "running", timeout=120,
              what="the job running on Kubernetes", poll=0.5)
     _, app = m.parse_app_id(op.app_id)
     assert len(owned_by(k8s_core, k8s_namespace, app)) >= 3 + 3  # AM + 2 executor pods; ConfigMaps, Secret, ...
@@ -100,11 +100,11 @@ def test_the_triggers_on_kill_deletes_the_job(k8s_conn, k8s_core, k8s_namespace)
     from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 
     app_id = k8s_conn.submit(make_spec(SLEEPY))
-    wait_for(lambda: k8s_conn.status(app_id)["job"]["state"] == "running", timeout=120,
+    wait_for(lambda: k8s_conn.status(app_id).job.state == "running", timeout=120,
              what="the job running on Kubernetes", poll=0.5)
     trigger = PrimusJobTrigger(app_id, poll_interval=0.5)
     asyncio.run(trigger.cleanup())  # a triggerer restart: the job must go on
-    assert k8s_conn.status(app_id)["job"]["state"] == "running"
+    assert k8s_conn.status(app_id).job.state == "running"
     asyncio.run(trigger.on_kill())
     _, app = m.parse_app_id(app_id)
     wait_for(lambda: not owned_by(k8s_core, k8s_namespace, app), timeout=90,
@@ -144,5 +144,5 @@ def test_daily_retraining_dag_runs_on_kubernetes_with_its_data_on_hdfs(k8s_clust
     from primus_runtime.client import PrimusClient
 
     client = PrimusClient(options=ClientOptions(kube_config=str(k8s_cluster.kubeconfig), namespace=k8s_namespace))
-    data = client.status(m.app_id(k8s_namespace, train.metadata.labels[m.LABEL_APP]))["data"]  # a Job's pod
-    assert data["state"] == "succeeded" and data["progress"] == 1.0 and data["records_done"] == 3000, data
+    data = client.status(m.app_id(k8s_namespace, train.metadata.labels[m.LABEL_APP])).data  # a Job's pod
+    assert data.state == "succeeded" and data.progress == 1.0 and data.records_done == 3000, data

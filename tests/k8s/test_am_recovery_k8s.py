@@ -13,6 +13,7 @@ from conftest import wait_for
 from primus_runtime.backends.base import ClientOptions
 from primus_runtime.backends.kubernetes import manifests as m
 from primus_runtime.client import PrimusClient
+from primus_runtime.models import ExecutorView
 
 
 @pytest.fixture
@@ -32,9 +33,9 @@ def pods(core: client.CoreV1Api, namespace: str, app: str, component: str) -> li
     return core.list_namespaced_pod(namespace, label_selector=f"{m.LABEL_APP}={app},{m.LABEL_COMPONENT}={component}").items
 
 
-def running_executors(primus: PrimusClient, app_id: str) -> list[dict[str, Any]] | None:
-    executors = primus.status(app_id).get("executors", [])
-    return executors if len(executors) == 2 and all(e["state"] == "running" for e in executors) else None
+def running_executors(primus: PrimusClient, app_id: str) -> list[ExecutorView] | None:
+    executors = primus.status(app_id).executors
+    return executors if len(executors) == 2 and all(e.state == "running" for e in executors) else None
 
 
 def test_a_deleted_am_pod_is_recreated_and_adopts_the_executor_pods(primus, k8s_core, k8s_namespace):
@@ -50,13 +51,13 @@ def test_a_deleted_am_pod_is_recreated_and_adopts_the_executor_pods(primus, k8s_
     k8s_core.delete_namespaced_pod(first_am[0].metadata.name, k8s_namespace, grace_period_seconds=0)
 
     status = primus.wait(app_id, timeout=240)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    attempts = status["job"]["am_attempts"]
-    assert [(a["attempt"], a["adopted"], a["gone"]) for a in attempts] == [(2, 2, 0)], attempts
-    assert attempts[0]["recovered_at"] is not None
+    assert status.job.state == "succeeded", status.job
+    attempts = status.job.am_attempts
+    assert [(a.attempt, a.adopted, a.gone) for a in attempts] == [(2, 2, 0)], attempts
+    assert attempts[0].recovered_at is not None
     after = {p.metadata.name: p.metadata.uid for p in pods(k8s_core, k8s_namespace, app, "executor")}
     assert after == before  # the same pods: none deleted, none added
-    assert all(e["attempt"] == 0 for e in status["executors"])
+    assert all(e.attempt == 0 for e in status.executors)
     second_am = [p for p in pods(k8s_core, k8s_namespace, app, "am") if p.metadata.uid != first_am[0].metadata.uid]
     assert len(second_am) == 1
 
@@ -65,7 +66,7 @@ def test_with_one_attempt_the_am_is_a_bare_pod_that_owns_the_job(primus, k8s_cor
     app_id = primus.submit(sleeper_job(k8s_namespace, seconds=1, max_attempts=1))
     _, app = m.parse_app_id(app_id)
     status = primus.wait(app_id, timeout=180)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     am = k8s_core.read_namespaced_pod(app, k8s_namespace)
     assert not am.metadata.owner_references
     owners = {o.uid for p in pods(k8s_core, k8s_namespace, app, "executor") for o in p.metadata.owner_references}

@@ -61,13 +61,13 @@ def test_ps_worker_succeeds_with_owned_labelled_pods(primus, k8s_core, k8s_names
         assert (owner.kind, owner.name, owner.uid) == ("Job", app, am.metadata.uid)
         assert pod.metadata.labels["tags.primus.io/run_id"] == "manual__2026-12-03T10-00-00-00-00"
     status = primus.wait(app_id, timeout=180)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     for kind in ("config_map", "secret", "service_account", "service"):
         names = [o.metadata.name for o in getattr(k8s_core, f"list_namespaced_{kind}")(namespace).items
                  if (o.metadata.owner_references or [None])[0] and o.metadata.owner_references[0].uid == am.metadata.uid]
         assert names, kind
     listed = primus.list({"run_id": "manual__2026-12-03T10:00:00+00:00"}, backend="kubernetes")
-    assert [(j["app_id"], j["state"]) for j in listed] == [(app_id, "succeeded")]
+    assert [(j.app_id, j.state) for j in listed] == [(app_id, "succeeded")]
     assert primus.list({"run_id": "manual__2026-12-03T10-00-00-00-00"}, backend="kubernetes") == []
     worker_log = b"".join(primus.follow_log(app_id, primus.log_path(app_id, "worker", 0)))
     assert b"step" in worker_log  # the trainer's output is in the container log
@@ -81,10 +81,10 @@ def test_a_deleted_executor_pod_is_replaced_and_the_job_succeeds(primus, k8s_cor
                                    None), timeout=120, what="a running worker pod")
     k8s_core.delete_namespaced_pod(victim.metadata.name, k8s_namespace, grace_period_seconds=0)
     status = primus.wait(app_id, timeout=240)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     index = victim.metadata.labels[m.LABEL_INDEX]
     history = primus._api(app_id, "GET", "/executors?history=true") or {}
-    reasons = [e["reason"] for e in status["events"] if e["subject"] == f"worker-{index}"]
+    reasons = [e.reason for e in status.events if e.subject == f"worker-{index}"]
     assert any("pod deleted" in r for r in reasons), (reasons, history)
 
 
@@ -98,15 +98,15 @@ def test_an_evicted_pod_is_not_charged(primus, k8s_core, k8s_namespace, tmp_path
     k8s_core.patch_namespaced_pod(victim.metadata.name, k8s_namespace,
                                   {"metadata": {"annotations": {"primus.test/evict": "The node was low on memory."}}})
     status = primus.wait(app_id, timeout=240)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert any("evicted" in e["reason"] for e in status["events"])
+    assert status.job.state == "succeeded", status.job
+    assert any("evicted" in e.reason for e in status.events)
 
 
 def test_a_ps_failure_fails_the_job_with_the_reason(primus, k8s_namespace, tmp_path):
     app_id = primus.submit(ps_worker(tmp_path, k8s_namespace, ps={"command": "echo no shard today >&2; exit 3"}))
     status = primus.wait(app_id, timeout=180)
-    assert status["job"]["state"] == "failed"
-    assert "ps-" in status["job"]["reason"] and "exit" in status["job"]["reason"], status["job"]["reason"]
+    assert status.job.state == "failed"
+    assert "ps-" in status.job.reason and "exit" in status.job.reason, status.job.reason
 
 
 def test_node_local_input_is_read_once(primus, k8s_namespace, tmp_path):
@@ -123,7 +123,7 @@ def test_node_local_input_is_read_once(primus, k8s_namespace, tmp_path):
             "backend": {"type": "kubernetes", "image": "primus-runtime:test", "namespace": k8s_namespace}}
     app_id = primus.submit(spec)
     status = primus.wait(app_id, timeout=60)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     records = sorted(line for f in out.iterdir() for line in f.read_text().splitlines())
     assert records == sorted(f"r{p}-{i}" for p in range(3) for i in range(50))
 
@@ -152,14 +152,14 @@ def test_cli_status_logs_and_kill(primus, k8s_cluster, k8s_core, k8s_namespace, 
     app_id = primus.submit(ps_worker(tmp_path, k8s_namespace, worker={"env": {"STEPS": 100000, "LOG_EVERY": 100}}))
     _, app = m.parse_app_id(app_id)
     cli = ["--kubeconfig", str(k8s_cluster.kubeconfig)]
-    wait_for(lambda: primus.status(app_id)["job"]["state"] == "running", timeout=120, what="job running")
+    wait_for(lambda: primus.status(app_id).job.state == "running", timeout=120, what="job running")
     assert cli_main([*cli, "status", app_id]) == 0
     assert "running" in capsys.readouterr().out
     assert cli_main([*cli, "logs", app_id]) == 0
     assert "AM API at" in capsys.readouterr().out
     assert cli_main([*cli, "kill", app_id]) == 0
     assert "killed" in capsys.readouterr().out
-    assert primus.status(app_id)["job"]["state"] == "killed"
+    assert primus.status(app_id).job.state == "killed"
     wait_for(lambda: all(p.status.phase in ("Succeeded", "Failed") for p in pods_of(k8s_core, k8s_namespace, app)),
              timeout=60, what="every executor pod ended")
     # Without the AM: deleting its pod takes everything it owns along (the garbage collector).
@@ -192,10 +192,10 @@ def test_pod_readiness_follows_the_trainers_readiness(primus, k8s_core, k8s_name
     wait_for(lambda: pod_ready() is not None, timeout=60, what="the worker's pod running")
     time.sleep(3)  # more than a probe period (2 s): a pod reported Ready now would be wrong
     assert pod_ready() is False
-    assert primus.status(app_id)["job"]["state"] == "starting"  # the job waits for its trainer too
+    assert primus.status(app_id).job.state == "starting"  # the job waits for its trainer too
     go.touch()
     wait_for(lambda: pod_ready() is True, timeout=30, what="the worker's pod Ready")
-    wait_for(lambda: primus.status(app_id)["job"]["state"] == "running", timeout=30, what="the job running")
+    wait_for(lambda: primus.status(app_id).job.state == "running", timeout=30, what="the job running")
     primus.cluster_for(app_id).force_kill(app_id)
 
 
@@ -219,6 +219,6 @@ def test_the_page_through_the_api_servers_proxy(primus, k8s_namespace, tmp_path)
                           headers={**auth, "Cookie": cookie, "X-Primus-Action": "1",
                                    "Content-Type": "application/json"})
     assert scaled.status == 200, scaled.data[:300]
-    events = primus.status(app_id)["events"]
-    assert [e["actor"] for e in events if e["subject"] == "role/worker"] == ["kira"]
+    events = primus.status(app_id).events
+    assert [e.actor for e in events if e.subject == "role/worker"] == ["kira"]
     primus.kill(app_id)

@@ -34,9 +34,9 @@ def test_the_ps_worker_spec_succeeds_on_local_yarn_and_kubernetes(k8s_cluster, k
         submitted[name] = client.submit(spec)
     finals = {name: client.wait(app_id, timeout=420) for name, app_id in submitted.items()}
     for name, status in finals.items():
-        assert status["job"]["state"] == "succeeded", (name, status["job"])
-        roles = {role["name"]: role for role in status["roles"]}
-        assert {k: n for k, n in roles["worker"]["states"].items() if n} == {"succeeded": 2}, (name, roles["worker"])
-        assert roles["ps"]["replicas"] == 2, (name, roles["ps"])
+        assert status.job.state == "succeeded", (name, status.job)
+        roles = {role.name: role for role in status.roles}
+        assert {k: n for k, n in roles["worker"].states.items() if n} == {"succeeded": 2}, (name, roles["worker"])
+        assert roles["ps"].replicas == 2, (name, roles["ps"])
     assert [client.cluster_for(app_id).location().split()[0] for app_id in submitted.values()] == [
         str(tmp_path / "home" / "jobs").split()[0], "YARN", "Kubernetes"]

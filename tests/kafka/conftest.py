@@ -274,8 +274,9 @@ def submit_stalled_job(client: Any, bootstrap: str, out: Path, partitions: int =
     app = client.submit(spec)
 
     def offsets_and_lags() -> list[tuple[int | None, int | None]]:
-        kafka = (client.status(app).get("data") or {}).get("kafka") or {}
-        return [(p["offset"], p["lag"]) for p in kafka.get("partitions", [])]
+        data = client.status(app).data
+        kafka = data.kafka if data is not None else None
+        return [(p.offset, p.lag) for p in kafka.partitions] if kafka is not None else []
 
     try:
         wait_for(lambda: offsets_and_lags() == [(STALL_FIRST, 0)] * partitions, 60, "the first wave read")

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import make_spec, read_log, wait_for
 from kafka.conftest import Record, add_partitions, create_topic, produce, start_broker, stop_broker, unique_topic
-from primus_runtime.models import StatusDocument
+from primus_runtime.models import EventView, KafkaStatus, StatusDocument
 from primus_runtime.spec import load_spec
 
 CONSUMER = str(Path(__file__).resolve().parents[1] / "data" / "consumer.py")
@@ -58,13 +58,13 @@ def test_a_bounded_backfill_delivers_every_record_once_to_three_workers(client, 
     produce(kafka_broker.bootstrap, topic, records("r", 30_000, 3))
     app = client.submit(kafka_spec(out, kafka_broker.bootstrap, topic, end="latest"))
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     read = ids_read(out)
     assert sorted(read) == sorted(f"r{i}" for i in range(30_000))
-    StatusDocument.model_validate(status)  # the Kafka block is part of the typed status
-    kafka = status["data"]["kafka"]
-    assert kafka["lag"] == 0 and kafka["progress"] == 1.0
-    assert {p["partition"]: p["offset"] for p in kafka["partitions"]} == {0: 10_000, 1: 10_000, 2: 10_000}
+    assert isinstance(status.data.kafka, KafkaStatus)  # the Kafka block is part of the typed status
+    kafka = status.data.kafka
+    assert kafka.lag == 0 and kafka.progress == 1.0
+    assert {p.partition: p.offset for p in kafka.partitions} == {0: 10_000, 1: 10_000, 2: 10_000}
     # Every worker had a partition of its own.
     assert len([f for f in out.iterdir() if f.stat().st_size]) == 3
 
@@ -99,16 +99,16 @@ def test_a_stream_survives_worker_kills_and_picks_up_new_partitions_and_data(cli
     expected = {f"a{i}" for i in range(20_000)} | {f"b{i}" for i in range(4_000)}
     wait_for(lambda: expected <= set(ids_read(out)), 120, "every record, the new partition's too")
     # The last positions are confirmed once the trainers ask for more, and the lag read every 2 s.
-    status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["lag"] == 0 and s, 30, "no lag")
-    assert status["job"]["state"] == "running"  # a stream has no end: the job runs until it is stopped
-    assert len(status["data"]["kafka"]["partitions"]) == 4
-    assert sum(r["restarts"] for r in status["roles"]) == len(killed)
-    assert any("1 new partition(s)" in e["reason"] for e in status["events"])
+    status = wait_for(lambda: (s := client.status(app)).data.kafka.lag == 0 and s, 30, "no lag")
+    assert status.job.state == "running"  # a stream has no end: the job runs until it is stopped
+    assert len(status.data.kafka.partitions) == 4
+    assert sum(r.restarts for r in status.roles) == len(killed)
+    assert any("1 new partition(s)" in e.reason for e in status.events)
     read = ids_read(out)
     assert set(read) == expected
     assert len(read) - len(expected) <= len(killed)  # a killed reader.records() trainer sees only its record again
     client.kill(app)
-    assert client.wait(app, timeout=60)["job"]["state"] == "killed"
+    assert client.wait(app, timeout=60).job.state == "killed"
 
 
 def test_exactly_once_across_worker_kills(client, kafka_broker, out):
@@ -124,8 +124,8 @@ def test_exactly_once_across_worker_kills(client, kafka_broker, out):
     for f in list(out.glob("restore-*"))[:2]:
         os.kill(int(f.stem.rsplit("-", 1)[1]), signal.SIGKILL)
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert sum(r["restarts"] for r in status["roles"]) == 2
+    assert status.job.state == "succeeded", status.job
+    assert sum(r.restarts for r in status.roles) == 2
     committed = committed_ids(client, app, out)
     assert sorted(committed) == sorted(f"e{i}" for i in range(15_000))  # every record, each exactly once
 
@@ -152,7 +152,7 @@ def test_start_modes_and_a_bounded_end_by_time(client, kafka_broker, tmp_path):
     produce(bootstrap, topic, [Record(None, json.dumps({"id": f"s{i}"}).encode(), i % 2, BASE_MS + i * 1000)
                                for i in range(1000)])
 
-    def run(name: str, **kafka: Any) -> tuple[dict[str, Any], list[str]]:
+    def run(name: str, **kafka: Any) -> tuple[StatusDocument, list[str]]:
         out = tmp_path / name
         out.mkdir()
         spec = kafka_spec(out, bootstrap, topic, replicas=2, **{"group_id": group, **kafka})
@@ -162,23 +162,23 @@ def test_start_modes_and_a_bounded_end_by_time(client, kafka_broker, tmp_path):
     # A time range: the first record at or after the start, up to the last one before the end.
     status, read = run("window", start=iso(BASE_MS + 600_000), end=iso(BASE_MS + 800_000),
                        group_id=unique_topic("other"))
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(read) == sorted(f"s{i}" for i in range(600, 800))
     # An end by offsets: partition 0 up to offset 100, partition 1 (record i at offset i // 2) up to 50.
     status, read = run("offsets", start="earliest", end={topic: {0: 100, 1: 50}}, group_id=unique_topic("other"))
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(read) == sorted([f"s{i}" for i in range(0, 200, 2)] + [f"s{i}" for i in range(1, 100, 2)])
     # committed, with nothing committed yet: from the start. The AM commits the offsets to the group.
     status, read = run("first", start="committed", end="latest")
-    assert status["job"]["state"] == "succeeded", status["job"]
+    assert status.job.state == "succeeded", status.job
     assert sorted(read) == sorted(f"s{i}" for i in range(1000))
     produce(bootstrap, topic, [Record(None, json.dumps({"id": f"s{i}"}).encode(), i % 2) for i in range(1000, 1300)])
     status, read = run("second", start="committed", end="latest")
     assert sorted(read) == sorted(f"s{i}" for i in range(1000, 1300))  # only what came since
     # latest up to latest: nothing to read, which is a mistake worth a clear failure.
     status, read = run("nothing", start="latest", end="latest")
-    assert status["job"]["state"] == "failed" and "nothing to read between start (latest) and end (latest)" in \
-        status["job"]["reason"], status["job"]
+    assert status.job.state == "failed" and "nothing to read between start (latest) and end (latest)" in \
+        status.job.reason, status.job
     assert read == []
 
 
@@ -203,8 +203,8 @@ def test_files_then_kafka_join_without_a_gap_or_an_overlap(client, kafka_broker,
                          time_range={"start": "2026-12-01", "end": "2026-12-01"})
     del spec["input"]["kafka"]["start"]
     status = client.wait(client.submit(spec), timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert status["data"]["kafka"]["start"] == "2026-12-02T00:00:00+00:00"
+    assert status.job.state == "succeeded", status.job
+    assert status.data.kafka.start == "2026-12-02T00:00:00+00:00"
     read = ids_read(out)
     assert sorted(read) == sorted([f"d1-{i}" for i in range(500)] + [f"d2-{i}" for i in range(300)])
 
@@ -224,9 +224,9 @@ def test_a_resubmitted_job_resumes_from_its_offsets(client, kafka_broker, tmp_pa
 
     app = client.submit(spec_for(first))
     wait_for(lambda: len(ids_read(first)) >= 6_000, 60, "the first records")
-    wait_for(lambda: client.status(app)["data"]["kafka"]["lag"] == 0, 30, "positions confirmed")
+    wait_for(lambda: client.status(app).data.kafka.lag == 0, 30, "positions confirmed")
     client.kill(app)
-    assert client.wait(app, timeout=60)["job"]["state"] == "killed"
+    assert client.wait(app, timeout=60).job.state == "killed"
     produce(bootstrap, topic, records("n", 3_000, 3))
     app = client.submit(spec_for(second))
     wait_for(lambda: {f"n{i}" for i in range(3_000)} <= set(ids_read(second)), 60, "the new records")
@@ -237,12 +237,12 @@ def test_a_resubmitted_job_resumes_from_its_offsets(client, kafka_broker, tmp_pa
 def test_an_unreachable_broker_or_a_missing_topic_fails_the_job_saying_so(client, kafka_broker, out):
     spec = kafka_spec(out, "127.0.0.1:1", "clicks", connect_timeout=2)
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "failed"
-    assert "cannot reach the brokers 127.0.0.1:1 (kafka.bootstrap_servers) within 2 s" in status["job"]["reason"]
+    assert status.job.state == "failed"
+    assert "cannot reach the brokers 127.0.0.1:1 (kafka.bootstrap_servers) within 2 s" in status.job.reason
     spec = kafka_spec(out, kafka_broker.bootstrap, "no-such-topic")
     status = client.wait(client.submit(spec), timeout=60)
-    assert status["job"]["state"] == "failed"
-    assert "kafka.topics: topic 'no-such-topic' does not exist" in status["job"]["reason"]
+    assert status.job.state == "failed"
+    assert "kafka.topics: topic 'no-such-topic' does not exist" in status.job.reason
 
 
 def test_scaling_up_spreads_the_partitions_and_secrets_stay_masked(client, kafka_broker, out):
@@ -256,7 +256,7 @@ def test_scaling_up_spreads_the_partitions_and_secrets_stay_masked(client, kafka
     client.scale(app, "worker", 2)
 
     def spread() -> bool:
-        holders = [p["holder"] for p in client.status(app)["data"]["kafka"]["partitions"]]
+        holders = [p.holder for p in client.status(app).data.kafka.partitions]
         return None not in holders and len(set(holders)) == 2 and all(holders.count(h) == 2 for h in holders)
 
     wait_for(spread, 60, "two partitions per worker")
@@ -264,7 +264,7 @@ def test_scaling_up_spreads_the_partitions_and_secrets_stay_masked(client, kafka
     read = ids_read(out)
     assert len(read) == len(set(read))  # a revoked partition is handed over where its trainer stopped
     status = client.status(app)
-    assert "hunter2" not in json.dumps(status) and status["data"]["kafka"]["consumer_config"] == {
+    assert "hunter2" not in status.model_dump_json() and status.data.kafka.consumer_config == {
         "ssl.key.password": "***", "client.id": "primus-test"}
     client.kill(app)
     client.wait(app, timeout=60)
@@ -281,23 +281,23 @@ def test_a_producer_burst_scales_the_role_up_and_drained_lag_scales_it_down(clie
     spec["roles"][0]["autoscale"] = {"min_replicas": 1, "max_replicas": 3, "target_lag": 2000,
                                      "cooldown": "2s", "interval": "0.5s"}
     app = client.submit(spec)
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 30, "the job running")
+    wait_for(lambda: client.status(app).job.state == "running", 30, "the job running")
     produce(bootstrap, topic, records("b", 20_000, 4))
     expected = {f"b{i}" for i in range(20_000)}
     wait_for(lambda: expected <= set(ids_read(out)), 120, "every record of the burst")
 
-    def scaled_down() -> list[dict[str, Any]] | None:
+    def scaled_down() -> list[EventView] | None:
         status = client.status(app)
-        events = [e for e in status["events"] if e["subject"] == "role/worker" and e["actor"] == "autoscaler"]
-        return events if status["roles"][0]["replicas"] == 1 and len(events) >= 2 else None
+        events = [e for e in status.events if e.subject == "role/worker" and e.actor == "autoscaler"]
+        return events if status.roles[0].replicas == 1 and len(events) >= 2 else None
 
     events = wait_for(scaled_down, 60, "the role back at min once the lag drained")
-    sizes = [(int(e["from_state"]), int(e["to_state"])) for e in events]
+    sizes = [(int(e.from_state), int(e.to_state)) for e in events]
     assert sizes[0] == (1, 3), sizes  # lag 20,000 > 3 x 2,000: straight to max
     assert re.fullmatch(r"backlog [\d,]+ records of lag > 1 x 2,000 per replica: 1 -> 3 \(wants \d+, max 3\)",
-                        events[0]["reason"]), events[0]
+                        events[0].reason), events[0]
     assert all(1 <= to <= 3 for _, to in sizes) and sizes[-1][1] == 1, sizes
-    times = [e["time"] for e in events]
+    times = [e.time for e in events]
     assert all(b - a >= 2 for a, b in zip(times, times[1:], strict=False)), times  # the cooldown
     read = ids_read(out)
     assert set(read) == expected
@@ -318,9 +318,9 @@ def test_the_kafka_example_trains_on_the_topic(client, kafka_broker, tmp_path):
         role.pop("autoscale", None)  # a slow machine must not stop a worker mid-count
     app = client.submit(spec)
     status = client.wait(app, timeout=120)
-    assert status["job"]["state"] == "succeeded", status["job"]
-    summaries = [json.loads(read_log(client, app, "worker", e["index"]).strip().splitlines()[-1])
-                 for e in status["executors"] if e["state"] == "succeeded"]
+    assert status.job.state == "succeeded", status.job
+    summaries = [json.loads(read_log(client, app, "worker", e.index).strip().splitlines()[-1])
+                 for e in status.executors if e.state == "succeeded"]
     assert sum(s["records"] for s in summaries) == 30_000
 
 
@@ -335,16 +335,16 @@ def test_a_broker_lost_while_running_is_reported_and_reading_resumes_when_it_is_
         app = client.submit(kafka_spec(out, broker.bootstrap, topic, replicas=2))
         wait_for(lambda: len(ids_read(out)) >= 2_000, 60, "the first records")
         stop_broker(directory)
-        status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["unreachable_since"] and s, 60,
+        status = wait_for(lambda: (s := client.status(app)).data.kafka.unreachable_since and s, 60,
                           "the brokers reported unreachable")
-        assert status["job"]["state"] == "running" and status["data"]["kafka"]["reachable"] is False
-        assert any(e["to_state"] == "unreachable" and broker.bootstrap in e["reason"] for e in status["events"])
+        assert status.job.state == "running" and status.data.kafka.reachable is False
+        assert any(e.to_state == "unreachable" and broker.bootstrap in e.reason for e in status.events)
         start_broker(directory)
         produce(broker.bootstrap, topic, records("y", 1_000, 2))
         expected = {f"x{i}" for i in range(2_000)} | {f"y{i}" for i in range(1_000)}
         wait_for(lambda: expected <= set(ids_read(out)), 90, "the records produced after the restart")
-        status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["reachable"] and s, 30, "reachable")
-        assert any(e["to_state"] == "reachable" for e in status["events"])
+        status = wait_for(lambda: (s := client.status(app)).data.kafka.reachable and s, 30, "reachable")
+        assert any(e.to_state == "reachable" for e in status.events)
         client.kill(app)
         client.wait(app, timeout=60)
     finally:
@@ -366,10 +366,10 @@ def test_exactly_once_across_a_killed_and_resubmitted_job(client, kafka_broker, 
         if run == "first":  # killed once its trainers committed some of the stream
             wait_for(lambda out=out: len(list(out.glob("batch-*"))) >= 4, 60, "a few checkpoints")
             client.kill(app)
-            assert client.wait(app, timeout=60)["job"]["state"] == "killed"
+            assert client.wait(app, timeout=60).job.state == "killed"
         else:
             status = client.wait(app, timeout=120)
-            assert status["job"]["state"] == "succeeded", status["job"]
+            assert status.job.state == "succeeded", status.job
             restored = {f.read_text() for f in out.glob("restore-*")}
             assert "none" not in restored  # each worker restored the checkpoint its slot committed
         committed += committed_ids(client, app, out)
@@ -383,16 +383,16 @@ def test_an_am_killed_mid_stream_keeps_its_executors_and_their_partitions(client
     spec = kafka_spec(out, bootstrap, topic, replicas=2, env={"SLEEP_EVERY": "300", "SLEEP": "0.05"})
     spec["am"].update(max_attempts=2, recovery_grace="30s")
     app = client.submit(spec)
-    before = wait_for(lambda: ((s := client.status(app)).get("data") or {}).get("records_done", 0) >= 1_000 and s,
+    before = wait_for(lambda: (s := client.status(app)).data is not None and s.data.records_done >= 1_000 and s,
                       60, "records read")
-    holders = {p["partition"]: p["holder"] for p in before["data"]["kafka"]["partitions"]}
+    holders = {p.partition: p.holder for p in before.data.kafka.partitions}
     os.kill(int(json.loads(client.cluster("local").job(app).am_info.read_text())["pid"]), signal.SIGKILL)
     produce(bootstrap, topic, records("n", 2_000, 2))
     expected = {f"m{i}" for i in range(6_000)} | {f"n{i}" for i in range(2_000)}
     wait_for(lambda: expected <= set(ids_read(out)), 120, "every record, across the AM's restart")
-    status = wait_for(lambda: (s := client.status(app))["data"]["kafka"]["lag"] == 0 and s, 30, "no lag")
-    assert [a["adopted"] for a in status["job"]["am_attempts"]] == [2]
-    assert {p["partition"]: p["holder"] for p in status["data"]["kafka"]["partitions"]} == holders
+    status = wait_for(lambda: (s := client.status(app)).data.kafka.lag == 0 and s, 30, "no lag")
+    assert [a.adopted for a in status.job.am_attempts] == [2]
+    assert {p.partition: p.holder for p in status.data.kafka.partitions} == holders
     read = ids_read(out)
     assert len(read) == len(set(read)), "records read twice"
     client.kill(app)

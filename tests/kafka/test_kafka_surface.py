@@ -43,18 +43,18 @@ def test_metrics_show_the_kafka_lag_rate_watermark_and_brokers_as_the_status_doe
     client, app = stalled
     address, token = client.cluster("local").am_endpoint(app)
     samples = scrape(address, token)
-    kafka = client.status(app)["data"]["kafka"]
-    assert kafka["lag"] == 3 * STALL_LAG and kafka["reachable"]
-    assert value(samples, "primus_kafka_lag_total") == kafka["lag"]
-    for p in kafka["partitions"]:
-        assert value(samples, "primus_kafka_lag", topic=p["topic"], partition=str(p["partition"])) == p["lag"]
-    assert len(by_label(samples, "primus_kafka_lag", "partition", topic=kafka["topics"][0])) == 3
+    kafka = client.status(app).data.kafka
+    assert kafka.lag == 3 * STALL_LAG and kafka.reachable
+    assert value(samples, "primus_kafka_lag_total") == kafka.lag
+    for p in kafka.partitions:
+        assert value(samples, "primus_kafka_lag", topic=p.topic, partition=str(p.partition)) == p.lag
+    assert len(by_label(samples, "primus_kafka_lag", "partition", topic=kafka.topics[0])) == 3
     assert value(samples, "primus_kafka_records_per_second") >= 0
     assert value(samples, "primus_kafka_brokers_reachable") == 1
     # Every partition is read up to the first wave: its last record in partition 0 is record 1197.
-    assert kafka["watermark"] == WATERMARK
+    assert kafka.watermark == WATERMARK
     lag = value(samples, "primus_kafka_watermark_lag_seconds")
-    assert abs(lag - event_time_lag(kafka["watermark"], time.time())) < 60
+    assert abs(lag - event_time_lag(kafka.watermark, time.time())) < 60
 
 
 def test_primus_status_and_data_print_the_kafka_line(stalled, home):

@@ -17,6 +17,7 @@ import airflow
 import pytest
 
 from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
+from primus_runtime.models import ExecutorView, StatusDocument, StatusSummary
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DAGS = REPO / "example_dags"
@@ -119,3 +120,105 @@ def favoured() -> None:
         os.nice(-10)
     except OSError:
         pass
+
+
+#: The start of a blocking probe (a script run in a fresh interpreter, as the triggerer): it times
+#: every step of the event loop (``asyncio.events.Handle._run`` runs each callback and task step) and
+#: lists in ``slow`` those whose own time reached ``STEP_LIMIT``, with asyncio's description of the step
+#: (a task's coroutine and line). A step's own time is its wall time less what no code of the step
+#: caused: waiting for a CPU (``/proc`` schedstat's run-queue delay of the loop's thread: the other
+#: processes of a loaded 2-core machine) and the garbage collector's passes (a full one walks every
+#: object Airflow's imports left, ~0.15 s, in whichever step allocates when it is due). A step that
+#: computes, or sleeps in a blocking call, counts whole.
+LOOP_STEP_TIMER = """
+import asyncio, gc, threading, time
+
+STEP_LIMIT = 0.1
+slow = []
+_collecting = [0.0, 0.0]  # [seconds the garbage collector ran so far, when its current pass started]
+
+
+def _on_gc(phase, info):
+    if phase == "start":
+        _collecting[1] = time.perf_counter()
+    else:
+        _collecting[0] += time.perf_counter() - _collecting[1]
+
+
+gc.callbacks.append(_on_gc)
+_SCHEDSTAT = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+
+
+def _waited_for_cpu():
+    try:
+        with open(_SCHEDSTAT) as f:
+            return int(f.read().split()[1]) / 1e9  # (on CPU, waiting on a run queue, slices), in ns
+    except OSError:  # no /proc, or a kernel without schedstats: count the whole wall time
+        return 0.0
+
+
+_run = asyncio.events.Handle._run
+
+
+def _timed_run(self):
+    started, waited, collected = time.perf_counter(), _waited_for_cpu(), _collecting[0]
+    try:
+        return _run(self)
+    finally:
+        wall = time.perf_counter() - started
+        own = wall - (_waited_for_cpu() - waited) - (_collecting[0] - collected)
+        if own >= STEP_LIMIT:
+            step = getattr(self._callback, "__self__", self)  # a task's step: the task, its coroutine and line
+            slow.append(f"{step!r} took {own:.3f} s ({wall:.3f} s with its waits for a CPU and the collector)")
+
+
+asyncio.events.Handle._run = _timed_run
+"""
+
+
+# --- status snapshots for unit tests: the typed models the client returns, built from the parts a test names --
+
+_JOB = {"app_id": "primus-1", "name": "test", "state": "running", "reason": ""}
+_ROLE = {"released": True, "ignored": False, "failures": 0, "restarts": 0, "states": {}, "ready": 0}
+_DATA = {"state": "running", "tasks": {}, "bytes": {}, "records_done": 0, "progress": None,
+         "progress_of_discovered": 0.0, "partitions_listed": 0, "rate_bytes_per_s": 0.0, "eta_seconds": None,
+         "watermark": None, "scan_complete": True, "waiting_for": None, "quarantined": [], "failure": None}
+_KAFKA = {"source": "clicks", "bootstrap_servers": "broker:9092", "topics": ["clicks"], "group": "g",
+          "start": "committed", "end": None, "consumer_config": {}, "reachable": True, "unreachable_since": None,
+          "lag": None, "records_per_s": 0.0, "eta_seconds": None, "watermark": None, "progress": None,
+          "partitions": []}
+_EXECUTOR = {"role": "worker", "index": 0, "incarnation": "1", "attempt": 0, "state": "running", "host": None,
+             "ports": [], "pid": None, "gpus": [], "exit_code": None, "reason": "", "logs": {}, "created_at": 0.0,
+             "registered_at": None, "running_at": None, "finished_at": None, "ready": False, "ready_at": None,
+             "stop_reason": None}
+
+
+def status_summary(job: dict[str, Any] | None = None, roles: list[dict[str, Any]] | None = None,
+                   data: dict[str, Any] | None = None) -> StatusSummary:
+    """A ``StatusSummary`` with ``job``, ``roles`` and ``data`` as given (validated: what the AM
+    would serve), the fields a test does not name filled with plain values."""
+    return StatusSummary.model_validate(_status(job, roles, data))
+
+
+def status_document(job: dict[str, Any] | None = None, roles: list[dict[str, Any]] | None = None,
+                    data: dict[str, Any] | None = None,
+                    executors: list[dict[str, Any]] | None = None) -> StatusDocument:
+    """``status_summary`` as a full ``StatusDocument``, with its ``executors`` (``executor_row``s)."""
+    return StatusDocument.model_validate({**_status(job, roles, data), "executors": executors or []})
+
+
+def executor_row(executor_id: str = "worker-0", **fields: Any) -> dict[str, Any]:
+    """One row of a status's ``executors`` (``models.ExecutorView``), ``fields`` as given."""
+    role, _, index = executor_id.rpartition("-")
+    return ExecutorView.model_validate({**_EXECUTOR, "id": executor_id, "role": role, "index": int(index),
+                                        **fields}).model_dump(mode="json")
+
+
+def _status(job: dict[str, Any] | None, roles: list[dict[str, Any]] | None,
+            data: dict[str, Any] | None) -> dict[str, Any]:
+    if data is not None:
+        data = {**_DATA, **data}
+        if data.get("kafka") is not None:
+            data["kafka"] = {**_KAFKA, **data["kafka"]}
+    return {"job": {**_JOB, **(job or {})}, "roles": [{**_ROLE, **role} for role in roles or []], "events": [],
+            "data": data}

@@ -15,12 +15,14 @@ from airflow_provider_primus.conditions import (
 )
 from airflow_provider_primus.partitions import PartitionPath, expand_partition, normalize_partition
 from airflow_provider_primus.templating import keep_partition_placeholders
+from primus_runtime.models import StatusSummary
+
+from .conftest import status_summary
 
 
-def status(state: str = "running", data: dict | None = None, running: int = 1) -> dict:
-    return {"job": {"app_id": "primus-1", "state": state, "reason": "why"},
-            "roles": [{"name": "worker", "replicas": 2, "restarts": 0, "states": {"running": running}}],
-            "executors": [], "data": data}
+def status(state: str = "running", data: dict | None = None, running: int = 1) -> StatusSummary:
+    return status_summary({"app_id": "primus-1", "state": state, "reason": "why"},
+                          [{"name": "worker", "replicas": 2, "restarts": 0, "states": {"running": running}}], data)
 
 
 def data(progress: float, watermark: str | None, state: str = "running") -> dict:
@@ -66,7 +68,7 @@ def test_data_condition_is_impossible_once_the_job_ended_short_of_it():
     assert not short.met and "Primus job primus-1 failed: why" in short.impossible
     no_input = data_reached(status("running", None), 0.5, None)
     assert "has no input section" in no_input.impossible
-    starting = data_reached({"job": {"state": "pending"}, "roles": [], "data": None}, 0.5, None)
+    starting = data_reached(status_summary({"state": "pending"}, [], None), 0.5, None)
     assert not starting.met and starting.impossible is None  # the AM has not reported yet
 
 

@@ -91,8 +91,8 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
 
     client = PrimusClient(primus_home)
     (job,) = client.list({"dag_id": "primus_quickstart", "task_id": "train", "run_id": run_id, "map_index": "-1"})
-    assert job["state"] == "succeeded" and job["tags"]["try_number"] == "1"
-    assert json.loads(xcoms["app_id"]) == json.loads(xcoms["return_value"]) == job["app_id"]
+    assert job.state == "succeeded" and job.tags["try_number"] == "1"
+    assert json.loads(xcoms["app_id"]) == json.loads(xcoms["return_value"]) == job.app_id
     # the "Primus job" link: the task's job page in the api-server, and the connection it reads the job with
     assert "/primus/jobs/primus_quickstart/train?run_id=" in json.loads(xcoms["primus_job_url"])
     assert json.loads(xcoms["primus_conn_id"]) == "primus_default"
@@ -102,7 +102,7 @@ def test_quickstart_dag_runs_end_to_end(migrated_airflow_home, tmp_path, deferra
     stored = dict(db.execute("SELECT key, value FROM task_state_store WHERE dag_id = 'primus_quickstart' "
                              "AND run_id = ?", (run_id,)).fetchall())
     # the job's identity, marked delivered once the task returned its success (a cleared task trains again)
-    assert json.loads(stored[STATE_KEY]) == {"app_id": job["app_id"], "submit_id": job["tags"]["submit_id"],
+    assert json.loads(stored[STATE_KEY]) == {"app_id": job.app_id, "submit_id": job.tags["submit_id"],
                                              "delivered": True}
 
 
@@ -122,14 +122,14 @@ def test_params_dag_takes_the_ui_form_values_into_the_job(migrated_airflow_home,
     assert state == "success"
     client = PrimusClient(primus_home)
     (job,) = client.list({"dag_id": "primus_train_with_params", "run_id": run_id})
-    assert job["tags"]["note"] == "from the form"
+    assert job.tags["note"] == "from the form"
     # the task waited for the job, deferred, and its log got the trainer's last lines and the outcome
     output = got.stdout + got.stderr
     assert "Pausing task as DEFERRED" in output and "[worker-0 stdout] [worker-0] final loss" in output
-    assert f"Primus job {job['app_id']} succeeded" in output
-    status = client.status(job["app_id"])
-    assert {r["name"]: r["replicas"] for r in status["roles"]} == {"ps": 2, "worker": 3}
-    assert client.spec(job["app_id"]).role("worker").env["STEPS"] == "50"
+    assert f"Primus job {job.app_id} succeeded" in output
+    status = client.status(job.app_id)
+    assert {r.name: r.replicas for r in status.roles} == {"ps": 2, "worker": 3}
+    assert client.spec(job.app_id).role("worker").env["STEPS"] == "50"
 
 
 def test_a_bad_form_value_is_refused_before_anything_runs(migrated_airflow_home, tmp_path):
@@ -149,11 +149,11 @@ def test_mapped_sweep_runs_one_job_per_configuration_and_picks_the_best(migrated
     run_id, state = last_run(migrated_airflow_home, "primus_model_sweep")
     assert state == "success"
     jobs = PrimusClient(primus_home).list({"dag_id": "primus_model_sweep", "run_id": run_id})
-    assert sorted(j["tags"]["map_index"] for j in jobs) == ["0", "1", "2"]  # one job per mapped instance
-    assert sorted(j["tags"]["learning_rate"] for j in jobs) == ["0.003", "0.01", "0.03"]
+    assert sorted(j.tags["map_index"] for j in jobs) == ["0", "1", "2"]  # one job per mapped instance
+    assert sorted(j.tags["learning_rate"] for j in jobs) == ["0.003", "0.01", "0.03"]
     best, learning_rate, loss = re.search(r"best: job (\S+), learning rate ([\d.]+), final loss ([\d.]+)",
                                           output).groups()
-    assert {j["app_id"]: j["tags"]["learning_rate"] for j in jobs}[best] == learning_rate and float(loss) < 0.1
+    assert {j.app_id: j.tags["learning_rate"] for j in jobs}[best] == learning_rate and float(loss) < 0.1
 
 
 def test_daily_retraining_trains_on_the_days_partition_and_evaluates_the_model(migrated_airflow_home, tmp_path):
@@ -176,12 +176,13 @@ def test_daily_retraining_trains_on_the_days_partition_and_evaluates_the_model(m
     assert "Pausing task as DEFERRED" in output
     client = PrimusClient(primus_home)
     (train,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "train", "run_id": run_id})
-    status = client.status(train["app_id"])
-    assert status["job"]["state"] == "succeeded"
-    assert status["data"]["watermark"] == "2026-12-01" and status["data"]["records_done"] >= 3000
+    status = client.status(train.app_id)
+    assert status.job.state == "succeeded"
+    assert status.data is not None
+    assert status.data.watermark == "2026-12-01" and status.data.records_done >= 3000
     assert sorted(p.name for p in (model_root / "20261201").iterdir()) == ["ps-0.json", "ps-1.json"]
     (evaluate,) = client.list({"dag_id": "primus_daily_retraining", "task_id": "evaluate", "run_id": run_id})
-    assert evaluate["state"] == "succeeded"
+    assert evaluate.state == "succeeded"
     assert re.search(r"evaluation loss [\d.]+ on held-out data .*2 ps shards", output)
 
 
@@ -203,5 +204,5 @@ def test_retrain_on_new_partition_dag_trains_on_its_partition(migrated_airflow_h
     assert "[worker-0] trained on 640 samples" in output  # the trainer's output, followed into the task log
     client = PrimusClient(primus_home)
     (job,) = client.list({"dag_id": "primus_retrain_on_new_partition", "run_id": run_id})
-    time_range = client.spec(job["app_id"]).input.time_range
+    time_range = client.spec(job.app_id).input.time_range
     assert (time_range.start, time_range.end) == ("2026-12-02", "2026-12-02")

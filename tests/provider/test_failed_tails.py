@@ -39,19 +39,19 @@ def test_a_failed_task_logs_the_stderr_tail_of_each_failed_incarnation(primus_ho
 
 def test_the_deferred_path_logs_the_same_tails(primus_home, client, capsys):
     app_id = PrimusHook().submit(make_spec(FAILS_TWICE))
-    status = wait_for(lambda: (s := client.status(app_id))["job"]["state"] == "failed" and s, 60, "the job failed")
+    status = wait_for(lambda: (s := client.status(app_id)).job.state == "failed" and s, 60, "the job failed")
     op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True)
     capsys.readouterr()
     with pytest.raises(AirflowException, match="worker-0 failed 2 times"):
         op.execute_complete({}, {"status": "failed", "app_id": app_id, "state": "failed",
-                                 "reason": status["job"]["reason"]})
+                                 "reason": status.job.reason})
     assert_both_incarnations_tailed(capsys.readouterr().out, app_id, primus_home)
 
 
 def test_tails_are_bounded_and_the_others_named_with_the_command_to_read_them(primus_home, client):
     hook = PrimusHook()
     app_id = hook.submit(make_spec(FAILS_TWICE))
-    status = wait_for(lambda: (s := client.status(app_id))["job"]["state"] == "failed" and s, 60, "the job failed")
+    status = wait_for(lambda: (s := client.status(app_id)).job.state == "failed" and s, 60, "the job failed")
     first, more = hook.failed_executor_tails(app_id, status, lines=3, max_executors=1)
     assert first.startswith("Executor worker-0 (attempt 0) failed") and first.endswith(
         "attempt-0 line-28\nattempt-0 line-29\nattempt-0 line-30")  # the first failure: usually the cause
@@ -62,9 +62,9 @@ def test_tails_are_bounded_and_the_others_named_with_the_command_to_read_them(pr
 def test_a_running_job_names_its_earlier_failed_incarnations_too(primus_home, client):
     hook = PrimusHook()
     app_id = hook.submit(make_spec(FAILS_ONCE_THEN_RUNS))
-    live = wait_for(lambda: (s := client.status(app_id))["roles"] and s["roles"][0].get("restarts") == 1
-                    and s["job"]["state"] == "running" and s, 60, "worker-0 restarted")
-    assert "history" not in live  # the AM's /status has only the current incarnations: the hook asks for the rest
+    live = wait_for(lambda: (s := client.status(app_id)).roles and s.roles[0].restarts == 1
+                    and s.job.state == "running" and s, 60, "worker-0 restarted")
+    assert live.history is None  # the AM's /status has only the current incarnations: the hook asks for the rest
     (block,) = hook.failed_executor_tails(app_id, live)
     assert block.startswith("Executor worker-0 (attempt 0) failed (exit code 3") and block.endswith("first-try-broke")
     client.kill(app_id)

@@ -75,14 +75,14 @@ def test_submit_status_find_and_logs_of_a_real_job(primus_home, client):
     app_id = hook.submit(spec, tags={"dag_id": "d", "map_index": -1})
     assert spec.tags == {"team": "ml", "dag_id": "from-spec"}  # the caller's model is left alone
 
-    status = wait_for(lambda: (s := hook.status(app_id))["job"]["state"] in ("succeeded", "failed") and s,
+    status = wait_for(lambda: (s := hook.status(app_id)).job.state in ("succeeded", "failed") and s,
                       what="job end")
-    assert status["job"]["state"] == "succeeded", status["job"]
-    assert status["job"]["tags"] == {"team": "ml", "dag_id": "d", "map_index": "-1"}  # ours win, as strings
+    assert status.job.state == "succeeded", status.job
+    assert status.job.tags == {"team": "ml", "dag_id": "d", "map_index": "-1"}  # ours win, as strings
 
     other = hook.submit(make_spec(QUICK), tags={"dag_id": "other"})
-    assert [j["app_id"] for j in hook.find_jobs({"dag_id": "d"})] == [app_id]
-    assert {j["app_id"] for j in hook.find_jobs()} == {app_id, other}
+    assert [j.app_id for j in hook.find_jobs({"dag_id": "d"})] == [app_id]
+    assert {j.app_id for j in hook.find_jobs()} == {app_id, other}
     assert hook.find_jobs({"dag_id": "d", "team": "nope"}) == []
 
     assert hook.tail_logs(app_id, "worker", 1, lines=2) == "line-4\nline-5"
@@ -93,10 +93,10 @@ def test_submit_status_find_and_logs_of_a_real_job(primus_home, client):
 def test_kill_stops_a_running_job_and_leaves_no_process(primus_home, client):
     hook = PrimusHook()
     app_id = hook.submit(make_spec(SLEEPY))
-    wait_for(lambda: hook.status(app_id)["job"]["state"] == "running", what="job running")
+    wait_for(lambda: hook.status(app_id).job.state == "running", what="job running")
     final = hook.kill(app_id, reason="test says stop")
-    assert final["job"]["state"] == "killed"
-    assert "test says stop" in final["job"]["reason"]
+    assert final is not None and final.job.state == "killed"
+    assert "test says stop" in final.job.reason
     assert processes_of_job(app_id) == []
 
 

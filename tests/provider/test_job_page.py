@@ -30,7 +30,7 @@ from airflow_provider_primus.plugins.job_page import (
 )
 from conftest import make_spec
 
-from .conftest import REPO, make_context
+from .conftest import REPO, make_context, status_summary
 from .live_airflow import PRIMUS_PLUGIN
 
 SLEEPY = [{"name": "worker", "replicas": 1, "ports": 0, "command": "sleep 60"}]
@@ -63,7 +63,7 @@ def test_the_plugin_is_the_distributions_airflow_plugins_entry_point():
 
 def test_before_its_am_serves_a_page_the_page_follows_the_job_and_links_yarns_application_page():
     job = TaskJob("application_1700000000000_0007", "primus_yarn")
-    status = {"job": {"name": "train", "state": "pending", "reason": "AM starting"}, "roles": []}
+    status = status_summary({"app_id": job.app_id, "name": "train", "state": "pending", "reason": "AM starting"})
     text = outcome_page(job, JobFacts(status, None, "http://rm:8088/cluster/app/application_1700000000000_0007",
                                       "primus ui application_1700000000000_0007", "primus_yarn"))
     assert "<th>Airflow connection</th><td>primus_yarn</td>" in text

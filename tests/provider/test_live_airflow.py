@@ -25,6 +25,7 @@ import pytest
 from conftest import wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
+from primus_runtime.models import JobEntry
 
 from .conftest import requires_airflow_3_3
 from .live_airflow import AIRFLOW, REPO, ApiError, LiveAirflow, ancestors, cmdline, epoch, free_port, pids_with_cmdline
@@ -54,12 +55,12 @@ def ti_tags(dag_id: str, run_id: str, task_id: str = "train") -> dict[str, str]:
 
 
 def job_of(client: PrimusClient, tags: dict[str, str], states: tuple[str, ...], timeout: float = 60.0
-           ) -> dict[str, Any]:
+           ) -> JobEntry:
     """The one Primus job carrying ``tags``, once it is in one of ``states``."""
-    def found() -> dict[str, Any] | None:
+    def found() -> JobEntry | None:
         jobs = client.list(tags)
         assert len(jobs) <= 1, f"more than one Primus job for {tags}: {jobs}"
-        if jobs and client.status(jobs[0]["app_id"])["job"]["state"] in states:
+        if jobs and client.status(jobs[0].app_id).job.state in states:
             return jobs[0]
         return None
     return wait_for(found, timeout, f"a Primus job tagged {tags} to be {'/'.join(states)}", poll=0.2)
@@ -76,7 +77,7 @@ def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
         assert ti["state"] == "deferred", ti
         assert ti["trigger"]["classpath"] == "airflow_provider_primus.triggers.primus.PrimusJobTrigger"
         job = job_of(client, ti_tags(dag_id, run_id), ("running",))
-        app_id = job["app_id"]
+        app_id = job.app_id
         assert live.xcom(dag_id, run_id, "train", "app_id") == app_id
         assert processes_of_job(app_id)  # AM, 2 executors, 2 trainers
         # The trigger runs in the triggerer and its progress lines reach the task log (REST API).
@@ -88,12 +89,12 @@ def test_marking_a_deferred_task_failed_kills_its_job(live: LiveAirflow):
 
         def killed() -> dict[str, Any] | None:
             status = client.status(app_id)
-            return status if status["job"]["state"] not in ("pending", "starting", "running") else None
+            return status if status.job.state not in ("pending", "starting", "running") else None
         status = wait_for(killed, 60, f"Primus job {app_id} to end", poll=0.05)
         took = time.monotonic() - marked
-        assert status["job"]["state"] == "killed", status["job"]
+        assert status.job.state == "killed", status.job
         # The trigger's on_kill did it (not a cleanup, not a timeout).
-        assert "the deferred Airflow task was killed" in status["job"]["reason"]
+        assert "the deferred Airflow task was killed" in status.job.reason
         wait_for(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
         print(f"mark failed -> Primus job killed: {took:.2f} s")
 
@@ -115,18 +116,18 @@ def test_marking_a_running_task_failed_kills_its_job(live: LiveAirflow):
 
         ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success", "up_for_retry"))
         assert ti["state"] == "running", ti
-        app_id = job_of(client, ti_tags(dag_id, run_id), ("running",))["app_id"]
+        app_id = job_of(client, ti_tags(dag_id, run_id), ("running",)).app_id
         wait_for(lambda: f"Primus job {app_id} running: worker x2: 2 running"
                    in live.task_log(dag_id, run_id, "train", 1), 60, "the task to wait on the running job", poll=1.0)
 
         marked = time.monotonic()
         live.set_task_state(dag_id, run_id, "train", "failed")
-        status = wait_for(lambda: (s := client.status(app_id))["job"]["state"] not in ("pending", "starting",
+        status = wait_for(lambda: (s := client.status(app_id)).job.state not in ("pending", "starting",
                                                                                           "running") and s,
                             60, f"Primus job {app_id} to end", poll=0.05)
         took = time.monotonic() - marked
-        assert status["job"]["state"] == "killed", status["job"]
-        assert "Airflow task train was killed" in status["job"]["reason"]
+        assert status.job.state == "killed", status.job
+        assert "Airflow task train was killed" in status.job.reason
         wait_for(lambda: not processes_of_job(app_id), 30, f"every process of job {app_id} to exit")
         print(f"mark failed (running task) -> Primus job killed: {took:.2f} s")
 
@@ -168,8 +169,8 @@ def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirfl
         ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success", "up_for_retry"))
         assert ti["state"] == "running" and ti["try_number"] == 1, ti
         job = job_of(client, tags, ("running",))
-        app_id = job["app_id"]
-        assert job["tags"]["try_number"] == "1"
+        app_id = job.app_id
+        assert job.tags["try_number"] == "1"
 
         pid = task_process(ti["id"])
         # Ours: the scheduler -> LocalExecutor worker (the task's supervisor) -> this task runner.
@@ -192,8 +193,8 @@ def test_sigkilled_task_process_retry_reattaches_to_the_same_job(live: LiveAirfl
         assert "Submitted Primus job" not in second
 
         (only,) = client.list(tags)  # one job for both tries, by app id
-        assert only["app_id"] == app_id
-        assert client.status(app_id)["job"]["state"] == "succeeded"
+        assert only.app_id == app_id
+        assert client.status(app_id).job.state == "succeeded"
         assert live.xcom(dag_id, run_id, "train", "app_id") == app_id
         assert live.xcom(dag_id, run_id, "train", "return_value") == app_id
 
@@ -209,20 +210,20 @@ def test_a_run_triggered_again_with_the_same_run_id_never_reattaches_to_the_stal
         live.trigger_dag(dag_id, run_id=run_id)
         first = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success"))
         assert first["state"] == "running", first
-        stale = job_of(client, ti_tags(dag_id, run_id), ("running",))["app_id"]
+        stale = job_of(client, ti_tags(dag_id, run_id), ("running",)).app_id
         # A running run cannot be deleted: fail it (its task is killed, the job kept), then delete it.
         live.api("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}", {"state": "failed"})
         wait_for(lambda: not pids_with_cmdline(f"airflow worker -- {first['id']}"), 120,
                  "the failed run's task process to exit", poll=1.0)
         live.delete_dag_run(dag_id, run_id)
-        assert client.status(stale)["job"]["state"] == "running"  # kept: on_kill_action="keep"
+        assert client.status(stale).job.state == "running"  # kept: on_kill_action="keep"
 
         live.trigger_dag(dag_id, run_id=run_id)
         ti = live.wait_for_task_state(dag_id, run_id, "train", ("running", "failed", "success"))
         assert ti["state"] == "running", ti
 
         def second_job() -> str | None:
-            jobs = [job["app_id"] for job in client.list(ti_tags(dag_id, run_id)) if job["app_id"] != stale]
+            jobs = [job.app_id for job in client.list(ti_tags(dag_id, run_id)) if job.app_id != stale]
             return jobs[0] if jobs else None
         new = wait_for(second_job, 60, "the new run's own job", poll=0.5)
         log = wait_for(lambda: (text := live.task_log(dag_id, run_id, "train", 1)) and f"Submitted Primus job {new}"
@@ -248,8 +249,8 @@ def test_quickstart_dag_through_the_scheduler(live: LiveAirflow, dag_id: str):
         assert (run["state"], ti["state"]) == ("success", "success"), (run, ti)
 
         (job,) = client.list(ti_tags(dag_id, run_id))
-        assert client.status(job["app_id"])["job"]["state"] == "succeeded"
-        assert live.xcom(dag_id, run_id, "train", "app_id") == job["app_id"]
+        assert client.status(job.app_id).job.state == "succeeded"
+        assert live.xcom(dag_id, run_id, "train", "app_id") == job.app_id
         log = live.task_log(dag_id, run_id, "train", 1)
         assert "succeeded: ps x2: 2 stopped | worker x2: 2 succeeded" in log  # role progress in the task log
         assert ("Pausing task as DEFERRED" in log) == dag_id.endswith("_deferred")
@@ -298,8 +299,9 @@ def test_the_daily_dag_runs_triggered_without_a_logical_date(live: LiveAirflow, 
                   for task in ("wait_for_partition", "train", "data_consumed", "model_saved", "evaluate")}
         assert (run["state"], set(states.values())) == ("success", {"success"}), states
         (train,) = client.list({"dag_id": dag_id, "task_id": "train", "run_id": run_id})
-        status = client.status(train["app_id"])
-        assert status["data"]["watermark"] == day.strftime("%Y-%m-%d") and status["data"]["records_done"] >= 2000
+        status = client.status(train.app_id)
+        assert status.data is not None
+        assert status.data.watermark == day.strftime("%Y-%m-%d") and status.data.records_done >= 2000
         assert sorted(p.name for p in (model_root / day.strftime("%Y%m%d")).iterdir()) == ["ps-0.json", "ps-1.json"]
 
 
@@ -381,7 +383,7 @@ def test_the_job_link_leads_to_the_am_while_the_job_runs_and_to_its_outcome_afte
         status, location, _ = fetch(signing_in + location)
         assert status == 307 and location is not None and "login" in location, (status, location)
 
-        assert client.status(app_id)["job"]["state"] == "running"
+        assert client.status(app_id).job.state == "running"
         status, location, body = fetch(url, bearer=live.token())  # running: to the AM's own page
         assert status == 307, (status, body)
         assert location == client.cluster_for(app_id).am_web_url(app_id) + "ui/"

@@ -37,7 +37,7 @@ def operator(spec, **kwargs) -> PrimusSubmitJobOperator:
 
 
 def running(hook: PrimusHook, app_id: str) -> bool:
-    return hook.status(app_id)["job"]["state"] == "running"
+    return hook.status(app_id).job.state == "running"
 
 
 def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
@@ -45,10 +45,11 @@ def test_submits_tags_pushes_app_id_and_returns_on_success(primus_home, client):
     context = make_context(try_number=1, store=store)
     app_id = operator(make_spec(SHORT)).execute(context)
     assert context["ti"].xcoms["app_id"] == app_id
-    job = client.status(app_id)["job"]
-    assert job["state"] == "succeeded"
-    submit_id = job["tags"].pop(SUBMIT_TAG)
-    assert job["tags"] == {**TI_TAGS, "try_number": "1"}
+    job = client.status(app_id).job
+    assert job.state == "succeeded"
+    tags = dict(job.tags)
+    submit_id = tags.pop(SUBMIT_TAG)
+    assert tags == {**TI_TAGS, "try_number": "1"}
     assert submit_id.endswith("@" + RUN_STARTED.isoformat())  # random id @ the DAG run's start
     # the identity a retry checks; marked delivered: the task returned this job's success (no store before 3.3)
     identity = {"app_id": app_id, "submit_id": submit_id, "delivered": True}
@@ -106,8 +107,8 @@ def test_retry_reattaches_by_tags_to_the_running_job_without_a_second_submit(pri
     context = make_context(try_number=2)  # no task_state_store: Airflow < 3.3
     assert operator(make_spec(SHORT)).execute(context) == first
     assert context["ti"].xcoms["app_id"] == first
-    assert [j["app_id"] for j in client.list()] == [first]
-    assert client.status(first)["job"]["state"] == "succeeded"  # it waited for the reattached job
+    assert [j.app_id for j in client.list()] == [first]
+    assert client.status(first).job.state == "succeeded"  # it waited for the reattached job
 
 
 @requires_airflow_3_3("the task state store")
@@ -139,7 +140,7 @@ def test_a_stale_running_job_with_the_same_tags_is_never_reattached(primus_home,
     hook = PrimusHook()
     stale, earlier_run = submit_stale_job(hook)
     failed = hook.submit(make_spec(FAILING), tags=tags_of_try(1))
-    wait_for(lambda: hook.status(failed)["job"]["state"] == "failed", what="try 1's job failed")
+    wait_for(lambda: hook.status(failed).job.state == "failed", what="try 1's job failed")
     store = FakeStateStore({STATE_KEY: {"app_id": failed, "submit_id": client.spec(failed).tags[SUBMIT_TAG]}})
 
     new = operator(make_spec(SLEEPY), wait_for_completion=False).execute(make_context(2, store=store))
@@ -201,7 +202,7 @@ def test_the_identity_check_names_what_differs():
 def test_a_finished_previous_job_or_another_map_index_is_not_reused(primus_home, client):
     hook = PrimusHook()
     done = hook.submit(make_spec(SHORT), tags=tags_of_try(1))
-    wait_for(lambda: hook.status(done)["job"]["state"] == "succeeded", what="first job done")
+    wait_for(lambda: hook.status(done).job.state == "succeeded", what="first job done")
     other_index = hook.submit(make_spec(SLEEPY), tags=tags_of_try(1, map_index="3"))
     wait_for(lambda: running(hook, other_index), what="other map index running")
 
@@ -222,7 +223,7 @@ def test_a_job_that_succeeded_while_no_try_watched_is_returned_not_run_again(pri
     hook = PrimusHook()
     tags = tags_of_try(1)
     done = hook.submit(make_spec(SHORT), tags=tags)
-    wait_for(lambda: hook.status(done)["job"]["state"] == "succeeded", what="job done")
+    wait_for(lambda: hook.status(done).job.state == "succeeded", what="job done")
     store = FakeStateStore({STATE_KEY: {"app_id": done, "submit_id": tags[SUBMIT_TAG]}})
     context = make_context(2, store=store)
     assert operator(make_spec(SHORT)).execute(context) == done
@@ -277,11 +278,11 @@ def test_a_retry_after_a_failed_job_resumes_its_data_instead_of_reading_it_again
     with pytest.raises(AirflowException):  # try 1: the trainer fails, the job fails
         operator(spec).execute(make_context(try_number=1))
     (first,) = client.list()
-    first_dir = client.spec(first["app_id"]).input.work_preserve_dir
+    first_dir = client.spec(first.app_id).input.work_preserve_dir
     assert first_dir.startswith(str(primus_home / "work-preserve" / "dag" / "train" / "manual__1"))
     second = operator(spec).execute(make_context(try_number=2))  # try 2: a new job on the same checkpoint
     assert client.spec(second).input.work_preserve_dir == first_dir
-    assert client.status(second)["data"]["state"] == "succeeded"
+    assert client.status(second).data.state == "succeeded"
     read = (out / "lines.txt").read_text().split()
     assert set(read) == set(every_line)  # nothing lost across the two jobs
     assert len(read) < 3000 + len(every_line)  # what the failed job had consumed was not all read again
@@ -330,7 +331,7 @@ def test_on_kill_makes_the_wait_raise_and_kills_or_keeps_the_job(primus_home, cl
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), AirflowException), outcome  # never a silent success
     if action == "kill":
-        wait_for(lambda: hook.status(op.app_id)["job"]["state"] == "killed", what="job killed")
+        wait_for(lambda: hook.status(op.app_id).job.state == "killed", what="job killed")
         wait_for(lambda: processes_of_job(op.app_id) == [], what="no process left")
     else:
         assert running(hook, op.app_id)
@@ -348,7 +349,7 @@ def test_kill_during_submit_still_kills_the_job(primus_home, client, monkeypatch
     monkeypatch.setattr(PrimusHook, "submit", submit_then_get_killed)
     with pytest.raises(AirflowException, match="task was killed"):
         op.execute(make_context())
-    wait_for(lambda: client.status(op.app_id)["job"]["state"] == "killed", what="job killed")
+    wait_for(lambda: client.status(op.app_id).job.state == "killed", what="job killed")
 
 
 def test_bad_arguments_are_refused():
@@ -381,7 +382,7 @@ except Exception as exc:
     try:
         def submitted():
             assert proc.poll() is None, proc.communicate()[0]  # the task died before submitting
-            return (jobs := client.list()) and jobs[0]["app_id"]
+            return (jobs := client.list()) and jobs[0].app_id
 
         app_id = wait_for(submitted, what="job submitted")
         wait_for(lambda: running(hook, app_id), what="job running")
@@ -391,7 +392,7 @@ except Exception as exc:
         proc.kill()
     assert proc.returncode == 7, out
     assert "RAISED AirflowException task was killed" in out
-    wait_for(lambda: hook.status(app_id)["job"]["state"] == "killed", what="job killed")
+    wait_for(lambda: hook.status(app_id).job.state == "killed", what="job killed")
 
 
 def test_per_task_data_checkpoint_dirs_are_names_hdfs_accepts(primus_home, client):

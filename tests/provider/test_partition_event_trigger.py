@@ -26,7 +26,7 @@ from airflow.triggers.base import TriggerEvent
 from airflow_provider_primus.triggers.partition_events import STATE_KEY, PrimusPartitionEventTrigger
 from airflow_provider_primus.version_compat import AIRFLOW_V_3_3_PLUS
 
-from .conftest import favoured, requires_airflow_3_3
+from .conftest import LOOP_STEP_TIMER, favoured, requires_airflow_3_3
 
 if AIRFLOW_V_3_3_PLUS:  # the asset state store and its messages
     from airflow.sdk.execution_time.comms import (
@@ -225,24 +225,12 @@ def test_without_a_store_it_still_announces_every_partition(tmp_path: Path, loop
 
 # In a fresh interpreter, as the triggerer: its own modules loaded, the trigger's not yet. The triggerer
 # imports the trigger's module and builds the trigger on its event loop (TriggerRunner.create_triggers);
-# asyncio's debug mode logs every step slower than slow_callback_duration ("Executing <Task...> took").
-WATCHER_PROBE = """
-import asyncio, json, logging, sys
+# LOOP_STEP_TIMER lists the steps that took 0.1 s (asyncio's debug mode describes them).
+WATCHER_PROBE = LOOP_STEP_TIMER + """
+import json, sys
 
 import airflow.jobs.triggerer_job_runner
 from airflow._shared.module_loading import import_string
-
-slow = []
-
-
-class Slow(logging.Handler):
-    def emit(self, record):
-        if record.getMessage().startswith("Executing ") and " took " in record.getMessage():
-            slow.append(record.getMessage())
-
-
-logging.getLogger("asyncio").addHandler(Slow())
-logging.getLogger("asyncio").setLevel(logging.WARNING)
 
 
 async def main(path):
@@ -258,7 +246,7 @@ async def main(path):
 
 loop = asyncio.new_event_loop()
 loop.set_debug(True)
-loop.slow_callback_duration = 0.1
+loop.slow_callback_duration = 3600  # LOOP_STEP_TIMER judges the steps
 loop.run_until_complete(main(sys.argv[1]))
 loop.close()
 """

@@ -19,21 +19,18 @@ from airflow_provider_primus.operators.primus import PrimusSubmitJobOperator
 from airflow_provider_primus.progress import PROGRESS_KEY, ProgressPublisher, job_progress, truthful_share
 from conftest import make_spec, wait_for
 from primus_runtime.api_client import AMRejected
+from primus_runtime.models import StatusDocument, StatusSummary
 
-from .conftest import FakeStateStore, execute_in_thread, make_context, requires_airflow_3_3
+from .conftest import FakeStateStore, execute_in_thread, make_context, requires_airflow_3_3, status_document
 
 
-def a_status(state: str = "running", data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A status document as the AM serves it (models.StatusDocument), the parts the progress reads."""
-    return {
-        "job": {"app_id": "primus-1", "state": state, "reason": "", "started_at": 1.0, "created_at": 1.0},
-        "roles": [{"name": "ps", "replicas": 1, "ready": 1, "states": {"running": 1}, "restarts": 0},
-                  {"name": "worker", "replicas": 2, "ready": 1, "states": {"running": 1, "succeeded": 1},
-                   "restarts": 1}],
-        "executors": [],
-        "events": [],
-        "data": data,
-    }
+def a_status(state: str = "running", data: dict[str, Any] | None = None, reason: str = "") -> StatusDocument:
+    """A status document as the AM serves it (models.StatusDocument), with the parts the progress reads."""
+    return status_document(
+        {"app_id": "primus-1", "state": state, "reason": reason, "started_at": 1.0, "created_at": 1.0},
+        [{"name": "ps", "replicas": 1, "ready": 1, "states": {"running": 1}, "restarts": 0},
+         {"name": "worker", "replicas": 2, "ready": 1, "states": {"running": 1, "succeeded": 1}, "restarts": 1}],
+        data)
 
 
 def files_data(done: int, total: int, progress: float | None, scan_complete: bool = True,
@@ -72,8 +69,9 @@ def test_the_document_says_roles_data_and_the_task_logs_summary():
 def test_the_share_is_100_percent_only_once_every_task_was_read(done, total, progress, scan_complete,
                                                                   quarantined, expected):
     data = files_data(done, total, progress, scan_complete, quarantined=quarantined)
-    assert truthful_share(data) == expected
-    doc = job_progress("primus-1", a_status(data=data))
+    status = a_status(data=data)
+    assert status.data is not None and truthful_share(status.data) == expected
+    doc = job_progress("primus-1", status)
     assert doc["data"] is not None and doc["data"]["progress"] == expected
     assert ("data 100%" in doc["summary"]) == (expected == 1.0)  # the summary line agrees
 
@@ -124,8 +122,7 @@ def test_a_status_of_an_ended_job_is_written_at_once_with_its_outcome():
     store, clock = WritesStore(), Clock()
     publisher = ProgressPublisher(store, interval=30, clock=clock)
     assert publisher.observe("primus-1", a_status())
-    failed = a_status("failed")
-    failed["job"]["reason"] = "worker-0 failed (exit 3)"
+    failed = a_status("failed", reason="worker-0 failed (exit 3)")
     clock.now = 1.0
     assert publisher.observe("primus-1", failed)
     assert store.writes[-1]["outcome"] == {"status": "failed", "reason": "worker-0 failed (exit 3)"}
@@ -213,7 +210,7 @@ def test_waiting_in_a_worker_slot_publishes_truthful_progress_and_the_outcome(pr
     assert store.writes, "nothing published"
     final = store[PROGRESS_KEY]
     assert final["app_id"] == app_id and final["state"] == "succeeded"
-    assert final["outcome"] == {"status": "success", "reason": client.status(app_id)["job"]["reason"]}
+    assert final["outcome"] == {"status": "success", "reason": client.status(app_id).job.reason}
     assert final["data"]["done"] == final["data"]["discovered"] > 3 and final["data"]["progress"] == 1.0
     assert final["roles"] == {"worker": "1/1 succeeded"}
     for doc in store.writes:  # never 100% before every task was read
@@ -285,7 +282,7 @@ def test_a_wait_ended_by_the_tasks_timeout_or_an_error_publishes_that_outcome(pr
     op = PrimusSubmitJobOperator(task_id="train", spec=make_spec(SLEEPY), poll_interval=0.2, progress_interval=0)
     read = PrimusHook.status
 
-    def refused_once_running(self: PrimusHook, app_id: str, summary: bool = False) -> dict[str, Any]:
+    def refused_once_running(self: PrimusHook, app_id: str, summary: bool = False) -> StatusSummary:
         if published_running(store):
             raise AMRejected(403, "bad token")
         return read(self, app_id, summary)

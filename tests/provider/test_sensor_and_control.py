@@ -33,7 +33,7 @@ def test_role_sensor_is_true_once_every_replica_runs(primus_home, client):
     app_id = PrimusHook().submit(make_spec(SLEEPY))
     assert sensor(app_id).poke(make_context()) is False  # just submitted: nothing runs yet
     wait_for(lambda: sensor(app_id).poke(make_context()), what="the sensor to see 2 running")
-    assert client.status(app_id)["roles"][0]["states"]["running"] == 2
+    assert client.status(app_id).roles[0].states["running"] == 2
     client.kill(app_id)
 
 
@@ -49,7 +49,7 @@ def test_role_sensor_counts_succeeded_executors(primus_home, client):
 def test_role_sensor_fails_fast_when_the_job_fails(primus_home, client):
     app_id = PrimusHook().submit(make_spec([{"name": "worker", "command": "exit 3",
                                              "failover": {"restart": "never"}}]))
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "failed", what="job failed")
+    wait_for(lambda: client.status(app_id).job.state == "failed", what="job failed")
     with pytest.raises(AirflowException, match="failed: .*; role worker stopped at 0 of 1 running"):
         sensor(app_id).poke(make_context())
 
@@ -61,12 +61,12 @@ def test_role_sensor_refuses_unknown_states():
 
 def test_scale_then_kill_operators(primus_home, client):
     app_id = PrimusHook().submit(make_spec(SLEEPY))
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    wait_for(lambda: client.status(app_id).job.state == "running", what="job running")
     scaled = PrimusScaleRoleOperator(task_id="scale", app_id=app_id, role="worker", replicas="3")
     assert scaled.execute(make_context()) == 3
-    wait_for(lambda: client.status(app_id)["roles"][0]["states"]["running"] == 3, what="3 workers running")
+    wait_for(lambda: client.status(app_id).roles[0].states["running"] == 3, what="3 workers running")
     assert PrimusKillJobOperator(task_id="kill", app_id=app_id).execute(make_context()) == "killed"
-    assert "killed by Airflow task kill" in client.status(app_id)["job"]["reason"]
+    assert "killed by Airflow task kill" in client.status(app_id).job.reason
     assert processes_of_job(app_id) == []
 
 
@@ -95,7 +95,7 @@ def test_data_progress_sensor_arguments_and_jobs_without_input(primus_home, clie
     with pytest.raises(ValueError, match="max_lag must be a whole number of records >= 0, got -1"):
         PrimusDataProgressSensor(task_id="d", app_id="a", max_lag=-1)
     app_id = PrimusHook().submit(make_spec(SLEEPY))
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    wait_for(lambda: client.status(app_id).job.state == "running", what="job running")
     data_sensor = PrimusDataProgressSensor(task_id="d", app_id=app_id, partition="20261201", deferrable=True)
     with pytest.raises(AirflowException, match="has no input section"):
         data_sensor.execute(make_context())
@@ -141,11 +141,12 @@ def test_suspend_and_resume_the_input_of_a_running_job(primus_home, client, tmp_
                                          "format": "text", "success_marker": None}],
                             "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": "1Ki"})
     app_id = PrimusHook().submit(spec)
-    wait_for(lambda: (client.status(app_id).get("data") or {}).get("state") == "running", what="data running")
+    wait_for(lambda: (data := client.status(app_id).data) is not None and data.state == "running",
+             what="data running")
     assert PrimusSuspendDataOperator(task_id="pause", app_id=app_id).execute(make_context()) == "suspended"
-    assert client.status(app_id)["data"]["state"] == "suspended"
+    assert client.status(app_id).data.state == "suspended"
     assert PrimusResumeDataOperator(task_id="go", app_id=app_id).execute(make_context()) == "running"
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "succeeded", timeout=60, what="job succeeded")
+    wait_for(lambda: client.status(app_id).job.state == "succeeded", timeout=60, what="job succeeded")
     wait_for(lambda: client.cluster("local").am_pid(app_id) is None, timeout=60, what="the AM to exit")
     with pytest.raises(JobUnreachable, match=rf"^job {app_id} has ended \(succeeded\): its input cannot be suspended$"):
         PrimusSuspendDataOperator(task_id="pause", app_id=app_id).execute(make_context())

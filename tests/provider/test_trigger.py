@@ -26,8 +26,18 @@ from airflow_provider_primus.triggers.primus import (
 )
 from conftest import make_spec, wait_for
 from primus_runtime.backends.local.jobs import processes_of_job
+from primus_runtime.models import StatusDocument
 
-from .conftest import FakeStateStore, airflow_env, favoured, make_context, run_airflow
+from .conftest import (
+    LOOP_STEP_TIMER,
+    FakeStateStore,
+    airflow_env,
+    executor_row,
+    favoured,
+    make_context,
+    run_airflow,
+    status_document,
+)
 
 QUICK = [{"name": "worker", "command": "sleep 0.3"}]
 FAILING = [{"name": "worker", "command": "exit 7", "failover": {"restart": "never"}}]
@@ -87,7 +97,7 @@ def test_fires_timeout_once_the_deadline_passed_and_leaves_the_job(primus_home, 
     app_id = PrimusHook().submit(make_spec(SLEEPY))
     event = first_event(PrimusJobTrigger(app_id, poll_interval=0.2, deadline=time.time() - 1))
     assert event["status"] == "timeout"
-    assert client.status(app_id)["job"]["state"] in ("pending", "starting", "running")
+    assert client.status(app_id).job.state in ("pending", "starting", "running")
     client.kill(app_id)
 
 
@@ -98,12 +108,12 @@ def test_fires_error_for_an_unknown_job(primus_home):
 
 def test_on_kill_stops_the_job_and_cleanup_does_not(primus_home, client):
     app_id = PrimusHook().submit(make_spec(SLEEPY))
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    wait_for(lambda: client.status(app_id).job.state == "running", what="job running")
     trigger = PrimusJobTrigger(app_id, poll_interval=0.2)
     asyncio.run(trigger.cleanup())  # a triggerer restart: the job must go on
-    assert client.status(app_id)["job"]["state"] == "running"
+    assert client.status(app_id).job.state == "running"
     asyncio.run(trigger.on_kill())
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "killed", what="job killed")
+    wait_for(lambda: client.status(app_id).job.state == "killed", what="job killed")
     wait_for(lambda: processes_of_job(app_id) == [], what="no process left")
 
 
@@ -126,15 +136,15 @@ def test_execute_complete_maps_events_to_outcomes(primus_home, client):
     assert op.execute_complete({}, {"status": "success", "app_id": "a1", "state": "succeeded",
                                   "reason": "success policy met"}) == "a1"
     failed = PrimusHook().submit(make_spec(FAILING))
-    wait_for(lambda: client.status(failed)["job"]["state"] == "failed", what="job failed")
+    wait_for(lambda: client.status(failed).job.state == "failed", what="job failed")
     with pytest.raises(AirflowException, match="exit 7"):
         op.execute_complete({}, {"status": "failed", "app_id": failed, "state": "failed",
-                                 "reason": client.status(failed)["job"]["reason"]})
+                                 "reason": client.status(failed).job.reason})
     slow = PrimusHook().submit(make_spec(SLEEPY))
     with pytest.raises(AirflowException, match="execution_timeout"):
         op.execute_complete({}, {"status": "timeout", "app_id": slow, "state": "running",
                                  "reason": "the deadline (the task's timeout) passed"})
-    wait_for(lambda: client.status(slow)["job"]["state"] == "killed", what="timed-out job killed")
+    wait_for(lambda: client.status(slow).job.state == "killed", what="timed-out job killed")
 
 
 def test_role_trigger_fires_once_the_role_runs_and_fails_when_the_job_ends_first(primus_home, client):
@@ -218,8 +228,8 @@ class FakeLogs:
             f.seek(offset)
             return f.read()
 
-    def status(self):
-        return {"executors": [{"id": "worker-0", "incarnation": 1, "logs": {"stdout": str(self.path)}}]}
+    def status(self) -> StatusDocument:
+        return status_document(executors=[executor_row("worker-0", incarnation="1", logs={"stdout": str(self.path)})])
 
 
 def chatty_copies(tmp_path, copy_every: float, minutes: int = 10, lines_per_second: int = 20) -> list[list[str]]:
@@ -348,26 +358,13 @@ def test_deferred_task_hands_off_its_log_through_airflow_without_repeating_a_lin
 
 # Runs in a fresh interpreter, as the triggerer does: its own modules loaded, the trigger's not yet.
 # The triggerer imports a trigger's class on its event loop (TriggerRunner.create_triggers), so the
-# import is part of what may not block it. asyncio's debug mode logs every callback (a task's step)
-# slower than slow_callback_duration: "Executing <Task ...> took 0.123 seconds".
-BLOCKING_PROBE = """
-import asyncio, json, logging, sys
+# import is part of what may not block it. LOOP_STEP_TIMER lists the steps (a task's step, a callback)
+# whose own time reached 0.1 s, as asyncio's debug mode describes them.
+BLOCKING_PROBE = LOOP_STEP_TIMER + """
+import json, sys
 
 import airflow.jobs.triggerer_job_runner  # what the triggerer imported before it runs any trigger
 from airflow._shared.module_loading import import_string
-
-slow = []
-
-
-class Slow(logging.Handler):
-    def emit(self, record):
-        message = record.getMessage()
-        if message.startswith("Executing ") and " took " in message:
-            slow.append(message)
-
-
-logging.getLogger("asyncio").addHandler(Slow())
-logging.getLogger("asyncio").setLevel(logging.WARNING)
 
 
 async def first_event(classpath, kwargs):
@@ -391,7 +388,7 @@ async def main(app_id, gate):
 
 loop = asyncio.new_event_loop()
 loop.set_debug(True)
-loop.slow_callback_duration = 0.1
+loop.slow_callback_duration = 3600  # LOOP_STEP_TIMER judges the steps
 loop.run_until_complete(main(*sys.argv[1:]))
 loop.close()
 """
@@ -401,12 +398,12 @@ loop.close()
 def test_the_trigger_never_blocks_the_event_loop(primus_home, client, tls, tmp_path):
     """Issue 27: the triggerer warned its loop was blocked (0.28-0.40 s) by Primus triggers. From
     the import of the trigger's module to its last event, across a hand-off, no step on the loop may
-    take 0.1 s (asyncio's debug mode says which one did)."""
+    take 0.1 s of its own (LOOP_STEP_TIMER; asyncio's debug mode says which one did)."""
     gate = tmp_path / "gate"  # the probe opens it after the hand-off: the job runs until then
     spec = make_spec([{"name": "worker", "command": f"i=0; while [ ! -e {gate} ]; do i=$((i+1)); echo step-$i; "
                                                     "sleep 0.1; done"}], am={"tls": tls})
     app_id = PrimusHook().submit(spec)
-    wait_for(lambda: client.status(app_id)["job"]["state"] == "running", what="job running")
+    wait_for(lambda: client.status(app_id).job.state == "running", what="job running")
     got = subprocess.run([sys.executable, "-c", BLOCKING_PROBE, app_id, str(gate)], preexec_fn=favoured,
                          capture_output=True, text=True,
                          timeout=120)
@@ -441,8 +438,8 @@ def test_an_events_reason_is_cut_short_and_the_task_fails_with_the_jobs_whole_re
     assert len(event["reason"]) == 300 and event["reason"].endswith("…")
     failed = PrimusHook().submit(make_spec(
         [{"name": "worker", "command": f"echo {'y' * 400} >&2; exit 7", "failover": {"restart": "never"}}]))
-    wait_for(lambda: client.status(failed)["job"]["state"] == "failed", what="job failed")
-    reason = client.status(failed)["job"]["reason"]
+    wait_for(lambda: client.status(failed).job.state == "failed", what="job failed")
+    reason = client.status(failed).job.reason
     op = PrimusSubmitJobOperator(task_id="train", spec={}, deferrable=True)
     with pytest.raises(AirflowException) as raised:
         op.execute_complete({}, {"status": "failed", "app_id": failed, "state": "failed", "reason": reason[:50]})

@@ -34,7 +34,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrimusClient
     client = PrimusClient(home)
     app = client.submit(make_spec([{"name": "worker", "replicas": 2, "command": TRAINER}]))
     try:
-        wait_for(lambda: len(_trainers(app)) == 2 and client.status(app)["job"]["state"] == "running", 60,
+        wait_for(lambda: len(_trainers(app)) == 2 and client.status(app).job.state == "running", 60,
                  "two trainers running")
         address, token = client.cluster("local").am_endpoint(app)
         yield client, home, app, address, token

@@ -27,13 +27,13 @@ def module_client(tmp_path_factory):
     client = PrimusClient(tmp_path_factory.mktemp("ui") / "home")
     yield client
     for job in client.list():
-        if job["state"] in ("pending", "starting", "running"):
-            client.cluster("local").force_kill(job["app_id"])
+        if job.state in ("pending", "starting", "running"):
+            client.cluster("local").force_kill(job.app_id)
 
 
 def _running(client, spec: dict) -> tuple[str, str, str]:
     app = client.submit(spec)
-    wait_for(lambda: client.status(app)["job"]["state"] == "running", 60, "the job running")
+    wait_for(lambda: client.status(app).job.state == "running", 60, "the job running")
     address, token = client.cluster("local").am_endpoint(app)
     return app, f"http://{address}", token
 
@@ -167,7 +167,7 @@ def test_the_role_table_follows_a_killed_trainer_without_a_reload(own_workers, m
     first = cell(row, "incarnation").inner_text()
     page.evaluate("window.notReloaded = true")
 
-    executor_pid = next(e for e in module_client.status(app)["executors"] if e["id"] == "worker-0")["pid"]
+    executor_pid = next(e for e in module_client.status(app).executors if e.id == "worker-0").pid
     trainers = children(executor_pid)
     assert trainers, f"executor {executor_pid} has no trainer process"
     for pid in trainers:
@@ -253,9 +253,9 @@ def test_restarting_an_executor_and_killing_the_job_through_the_page(module_clie
     page.click("#kill-job")
     assert any("Kill job" in question for question in asked), asked
     final = module_client.wait(app, timeout=60)
-    assert final["job"]["state"] == "killed" and final["job"]["reason"] == "stuck on a barrier"
-    assert [e["actor"] for e in final["events"] if e["to_state"] == "stopping"] == ["gina"]
-    assert module_client.status(app)["roles"][0]["failures"] == 0  # neither the restart nor the kill is charged
+    assert final.job.state == "killed" and final.job.reason == "stuck on a barrier"
+    assert [e.actor for e in final.events if e.to_state == "stopping"] == ["gina"]
+    assert module_client.status(app).roles[0].failures == 0  # neither the restart nor the kill is charged
     expect_final_state(page, app, "killed")
 
 
@@ -264,7 +264,7 @@ def test_an_earlier_incarnations_stderr_is_one_click_away(module_client, page):
         "name": "worker", "failover": {"max_failures_per_index": 1},
         "command": 'if [ "$PRIMUS_ATTEMPT" = 0 ]; then echo first-try-broke >&2; exit 3; fi; '
                    'echo second-try >&2; sleep 300'}]))
-    wait_for(lambda: [(ex["state"], ex["restarts"]) for ex in module_client.status(app)["executors"]]
+    wait_for(lambda: [(ex.state, ex.restarts) for ex in module_client.status(app).executors]
              == [("running", 1)], 60, "worker-0 restarted and running")
     sign_in(page, base, token, "jo")
     row = worker_row(page, "worker-0")
@@ -348,13 +348,13 @@ def test_a_task_skipped_and_requeued_through_the_page(data_job, module_client, p
     for event in (events.nth(0), events.nth(1)):
         expect(event).to_contain_text("bad records")
         expect(event).to_contain_text("erin")
-    assert module_client.data(app)["state"] == "suspended"
+    assert module_client.data(app).state == "suspended"
 
 
 def test_a_failed_jobs_history_page_is_read_only(module_client, page, artifacts):
     app = module_client.submit(make_spec([{"name": "worker", "command": "echo boom >&2; exit 3",
                                            "failover": {"restart": "never"}}]))
-    assert module_client.wait(app, timeout=60)["job"]["state"] == "failed"
+    assert module_client.wait(app, timeout=60).job.state == "failed"
     # The AM writes the history's task and partition tables after the outcome: once it exited, all is there.
     wait_for(lambda: module_client.cluster("local").am_pid(app) is None, 10, "the AM gone")
     server = subprocess.Popen([sys.executable, "-m", "primus_runtime.cli", "--home", str(module_client.cluster("local").home),

@@ -25,18 +25,18 @@ def test_the_kafka_panel_shows_the_lag_and_every_partition_with_its_holder(stall
     client, app = stalled
     address, token = client.cluster("local").am_endpoint(app)
     status = client.status(app)
-    kafka = status["data"]["kafka"]
+    kafka = status.data.kafka
     sign_in(page, f"http://{address}", token, "kim")
 
     line = page.locator("#kafka-line")
     expect(line).to_contain_text(f"lag {3 * STALL_LAG:,} records")
-    expect(line).to_contain_text(f"watermark {kafka['watermark']}")
+    expect(line).to_contain_text(f"watermark {kafka.watermark}")
     expect(line).to_contain_text("brokers reachable")
-    expect(page.locator("#kafka-source")).to_contain_text(kafka["topics"][0])
+    expect(page.locator("#kafka-source")).to_contain_text(kafka.topics[0])
     rows = page.locator("#kafka-partitions tr")
     expect(rows).to_have_count(3)
-    executor_of = {ex["incarnation"]: ex["id"] for ex in status["executors"]}
-    for i, p in enumerate(kafka["partitions"]):
+    executor_of = {ex.incarnation: ex.id for ex in status.executors}
+    for i, p in enumerate(kafka.partitions):
         expect(rows.nth(i).locator("td")).to_have_text([
-            p["topic"], str(p["partition"]), executor_of[p["holder"]], str(STALL_READ - 1), f"{p['high']:,}",
-            str(STALL_LAG), p["time"]])
+            p.topic, str(p.partition), executor_of[p.holder], str(STALL_READ - 1), f"{p.high:,}",
+            str(STALL_LAG), p.time])
