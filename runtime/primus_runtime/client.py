@@ -341,7 +341,7 @@ class PrimusClient:
 
     def list(self, tags: dict[str, str] | None = None, backend: str = backends.DEFAULT) -> builtins.list[JobEntry]:
         """Jobs of ``backend`` (a name of ``backends.NAMES``) carrying all ``tags``, newest first."""
-        return [JobEntry.model_validate(job) for job in self.cluster(backend).list_jobs(tags)]
+        return self.cluster(backend).list_jobs(tags)
 
     # --- control ---
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from .. import protocol
 from ..api_client import AMClient, AMUnavailable, am_base_url
+from ..models import JobEntry
 from ..spec import JobSpec, Resources
 
 
@@ -280,7 +281,7 @@ class ClusterClient(abc.ABC):
         """The latest status the AM saved (a snapshot, maybe not final)."""
 
     @abc.abstractmethod
-    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
         """Known jobs (newest first), optionally only those carrying all ``tags``."""
 
     @abc.abstractmethod

@@ -17,6 +17,7 @@ from ... import protocol
 from ...api_client import AMRejected
 from ...bundle import runtime_digest
 from ...hadoop import ENV_HADOOP_USER, ENV_WEBHDFS, HadoopConf, HadoopConfigError, hadoop_user, is_hdfs
+from ...models import JobEntry
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient, LaunchRequest, launch_env, launched_at_start
@@ -340,7 +341,7 @@ class KubernetesClusterClient(ClusterClient):
             return status
         return None
 
-    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
         selector = ",".join([f"{k}={v}" for k, v in m.MANAGED_BY.items()] + [f"{m.LABEL_COMPONENT}=am"]
                             + [f"{k}={v}" for k, v in m.tag_labels(tags or {}).items()])
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
@@ -356,14 +357,15 @@ class KubernetesClusterClient(ClusterClient):
             job_tags = json.loads(annotations.get(m.ANNOTATION_TAGS, "{}"))
             if tags and any(job_tags.get(k) != v for k, v in tags.items()):
                 continue  # the labels are sanitized; the annotation has the exact tags
-            status = json.loads(stores.get(m.Names(app).store, {}).get(STORE_STATUS_KEY) or "{}")
-            state = status.get("job", {}).get("state", JobState.PENDING.value)
+            job = json.loads(stores.get(m.Names(app).store, {}).get(STORE_STATUS_KEY) or "{}").get("job", {})
+            state = job.get("state", JobState.PENDING.value)
             if pod.status.phase not in AM_ALIVE_PHASES and state not in JOB_OUTCOMES:
                 state = JobState.LOST.value
-            out.append({"app_id": m.app_id(self.namespace, app), "name": annotations.get(m.ANNOTATION_JOB_NAME, app),
-                        "state": state, "tags": job_tags,
-                        "created_at": min(p.metadata.creation_timestamp for p in am_pods).timestamp()})
-        return sorted(out, key=lambda j: j["created_at"], reverse=True)
+            out.append(JobEntry(app_id=m.app_id(self.namespace, app), name=annotations.get(m.ANNOTATION_JOB_NAME, app),
+                                state=state, tags=job_tags, reason=job.get("reason", ""),
+                                finished_at=job.get("finished_at"),
+                                created_at=min(p.metadata.creation_timestamp for p in am_pods).timestamp()))
+        return sorted(out, key=lambda j: j.created_at, reverse=True)
 
     # --- control ---
 

@@ -19,6 +19,7 @@ from ... import procfs, protocol
 from ...bundle import build_bundle
 from ...executor.proctree import Cgroup, signal_all
 from ...home import default_home, write_private
+from ...models import JobEntry, StatusDocument
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient
@@ -161,7 +162,7 @@ class LocalClusterClient(ClusterClient):
         job = self.job(app_id)
         return job.read_json(job.status)
 
-    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
         if not self.jobs.exists():
             return []
         out = []
@@ -176,11 +177,11 @@ class LocalClusterClient(ClusterClient):
             state = status.get("job", {}).get("state", "pending")
             if state not in JOB_OUTCOMES and self.am_pid(job.app_id) is None:
                 state = JobState.LOST.value  # the AM died without recording an outcome
-            out.append({"app_id": job.app_id, "name": spec["name"], "state": state,
-                        "tags": spec.get("tags", {}), "reason": status.get("job", {}).get("reason", ""),
-                        "finished_at": status.get("job", {}).get("finished_at"),
-                        "created_at": job.spec.stat().st_mtime})  # spec.json is written once, at submit
-        return sorted(out, key=lambda j: j["created_at"], reverse=True)
+            out.append(JobEntry(app_id=job.app_id, name=spec["name"], state=state, tags=spec.get("tags", {}),
+                                reason=status.get("job", {}).get("reason", ""),
+                                finished_at=status.get("job", {}).get("finished_at"),
+                                created_at=job.spec.stat().st_mtime))  # spec.json is written once, at submit
+        return sorted(out, key=lambda j: j.created_at, reverse=True)
 
     def force_kill(self, app_id: str) -> int:
         job = self.job(app_id)
@@ -195,9 +196,11 @@ class LocalClusterClient(ClusterClient):
             pass  # the job has no cgroup (left), or its AM removed it
         status = job.read_json(job.status)
         if status is None or status["job"]["state"] not in JOB_OUTCOMES:
-            status = status or {"job": {"app_id": app_id}, "roles": [], "executors": [], "events": []}
-            status["job"].update(state=JobState.KILLED.value, reason="force-killed: the AM did not stop the job in time",
-                                 finished_at=time.time())
+            reason = "force-killed: the AM did not stop the job in time"
+            if status is None:  # the AM wrote none: the job's name from its spec
+                name = (job.read_json(job.spec) or {}).get("name") or app_id
+                status = StatusDocument.without_am(app_id, name, JobState.KILLED, reason).model_dump(mode="json")
+            status["job"].update(state=JobState.KILLED.value, reason=reason, finished_at=time.time())
             job.status.write_text(json.dumps(status, indent=1))
         return len(pids)
 

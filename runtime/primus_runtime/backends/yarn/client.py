@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from ...bundle import build_bundle
 from ...hadoop import ENV_WEBHDFS, HadoopConf, hadoop_user, hdfs_filesystem
 from ...home import default_home, write_private
+from ...models import JobEntry, StatusDocument
 from ...spec import JobSpec, SpecError
 from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient, launched_at_start, role_env
@@ -271,17 +272,17 @@ class YarnClusterClient(ClusterClient):
         if report["state"] not in YARN_DONE:
             return None
         # The application ended without the AM recording an outcome: YARN's word is all there is.
-        status = status or {"job": {"app_id": app_id, "name": report.get("name")}, "roles": [],
-                            "executors": [], "events": []}
         final = report.get("finalStatus")
         state = (JobState.KILLED if "KILLED" in (report["state"], final)
-                 else JobState.SUCCEEDED if final == "SUCCEEDED" else JobState.FAILED).value
-        status["job"].update(state=state, reason=f"YARN application {report['state'].lower()}: "
-                                                 f"{(report.get('diagnostics') or '').strip()[:500]}",
+                 else JobState.SUCCEEDED if final == "SUCCEEDED" else JobState.FAILED)
+        reason = f"YARN application {report['state'].lower()}: {(report.get('diagnostics') or '').strip()[:500]}"
+        status = status or StatusDocument.without_am(app_id, report.get("name") or app_id, state, reason
+                                                     ).model_dump(mode="json")
+        status["job"].update(state=state.value, reason=reason,
                              finished_at=(report.get("finishedTime") or 0) / 1000 or time.time())
         return status
 
-    def list_jobs(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
         wanted = {f"{k}:{v}".lower() for k, v in (tags or {}).items()}
         out = []
         for report in self.rm.apps("primus"):
@@ -291,13 +292,16 @@ class YarnClusterClient(ClusterClient):
             spec = self.store.read_json(app_id, SPEC_NAME) or {}
             if tags and any(spec.get("tags", {}).get(k) != v for k, v in tags.items()):
                 continue  # same tag lowercased, different case: not this job
-            status = self.last_status(app_id) or {}
-            state = status.get("job", {}).get("state", "pending")
+            job = (self.last_status(app_id) or {}).get("job", {})
+            state, reason = job.get("state", JobState.PENDING.value), job.get("reason", "")
             if report["state"] in YARN_DONE and state not in JOB_OUTCOMES:
                 state = JobState.KILLED.value if report["state"] == "KILLED" else JobState.LOST.value
-            out.append({"app_id": app_id, "name": spec.get("name", report.get("name")), "state": state,
-                        "tags": spec.get("tags", {}), "created_at": report.get("startedTime", 0) / 1000})
-        return sorted(out, key=lambda j: j["created_at"], reverse=True)
+                reason = (report.get("diagnostics") or "").strip()[:500]  # YARN's words: no AM recorded any
+            finished = job.get("finished_at") or (report.get("finishedTime") or 0) / 1000 or None
+            out.append(JobEntry(app_id=app_id, name=spec.get("name", report.get("name")), state=state,
+                                tags=spec.get("tags", {}), reason=reason, finished_at=finished,
+                                created_at=report.get("startedTime", 0) / 1000))
+        return sorted(out, key=lambda j: j.created_at, reverse=True)
 
     # --- control ---
 
