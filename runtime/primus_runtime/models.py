@@ -518,6 +518,26 @@ class DataStatus(BaseModel):
     kafka: KafkaStatus | None = Field(None, description="The Kafka source's lag, watermark and partitions")
 
 
+#: Where an executor's time goes, as the AM accounts it (``Goodput.seconds``' keys).
+GoodputCause = Literal["productive", "pending_resources", "restarting", "waiting_for_data", "draining"]
+
+
+class Goodput(_Reply):
+    """The job's goodput: where its executors' time went, in executor-seconds, from each one's
+    creation to now (or to its end).
+
+    productive: its trainer runs and trains (a role that consumes input: it holds an input task);
+    pending_resources: a first incarnation not running its trainer yet (launch, registration, the
+    start order); restarting: a replacement not running its trainer yet, from the end of the
+    incarnation before it; waiting_for_data: its trainer runs, but it holds no input task while the
+    input is not exhausted; draining: told to drain (a preemption notice) until it exited.
+    """
+
+    ratio: float | None = Field(description="Effective training time ratio (ETTR): productive seconds over every "
+                                            "second accounted, 0..1; null before any second was")
+    seconds: dict[GoodputCause, float] = Field(description="Executor-seconds by cause")
+
+
 class StatusSummary(_Reply):
     """GET /status?view=summary: the job, its roles' counts and its data, without a row per executor."""
 
@@ -525,6 +545,8 @@ class StatusSummary(_Reply):
     roles: list[RoleView]
     events: list[EventView]
     data: DataStatus | None
+    goodput: Goodput | None = Field(None, description="Where the executors' time went (null: an AM that does not "
+                                                      "account it, or no AM yet)")
 
 
 class StatusDocument(StatusSummary):
@@ -547,7 +569,8 @@ class StatusDocument(StatusSummary):
 
     def summary(self) -> StatusSummary:
         """As ``GET /status?view=summary`` has it: without the executors' rows and history."""
-        return StatusSummary.model_construct(job=self.job, roles=self.roles, events=self.events, data=self.data)
+        return StatusSummary.model_construct(job=self.job, roles=self.roles, events=self.events, data=self.data,
+                                             goodput=self.goodput)
 
 
 class JobEntry(_Reply):
