@@ -1,21 +1,26 @@
-"""The job's progress in Airflow's task state store (Airflow >= 3.3), where the UI and REST API show it.
+"""The job's progress as Airflow shows it: ``primus_progress``, a small JSON document, at most a few
+seconds old while the task waits, whichever way it waits.
 
-The UI shows it in the task instance's "Task State Store" tab; the REST API at
-``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/state-store/primus_progress``.
-``job_progress`` builds the value, a small JSON document, from one status of the job; a
-``ProgressPublisher`` writes it, throttled: at most once per ``interval`` seconds, at once when
-the job's state changes, and a last time with the outcome.
+``job_progress`` builds the document from one status of the job; a ``ProgressPublisher`` writes it,
+throttled: when the job's state changes, at least every ``interval`` seconds while statuses come,
+and a last time with the task's outcome. It writes to two places:
 
-Only a task on a worker can write the store: Airflow 3.3's triggerer passes asset state store
-calls on to the API server, not task state store ones. A deferred task therefore publishes when
-it is on a worker (right after submitting, at each log hand-off, at the end), from a status it
-reads then (the trigger's event carries none: Airflow logs events whole).
+- the task instance's XCom ``primus_progress`` (every Airflow the provider supports), written by the
+  task on a worker and, while the task is deferred, by its trigger: Airflow's triggerer relays a
+  trigger's XCom writes (the Task SDK's ``XCom.set``, called in a thread), so the document stays
+  fresh while no worker runs the task. The UI's XCom tab of the task instance, and
+  ``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/primus_progress``.
+  A new try of the task starts it afresh (Airflow clears a try's XComs).
+- the task state store (Airflow >= 3.3), which survives the task's retries: the UI's "Task State
+  Store" tab, and ``.../taskInstances/{task_id}/state-store/primus_progress``. Only a task on a
+  worker can write it: Airflow 3.3's triggerer relays no task state store call (apache/airflow#73135
+  proposes it), so while the task is deferred the store has what its last stop on a worker wrote
+  (right after the submit, at each log hand-off, at the end).
 
 Every end of the task on a worker writes its outcome: the job's end, and a kill (marked failed or
 success, cleared: Airflow's SIGTERM, ``on_kill``), the task's ``execution_timeout`` or an error
 ending the wait in a worker slot. A task killed while deferred cannot: only the triggerer runs then
-(``on_kill`` of the trigger), and it cannot write the store; its document stays as its last stop on a
-worker left it, without an outcome.
+(``on_kill`` of the trigger), and it writes no outcome; the document stays as the trigger last wrote it.
 
 The document holds counts, states and the runtime's own reasons, never the job's spec.
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol, TypedDict
 
@@ -145,13 +150,52 @@ def _kafka(kafka: KafkaStatus) -> KafkaProgress:
 
 
 def _iso(now: datetime | None) -> str:
-    return (now or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    return (now or datetime.now(timezone.utc)).isoformat(timespec="milliseconds")
 
 
 class StateStore(Protocol):
-    """The part of Airflow 3.3's ``TaskStateStoreAccessor`` (``context["task_state_store"]``) used here."""
+    """Where a document is written: Airflow 3.3's ``TaskStateStoreAccessor``
+    (``context["task_state_store"]``), or ``TaskXCom``."""
 
     def set(self, key: str, value: Any) -> None: ...
+
+
+class TaskXCom:
+    """One task instance's XCom (``set(key, value)``), the way its process can write it.
+
+    On a worker: ``ti.xcom_push``. In a trigger: the Task SDK's ``XCom.set`` with the task
+    instance's identity, called in a thread: the triggerer relays a trigger's XCom writes, and
+    ``XCom.set`` sends on the triggerer's event loop and waits for the answer, so it must not run
+    on the loop itself.
+    """
+
+    def __init__(self, write: Callable[[str, Any], None], name: str) -> None:
+        self._write, self._name = write, name
+
+    @classmethod
+    def on_worker(cls, ti: Any) -> TaskXCom:
+        return cls(lambda key, value: ti.xcom_push(key=key, value=value), "the task's XCom")
+
+    @classmethod
+    def in_trigger(cls, ti: Any) -> TaskXCom:
+        """``ti``: the trigger's ``task_instance`` (anything with the task instance's identity)."""
+        map_index = -1 if ti.map_index is None else ti.map_index
+
+        def write(key: str, value: Any) -> None:
+            from airflow.sdk.execution_time.xcom import XCom  # the configured XCom backend
+
+            XCom.set(key, value, dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, map_index=map_index)
+        return cls(write, "the task's XCom")
+
+    def set(self, key: str, value: Any) -> None:
+        self._write(key, value)
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+def _sink_name(sink: StateStore) -> str:
+    return repr(sink) if isinstance(sink, TaskXCom) else "the task state store"
 
 
 class Log(Protocol):
@@ -162,38 +206,51 @@ class Log(Protocol):
     def warning(self, msg: str, /, *args: Any) -> Any: ...
 
 
+#: Seconds between two writes while the job's state stays the same: with the default poll interval
+#: (5 s) a reader never sees a document more than 10 s old.
+DEFAULT_PROGRESS_INTERVAL = 5.0
+
+
 class ProgressPublisher:
-    """Writes a job's progress document to the task state store, throttled.
+    """Writes a job's progress document to its sinks (the task's XCom, its task state store), throttled.
 
     A status is written when it is the first, when the job's state changed since the last write, or
-    when ``interval`` seconds passed since it; ``publish`` and ``finish`` write at once. Without a
-    store (Airflow < 3.3) nothing is written. A failed write is logged once and never fails the task:
-    the progress is a courtesy, the job is what matters.
+    when ``interval`` seconds passed since it; ``publish`` and ``finish`` write at once. A failed
+    write is logged once per sink and never fails the task: the progress is a courtesy, the job is
+    what matters.
 
-    :param store: ``context["task_state_store"]``, or None.
+    :param sinks: where to write (none: nothing is written).
     :param interval: at most one throttled write per this many seconds.
     :param clock: monotonic seconds (tests inject their own).
     """
 
-    def __init__(self, store: StateStore | None, interval: float = 30.0,
+    def __init__(self, sinks: Sequence[StateStore] = (), interval: float = DEFAULT_PROGRESS_INTERVAL,
                  clock: Callable[[], float] = time.monotonic, log: Log | None = None) -> None:
-        self.store = store
+        self.sinks = list(sinks)
         self.interval = interval
         self.clock = clock
         self.log: Log = log or logging.getLogger(__name__)
         self.last: JobProgress | None = None
         self._written_at: float | None = None
-        self._warned = False
+        self._warned: set[int] = set()  # the sinks whose failure was logged
 
     @classmethod
     def for_task(cls, context: Mapping[str, Any], interval: float, log: Log,
                  announce: bool = False) -> ProgressPublisher:
-        """The task's publisher; with ``announce``, says once when Airflow has no store to publish to."""
+        """The publisher of a task on a worker: its XCom, and its task state store (Airflow >= 3.3);
+        with ``announce``, says once when Airflow has no store."""
         store = task_state_store(context)
         if store is None and announce:
-            log.info("This Airflow has no task state store (3.3+): the job's progress is in this log only, "
-                     "not published as %r", PROGRESS_KEY)
-        return cls(store, interval, log=log)
+            log.info("This Airflow has no task state store (3.3+): the job's progress is published as the "
+                     "XCom %r only", PROGRESS_KEY)
+        ti = context.get("ti")  # always there in Airflow; a bare context (a unit test's) has none
+        sinks = [sink for sink in (TaskXCom.on_worker(ti) if ti is not None else None, store) if sink is not None]
+        return cls(sinks, interval, log=log)
+
+    @classmethod
+    def for_trigger(cls, ti: Any, interval: float, log: Log) -> ProgressPublisher:
+        """The publisher of a deferred task's trigger (``ti``: its ``task_instance``): the XCom only."""
+        return cls([TaskXCom.in_trigger(ti)], interval, log=log)
 
     @property
     def published(self) -> bool:
@@ -204,14 +261,17 @@ class ProgressPublisher:
         """Whether the last document written carries the task's outcome."""
         return self.last is not None and self.last["outcome"] is not None
 
+    def due(self, status: StatusSummary) -> bool:
+        """Whether ``status`` is to be written now (see the class)."""
+        if not self.sinks:
+            return False
+        if self.last is None or self._written_at is None or self.last["state"] != str(status.job.state):
+            return True
+        return self.clock() - self._written_at >= self.interval
+
     def update(self, app_id: str, status: StatusSummary) -> bool:
-        """Write the progress of ``status`` if it is due (see the class); whether it was written."""
-        if self.store is None:
-            return False
-        state_changed = self.last is None or self.last["state"] != str(status.job.state)
-        if not state_changed and self._written_at is not None and self.clock() - self._written_at < self.interval:
-            return False
-        return self.publish(job_progress(app_id, status))
+        """Write the progress of ``status`` if it is due; whether it was written."""
+        return self.publish(job_progress(app_id, status)) if self.due(status) else False
 
     def observe(self, app_id: str, status: StatusSummary) -> bool:
         """A status the task read while it waits: ``finish`` once the job ended, else ``update``."""
@@ -224,7 +284,7 @@ class ProgressPublisher:
     def update_from(self, app_id: str, read_status: Callable[[], StatusSummary]) -> bool:
         """``update`` with a status read now, unless one was published already (a deferred task's first
         stop on a worker publishes, its later ones published from their trigger's event)."""
-        if self.store is None or self.published:
+        if not self.sinks or self.published:
             return False
         status = self.read_status(app_id, read_status)
         return self.update(app_id, status) if status is not None else False
@@ -232,7 +292,7 @@ class ProgressPublisher:
     def read_status(self, app_id: str, read_status: Callable[[], StatusSummary]) -> StatusSummary | None:
         """``read_status()`` for a document, or None without a store or when it cannot be read (said in
         the log: the progress is a courtesy, the task goes on)."""
-        if self.store is None:
+        if not self.sinks:
             return None
         try:
             return read_status()
@@ -261,16 +321,18 @@ class ProgressPublisher:
         return self.publish(with_outcome(document, event.status, event.reason))
 
     def publish(self, document: JobProgress) -> bool:
-        """Write ``document`` now; whether it was written."""
-        if self.store is None:
-            return False
-        try:
-            self.store.set(PROGRESS_KEY, dict(document))
-        except Exception as exc:  # noqa: BLE001 - see the class: never fail the task over its progress
-            if not self._warned:
-                self.log.warning("Cannot publish the progress of Primus job %s to the task state store: %s",
-                                 document["app_id"], exc)
-                self._warned = True
-            return False
-        self.last, self._written_at = document, self.clock()
-        return True
+        """Write ``document`` now to every sink; whether one took it."""
+        written = False
+        for sink in self.sinks:
+            try:
+                sink.set(PROGRESS_KEY, dict(document))
+            except Exception as exc:  # noqa: BLE001 - see the class: never fail the task over its progress
+                if id(sink) not in self._warned:
+                    self.log.warning("Cannot publish the progress of Primus job %s to %s: %s",
+                                     document["app_id"], _sink_name(sink), exc)
+                    self._warned.add(id(sink))
+                continue
+            written = True
+        if written:
+            self.last, self._written_at = document, self.clock()
+        return written

@@ -20,7 +20,7 @@ from airflow_provider_primus.events import PrimusTriggerEvent
 from airflow_provider_primus.hooks.primus import ACTIVE, FINISHED, LogFollower, PrimusHook, SpecLike
 from airflow_provider_primus.identity import SUBMIT_TAG, TI_TAGS, JobIdentity, TaskInstanceRef
 from airflow_provider_primus.links.primus import CONN_ID_KEY, PrimusJobLink, task_job_page_url
-from airflow_provider_primus.progress import ProgressPublisher
+from airflow_provider_primus.progress import DEFAULT_PROGRESS_INTERVAL, ProgressPublisher
 from airflow_provider_primus.templating import PartitionPlaceholdersMixin
 from airflow_provider_primus.triggers.primus import PrimusJobTrigger
 from airflow_provider_primus.version_compat import task_state_store
@@ -80,18 +80,21 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         to read them all (``LogFollower``).
     :param durable: (``ResumableJobMixin``, Airflow >= 3.3) keep the job's identity in the task state
         store for a retry to reattach through; False: only the tag search finds a running job.
-    :param progress_interval: seconds between writes of the job's progress to the task state store
-        (Airflow >= 3.3; see below); a change of the job's state is written at once.
+    :param progress_interval: seconds between writes of the job's progress while its state stays the
+        same (see below); a change of the job's state is written at once.
 
-    Progress (Airflow >= 3.3): a short summary of the job (state, roles, data done of discovered,
-    watermark, ETA, Kafka lag, and at the end the outcome) is kept in the task state store under
-    ``primus_progress``: the UI's "Task State Store" tab of the task instance, and
-    ``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/state-store/primus_progress``.
-    Waiting in a worker slot, it is written as the statuses come (at most every ``progress_interval``).
-    Deferred, only when the task is on a worker, because a trigger cannot write the task state store
-    (Airflow 3.3's triggerer passes on asset state store calls only): right after the submit, at each
-    log hand-off (every ``log_interval``, with ``follow_logs``) and at the end. Older Airflow versions
-    have no store: the progress is in the task log only.
+    Progress: a short summary of the job (state, roles, data done of discovered, watermark, ETA, Kafka
+    lag, and at the end the outcome) is published as ``primus_progress``, at least every
+    ``progress_interval`` seconds while the status is read (every ``poll_interval``), so it is never
+    more than their sum old (10 s with the defaults), whichever way the task waits:
+
+    - the XCom ``primus_progress`` (the UI's XCom tab of the task instance, and
+      ``GET /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/primus_progress``),
+      written by the task in a worker slot and by its trigger while it is deferred;
+    - the task state store (Airflow >= 3.3: the "Task State Store" tab, ``.../state-store/primus_progress``),
+      which survives retries; a trigger cannot write it (Airflow 3.3's triggerer relays no task state
+      store call), so while deferred it is written at the task's stops on a worker: right after the
+      submit, at each log hand-off (every ``log_interval``, with ``follow_logs``) and at the end.
 
     Data checkpoints: a job with an ``input`` section and no ``input.work_preserve_dir`` gets one
     per task instance (under the connection's ``work_preserve_root``), so a retry after a failed
@@ -108,7 +111,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
     ui_color = "#e8f0fe"
     external_id_key = STATE_KEY
     #: Replaced per task by execute()/execute_complete(); this one publishes nothing.
-    _progress = ProgressPublisher(None)
+    _progress = ProgressPublisher()
 
     def __init__(
         self,
@@ -123,7 +126,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
         follow_logs: Sequence[str] | None = None,
         log_interval: float | None = 300.0,
         log_lines_per_minute: int = 60,
-        progress_interval: float = 30.0,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -233,7 +236,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             self._raise_killed(app_id)
         url = self.hook.job_url(app_id)
         if url is not None:
-            self.log.info("Primus job %s page: %s (sign in with the job token, or open the one-time link "
+            self.log.info("Primus job %s: live in this task instance's Primus tab (the \"Primus job\" link); "
+                          "its AM's own page: %s (sign in with the job token, or open the one-time link "
                           "`primus ui %s` prints)", app_id, url, app_id)
         if self.wait_for_completion and self.deferrable:
             self._defer_wait(app_id, self._deadline(ti), self._log_follower(app_id))
@@ -274,6 +278,7 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             trigger=PrimusJobTrigger(app_id, self.primus_conn_id, self.poll_interval, deadline=deadline,
                                      on_kill_action=self.on_kill_action,
                                      log_interval=self.log_interval if following else None,
+                                     progress_interval=self.progress_interval,
                                      log_cursor=follower.cursor().model_dump(mode="json") if following else None),
             method_name="execute_complete",
         )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from airflow_provider_primus.conditions import Check
     from airflow_provider_primus.events import EventStatus
     from airflow_provider_primus.hooks.primus import PrimusAsyncHook
+    from airflow_provider_primus.progress import ProgressPublisher
     from primus_runtime.models import StatusSummary
 
 #: The modules the triggers of this module need once they run.
@@ -101,6 +102,9 @@ class PrimusStatusTrigger(BaseTrigger):
     def success_event(self, status: StatusSummary, check: Check) -> TriggerEvent:
         return self._event("success", status.job.state.value, check.line)
 
+    async def observed(self, status: StatusSummary) -> None:
+        """Each status read, before the condition is judged (``PrimusJobTrigger`` publishes it)."""
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         await import_off_loop(*RUNS_ON)
         from airflow_provider_primus.hooks.primus import PrimusAsyncHook
@@ -130,6 +134,7 @@ class PrimusStatusTrigger(BaseTrigger):
             except READ_ERRORS as exc:  # the AM refused, or the retries ran out
                 return self._event("error", "unknown", f"cannot read the status of Primus job {self.app_id}: "
                                                        f"{type(exc).__name__}: {exc}")
+            await self.observed(status)
             check = self.check(status)
             if check.line != last_line:
                 self.log.info("Primus job %s %s", self.app_id, check.line)
@@ -206,18 +211,44 @@ class PrimusJobTrigger(PrimusStatusTrigger):
     :param log_cursor: where the submit operator's copy of the trainers' logs stands
         (``LogFollower.cursor``), carried for the task and returned in every event. (A task instance's
         ``next_kwargs`` would be the natural place, but ``airflow dags test`` drops them on resume.)
+    :param progress_interval: publish the job's progress (``progress.py``: the task's XCom
+        ``primus_progress``) on every change of its state and at least this often while the task
+        is deferred; None: not at all.
     """
 
     def __init__(self, app_id: str, primus_conn_id: str = DEFAULT_CONN_ID,
                  poll_interval: float = 5.0, deadline: float | None = None, on_kill_action: str = "kill",
                  log_interval: float | None = None, summary_interval: float = 30.0,
-                 log_cursor: dict[str, Any] | None = None) -> None:
+                 log_cursor: dict[str, Any] | None = None, progress_interval: float | None = None) -> None:
         super().__init__(app_id, primus_conn_id, poll_interval, deadline, log_interval, summary_interval)
         self.on_kill_action = on_kill_action
         self.log_cursor = log_cursor
+        self.progress_interval = progress_interval
+        self._publisher: ProgressPublisher | None = None
 
     def _condition(self) -> dict[str, Any]:
-        return {"on_kill_action": self.on_kill_action, "log_cursor": self.log_cursor}
+        return {"on_kill_action": self.on_kill_action, "log_cursor": self.log_cursor,
+                "progress_interval": self.progress_interval}
+
+    async def observed(self, status: StatusSummary) -> None:
+        """Publish the job's progress when due: judged on the loop, written in a thread (``TaskXCom``)."""
+        publisher = self._progress_publisher()
+        if publisher is None or not publisher.due(status):
+            return
+        from airflow_provider_primus.progress import job_progress
+
+        await asyncio.to_thread(publisher.publish, job_progress(self.app_id, status))
+
+    def _progress_publisher(self) -> ProgressPublisher | None:
+        """The publisher to the deferred task's XCom; None without a ``progress_interval`` or without
+        the task instance the triggerer gives a task's trigger."""
+        if self._publisher is None and self.progress_interval is not None:
+            ti = getattr(self, "task_instance", None)
+            if ti is not None:
+                from airflow_provider_primus.progress import ProgressPublisher
+
+                self._publisher = ProgressPublisher.for_trigger(ti, self.progress_interval, self.log)
+        return self._publisher
 
     def check(self, status: StatusSummary) -> Check:
         from airflow_provider_primus.conditions import job_succeeded

@@ -28,11 +28,13 @@ from .models import (
     ExecutorView,
     JobEntry,
     KafkaStatus,
+    RestartReply,
     RoleView,
     SavepointReply,
     ScaleReply,
     StatusDocument,
     StatusSummary,
+    TimelineReply,
 )
 from .spec import JobSpec, SpecError, load_spec
 from .states import JOB_FINISHED, ExecutorState, JobState
@@ -411,6 +413,27 @@ class PrimusClient:
     def scale(self, app_id: str, role: str, replicas: int) -> ScaleReply:
         return ScaleReply.model_validate(self._require_api(
             app_id, "POST", f"/roles/{role}/scale", {"replicas": replicas}, "it cannot be scaled"))
+
+    def restart(self, app_id: str, executor: str, reason: str = "") -> RestartReply:
+        """Stop ``executor``'s incarnation (``<role>-<index>``); its replacement follows once it ended."""
+        return RestartReply.model_validate(self._require_api(
+            app_id, "POST", f"/executors/{urllib.parse.quote(executor, safe='')}/restart", {"reason": reason},
+            f"{executor} cannot be restarted"))
+
+    def timeline(self, app_id: str, since: float = 0.0) -> TimelineReply | None:
+        """The job's life in samples taken after ``since`` (epoch seconds): its AM's while it serves, else
+        the samples of the event log it left; None when neither is there."""
+        cluster = self._known(app_id)
+        reply = self._api(app_id, "GET", "/timeline?" + urllib.parse.urlencode({"since": since}))
+        if reply is not None:
+            return TimelineReply.model_validate(reply)
+        from .am.timeline import EVENT_LOG, read_event_log  # the AM's reader of its own log (heavy imports)
+
+        log = cluster.history_file(app_id, EVENT_LOG)
+        if log is None:
+            return None
+        _, samples = read_event_log(log.decode(errors="replace"))
+        return TimelineReply(interval=0.0, samples=[sample for sample in samples if sample["time"] > since])
 
     def data(self, app_id: str) -> DataStatus | None:
         """The input's progress (the ``data`` part of the status); None for a job without input."""

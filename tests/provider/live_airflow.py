@@ -12,7 +12,10 @@ the triggerer do not serve logs (the api-server reads the task log files of the 
     live.stop()              # SIGTERM, SIGKILL after a timeout, then nothing of it is left
 
 The REST API is authenticated the way Airflow 3.3's simple auth manager allows with
-``[core] simple_auth_manager_all_admins = True``: ``GET /auth/token`` hands out an admin JWT.
+``[core] simple_auth_manager_all_admins = True``: ``GET /auth/token`` hands out an admin JWT. With
+``users`` (name -> role: ``{"admin": "admin", "viewer": "viewer"}``) the simple auth manager has those
+users instead, each with a password of ``passwords`` (its passwords file, written before the start);
+``token()`` is then an admin's JWT (``POST /auth/token``), ``token_for(name)`` anyone's.
 
 No pytest and no Airflow imports here: the benchmark uses it too, and Airflow reads its
 configuration once, at import, from the environment of the importing process.
@@ -166,10 +169,12 @@ class LiveAirflow:
     :param with_examples: also serve ``example_dags/`` (a second local DAG bundle), so the
         repository's example DAGs run unchanged.
     :param env: more environment for the components (e.g. ``AIRFLOW__...`` settings).
+    :param users: the simple auth manager's users, name -> role (``admin``, ``op``, ``user``,
+        ``viewer``), signing in with ``passwords[name]``; default: everyone is an admin, no password.
     """
 
     def __init__(self, root: Path, dags_folder: Path = LIVE_DAGS, with_examples: bool = False,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, users: dict[str, str] | None = None):
         self.root = Path(root)
         self.airflow_home = self.root / "airflow-home"
         self.primus_home = self.root / "primus-home"
@@ -180,8 +185,21 @@ class LiveAirflow:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen] = {}
         self._token: str | None = None
+        self.users = dict(users or {})
+        self.passwords = {name: secrets.token_urlsafe(12) for name in self.users}
         self.env = self._environment(Path(dags_folder), with_examples, env or {})
+        if self.users:
+            self.env.update(self._users_environment())
         self._provide_primus_plugin()
+
+    def _users_environment(self) -> dict[str, str]:
+        """The simple auth manager's settings for ``users``, and their passwords file: the api-server
+        generates a password only for a user the file does not have."""
+        passwords_file = self.airflow_home / "simple_auth_manager_passwords.json"
+        passwords_file.write_text(json.dumps(self.passwords) + "\n")
+        return {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{n}:{r}" for n, r in self.users.items()),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file)}
 
     def _provide_primus_plugin(self) -> None:
         """The provider's plugin comes with the installed distribution's ``airflow.plugins`` entry
@@ -424,10 +442,20 @@ class LiveAirflow:
         return json.loads(raw) if raw else None
 
     def token(self) -> str:
-        """An admin JWT: with simple_auth_manager_all_admins, ``GET /auth/token`` needs no password."""
+        """An admin JWT: with simple_auth_manager_all_admins, ``GET /auth/token`` needs no password;
+        with ``users``, the first admin's."""
         if self._token is None:
-            self._token = self._request("GET", "/auth/token", auth=False)["access_token"]
+            if self.users:
+                admin = next(name for name, role in self.users.items() if role == "admin")
+                self._token = self.token_for(admin)
+            else:
+                self._token = self._request("GET", "/auth/token", auth=False)["access_token"]
         return self._token
+
+    def token_for(self, name: str) -> str:
+        """A JWT of one of ``users``, signed in with its password (``POST /auth/token``)."""
+        body = {"username": name, "password": self.passwords[name]}
+        return self._request("POST", "/auth/token", body, auth=False)["access_token"]
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         """``method`` on ``/api/v2`` + ``path`` (JSON in, JSON out). A "Database error" (SQLite locked by

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import signal
 import subprocess
@@ -357,9 +358,10 @@ def api_server_with_sign_in(live: LiveAirflow) -> Iterator[str]:
             proc.wait()
 
 
-def test_the_job_link_leads_to_the_am_while_the_job_runs_and_to_its_outcome_after(live: LiveAirflow):
+def test_the_job_link_leads_to_the_primus_tab_and_the_panel_reads_the_job_without_its_token(live: LiveAirflow):
     """The "Primus job" link as the UI gets it (the task instance's extra links), opened through an
-    api-server that signs users in: the provider's plugin serves it, behind Airflow's authentication."""
+    api-server that signs users in: the provider's plugin serves it, behind Airflow's authentication,
+    and leads to the task instance's Primus tab, whose panel reads the job for the user (issue 26)."""
     dag_id = "primus_live_job_link"
     with live.explain_failure(dag_id), api_server_with_sign_in(live) as signing_in:
         client = PrimusClient(live.primus_home)
@@ -384,17 +386,26 @@ def test_the_job_link_leads_to_the_am_while_the_job_runs_and_to_its_outcome_afte
         assert status == 307 and location is not None and "login" in location, (status, location)
 
         assert client.status(app_id).job.state == "running"
-        status, location, body = fetch(url, bearer=live.token())  # running: to the AM's own page
+        status, location, body = fetch(url, bearer=live.token())  # to the task instance's Primus tab
         assert status == 307, (status, body)
-        assert location == client.cluster_for(app_id).am_web_url(app_id) + "ui/"
+        assert location == (f"{signing_in}/dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}"
+                            "/tasks/train/plugin/primus"), location
         _, token = client.cluster("local").am_endpoint(app_id)
-        assert token not in location
+        panel_api = (f"{signing_in}/primus/api/panel/{dag_id}/train?"
+                     + urllib.parse.urlencode({"run_id": run_id, "map_index": -1}))
+        status, _, body = fetch(panel_api, cookie=live.token())  # the panel's read, with the UI's session
+        assert status == 200, (status, body)
+        reply = json.loads(body)
+        assert (reply["app_id"], reply["live"], reply["status"]["job"]["state"]) == (app_id, True, "running")
+        assert token not in body
 
         client.kill(app_id, reason="the live test is done with it")
-        status, _, body = fetch(url, cookie=live.token())  # ended: its outcome, as the UI's session opens it
+        status, _, body = fetch(panel_api, cookie=live.token())  # ended: its final page, from what the AM left
         assert status == 200, (status, body)
-        assert f"Primus job {app_id}: killed" in body and "the live test is done with it" in body
-        assert f"ui {app_id}" in body and token not in body
+        reply = json.loads(body)
+        assert (reply["live"], reply["status"]["job"]["state"]) == (False, "killed"), reply
+        assert reply["status"]["job"]["reason"] == "the live test is done with it", reply
+        assert f"ui {app_id}" in reply["ui_command"] and token not in body
 
 
 RETRAIN_DAG = "primus_retrain_on_new_partition"
@@ -530,3 +541,56 @@ def test_every_hand_off_of_a_deferred_task_survives_in_its_final_log(live: LiveA
         assert log.count("Pausing task as DEFERRED") >= 3, log[-5000:]  # the first deferral and hand-offs
         ticks = [line.partition("] ")[2] for line in log.splitlines() if line.startswith("[worker-0 stdout] ")]
         assert ticks == [f"tick-{i}" for i in range(1, 61)], log[-5000:]  # each once, in order
+
+
+def xcom_value(live: LiveAirflow, dag_id: str, run_id: str, key: str, task_id: str = "train") -> Any:
+    """The XCom under ``key`` of the task instance (REST API) as JSON, None while unset."""
+    try:
+        value = live.xcom(dag_id, run_id, task_id, key)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return json.loads(value) if isinstance(value, str) else value
+
+
+#: Issue 26's bound: what a reader sees of a running job is at most this many seconds old.
+FRESH = 10.0
+
+
+def test_a_deferred_tasks_progress_is_never_more_than_ten_seconds_old(live: LiveAirflow, tmp_path):
+    """Issue 26: deferred, ``primus_progress`` said "starting, 0/2 ready" for the first minute while the
+    trainers ran, then moved once a minute (written only at the task's stops on a worker). With the
+    operator's defaults and no followed logs (no hand-off), the trigger now keeps the task's XCom at
+    most 10 s old: read every second for 30 s while the task is deferred."""
+    dag_id = "primus_live_progress_fresh"
+    data, gate = tmp_path / "data", tmp_path / "gate"
+    data.mkdir()
+    for f in range(4):
+        (data / f"part-{f}.txt").write_text("".join(f"f{f}-{i:05d}\n" for i in range(100)))
+    with live.explain_failure(dag_id):
+        live.wait_for_dag(dag_id)
+        run_id = live.trigger_dag(dag_id, {"data": str(data), "gate": str(gate)})
+        live.wait_for_task_state(dag_id, run_id, "train", ("deferred",))
+        running = wait_for(lambda: (doc := xcom_value(live, dag_id, run_id, "primus_progress")) is not None
+                           and doc["roles"] == {"worker": "1/1 running"} and doc, 60,
+                           "the progress to say the trainer runs", poll=0.5)
+        ages = []
+        until = time.monotonic() + 30
+        while time.monotonic() < until:
+            doc = xcom_value(live, dag_id, run_id, "primus_progress")
+            read_at = time.time()  # after the read: the age it had at the latest
+            ages.append(read_at - epoch(doc["updated_at"]))
+            assert doc["state"] == "running" and doc["outcome"] is None, doc
+            assert doc["roles"] == {"worker": "1/1 running"} and doc["data"]["done"] >= 1, doc
+            time.sleep(1.0)
+        assert live.task_instance(dag_id, run_id, "train")["state"] == "deferred"  # the trigger wrote them all
+        assert max(ages) <= FRESH, f"progress read {max(ages):.1f} s old (every age: {[round(a, 1) for a in ages]})"
+        assert running["app_id"] == live.xcom(dag_id, run_id, "train", "app_id")
+
+        gate.touch()
+        run = live.wait_for_run_state(dag_id, run_id)
+        assert run["state"] == "success", run
+        final = xcom_value(live, dag_id, run_id, "primus_progress")
+        assert (final["state"], final["outcome"]["status"]) == ("succeeded", "success"), final
+        assert final == task_state_store(live, dag_id, run_id, "primus_progress")  # the same last document

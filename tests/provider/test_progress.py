@@ -6,7 +6,9 @@ import asyncio
 import json
 import logging
 import sys
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -102,7 +104,7 @@ class Clock:
 
 def test_writes_are_throttled_except_on_a_state_change_and_at_the_end():
     store, clock = WritesStore(), Clock()
-    publisher = ProgressPublisher(store, interval=30, clock=clock)
+    publisher = ProgressPublisher([store], interval=30, clock=clock)
     running = a_status(data=files_data(done=1, total=10, progress=0.1))
     assert publisher.update("primus-1", running)  # the first
     for clock.now in (1.0, 15.0, 29.9):
@@ -120,7 +122,7 @@ def test_writes_are_throttled_except_on_a_state_change_and_at_the_end():
 
 def test_a_status_of_an_ended_job_is_written_at_once_with_its_outcome():
     store, clock = WritesStore(), Clock()
-    publisher = ProgressPublisher(store, interval=30, clock=clock)
+    publisher = ProgressPublisher([store], interval=30, clock=clock)
     assert publisher.observe("primus-1", a_status())
     failed = a_status("failed", reason="worker-0 failed (exit 3)")
     clock.now = 1.0
@@ -142,34 +144,49 @@ class WritesStore(FakeStateStore):
         super().set(key, value)
 
 
-def test_without_a_task_state_store_nothing_is_published_and_the_log_says_so_once(caplog):
+def test_without_a_task_state_store_the_xcom_alone_is_published_and_the_log_says_so_once(caplog):
     log = logging.getLogger("test-progress")
+    context = make_context()
     with caplog.at_level(logging.INFO, logger="test-progress"):
-        publisher = ProgressPublisher.for_task({}, 30, log, announce=True)
-        ProgressPublisher.for_task({}, 30, log)  # execute_complete: said already
-    assert not publisher.update("primus-1", a_status()) and not publisher.published
-    assert not publisher.finish("primus-1", None, "error", "gone")
+        publisher = ProgressPublisher.for_task(context, 30, log, announce=True)
+        ProgressPublisher.for_task(context, 30, log)  # execute_complete: said already
+    assert publisher.update("primus-1", a_status()) and publisher.published
+    assert context["ti"].xcoms[PROGRESS_KEY]["state"] == "running"
+    assert publisher.finish("primus-1", None, "error", "gone")
+    assert context["ti"].xcoms[PROGRESS_KEY]["outcome"] == {"status": "error", "reason": "gone"}
     assert [r.getMessage() for r in caplog.records] == [
-        "This Airflow has no task state store (3.3+): the job's progress is in this log only, not published as "
-        "'primus_progress'"]
+        "This Airflow has no task state store (3.3+): the job's progress is published as the XCom "
+        "'primus_progress' only"]
 
 
-def test_a_failing_store_never_fails_the_task_and_is_reported_once(caplog):
+@requires_airflow_3_3("the task state store")
+def test_a_task_with_a_store_publishes_the_same_document_to_its_xcom_and_its_store():
+    store = WritesStore()
+    context = make_context(store=store)
+    publisher = ProgressPublisher.for_task(context, 30, logging.getLogger("test-progress"))
+    assert publisher.update("primus-1", a_status())
+    assert store.writes == [context["ti"].xcoms[PROGRESS_KEY]]
+
+
+def test_a_failing_sink_never_fails_the_task_is_reported_once_and_the_others_still_get_it(caplog):
     class Broken:
         def set(self, key: str, value: Any) -> None:
             raise RuntimeError("API server unreachable")
 
-    publisher = ProgressPublisher(Broken(), interval=0)
+    store = WritesStore()
+    publisher = ProgressPublisher([Broken(), store], interval=0)
     with caplog.at_level(logging.WARNING):
-        assert not publisher.update("primus-1", a_status())
-        assert not publisher.update("primus-1", a_status())
+        assert publisher.update("primus-1", a_status())
+        assert publisher.update("primus-1", a_status())
+    assert len(store.writes) == 2
     assert [r.getMessage() for r in caplog.records] == [
         "Cannot publish the progress of Primus job primus-1 to the task state store: API server unreachable"]
+    assert not ProgressPublisher([Broken()], interval=0).update("primus-1", a_status())
 
 
 def test_a_trigger_event_is_published_with_the_status_read_on_resume_and_its_outcome():
     store = WritesStore()
-    publisher = ProgressPublisher(store)
+    publisher = ProgressPublisher([store])
     status = a_status(data=files_data(done=3, total=10, progress=0.3))
     assert publisher.from_event(fired("running", "running", "log hand-off"), status)
     assert publisher.from_event(fired("failed", "failed", "Primus job primus-1 failed: worker-0 exit 3"), status)
@@ -292,3 +309,51 @@ def test_a_wait_ended_by_the_tasks_timeout_or_an_error_publishes_that_outcome(pr
         op.execute(make_context(store=store))
     assert store.writes[-1]["outcome"] == {"status": "error", "reason": "AMRejected: HTTP 403: bad token"}
     client.kill(op.app_id)
+
+
+class RecordingComms:
+    """The trigger runner's ``SUPERVISOR_COMMS`` as the Task SDK's ``XCom.set`` uses it: keeps each
+    message sent, and the thread it was sent from."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, str]] = []
+
+    def send(self, msg: Any) -> None:
+        self.sent.append((msg, threading.current_thread().name))
+
+
+def test_a_deferred_tasks_trigger_publishes_the_progress_as_its_xcom_off_the_event_loop(
+        primus_home, client, tmp_path, monkeypatch):
+    """Issue 26: deferred, the progress moved only at the task's stops on a worker (once a minute with
+    follow_logs, never without). The trigger now writes it as the task's XCom through the Task SDK
+    (which the triggerer relays), on each change of the job's state and every progress_interval."""
+    from airflow.sdk.execution_time import task_runner
+
+    comms = RecordingComms()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    op = PrimusSubmitJobOperator(task_id="train", spec=input_job(tmp_path / "data"), deferrable=True,
+                                 poll_interval=0.2, progress_interval=0.5)
+    context = make_context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context)
+    trigger = deferred.value.trigger
+    assert trigger.serialize()[1]["progress_interval"] == 0.5  # a moved trigger publishes as often
+    trigger.task_instance = SimpleNamespace(dag_id="dag", task_id="train", run_id="manual__1", map_index=-1)
+    comms.sent.clear()  # the operator's own reads, on the worker
+
+    async def first_event() -> tuple[dict[str, Any], str]:
+        async for event in trigger.run():
+            return event.payload, threading.current_thread().name
+        raise AssertionError("the trigger ended without an event")
+
+    event, loop_thread = asyncio.run(asyncio.wait_for(first_event(), 120))
+    assert event["status"] == "success"
+    writes = [msg for msg, _ in comms.sent if type(msg).__name__ == "SetXCom"]  # besides GetConnection
+    assert writes
+    assert {(m.key, m.dag_id, m.task_id, m.run_id, m.map_index) for m in writes} == {
+        (PROGRESS_KEY, "dag", "train", "manual__1", -1)}
+    assert all(thread != loop_thread for _, thread in comms.sent), f"sent on the event loop: {comms.sent}"
+    documents = [m.value for m in writes]
+    assert documents[-1]["state"] == "succeeded" and documents[-1]["outcome"] is None  # the task adds it
+    assert documents[-1]["data"]["done"] == documents[-1]["data"]["discovered"]
+    assert all(doc["app_id"] == context["ti"].xcoms["app_id"] for doc in documents)

@@ -46,3 +46,9 @@ with DAG(dag_id="primus_live_progress", schedule=None, start_date=datetime(2026,
 with DAG(dag_id="primus_live_progress_deferred", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
          tags=["primus", "live-test"]):
     PrimusSubmitJobOperator(task_id="train", deferrable=True, poll_interval=0.5, log_interval=15.0, spec=SPEC)
+
+# Deferred with the defaults (a status read every 5 s, the progress written at least every 5 s), no
+# followed logs, so no hand-off: only the trigger keeps the progress fresh (the XCom).
+with DAG(dag_id="primus_live_progress_fresh", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         tags=["primus", "live-test"]):
+    PrimusSubmitJobOperator(task_id="train", deferrable=True, follow_logs=[], spec=SPEC)
