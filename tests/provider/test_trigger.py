@@ -363,12 +363,29 @@ def test_deferred_task_hands_off_its_log_through_airflow_without_repeating_a_lin
 BLOCKING_PROBE = LOOP_STEP_TIMER + """
 import json, sys
 
+import threading
+from types import SimpleNamespace
+
 import airflow.jobs.triggerer_job_runner  # what the triggerer imported before it runs any trigger
 from airflow._shared.module_loading import import_string
+from airflow.sdk.execution_time import task_runner
+
+
+class Comms:  # the trigger runner's SUPERVISOR_COMMS, as the Task SDK's XCom.set uses it (the progress)
+    xcoms_set = 0
+
+    def send(self, msg):
+        assert threading.current_thread() is not threading.main_thread(), "sent on the event loop"
+        Comms.xcoms_set += type(msg).__name__ == "SetXCom"
+
+
+task_runner.SUPERVISOR_COMMS = Comms()
 
 
 async def first_event(classpath, kwargs):
     trigger = import_string(classpath)(**kwargs)  # the first one imports the trigger's module
+    # What the triggerer gives a deferred task's trigger: it publishes the progress as the task's XCom.
+    trigger.task_instance = SimpleNamespace(dag_id="dag", task_id="train", run_id="manual__1", map_index=-1)
     # The triggerer creates a trigger in one step (create_triggers) and runs it in its own task:
     # each is measured on its own here too.
     await asyncio.sleep(0)
@@ -378,12 +395,12 @@ async def first_event(classpath, kwargs):
 
 async def main(app_id, gate):
     classpath = "airflow_provider_primus.triggers.primus.PrimusJobTrigger"
-    kwargs = {"app_id": app_id, "poll_interval": 0.1, "log_interval": 0.5}
+    kwargs = {"app_id": app_id, "poll_interval": 0.1, "log_interval": 0.5, "progress_interval": 0.2}
     events = [await first_event(classpath, kwargs)]  # a log hand-off while the job runs
     open(gate, "w").close()  # the trainer ends
     kwargs.update(log_interval=None)
     events.append(await first_event(classpath, kwargs))  # deferred again: the job's end
-    print("PROBE " + json.dumps({"events": events, "slow": slow}))  # Airflow logs to stdout too
+    print("PROBE " + json.dumps({"events": events, "slow": slow, "xcoms_set": Comms.xcoms_set}))  # Airflow logs to stdout too
 
 
 loop = asyncio.new_event_loop()
@@ -412,6 +429,7 @@ def test_the_trigger_never_blocks_the_event_loop(primus_home, client, tls, tmp_p
                  if line.startswith("PROBE ")]
     assert [event["status"] for event in result["events"]] == ["running", "success"], result["events"]
     assert result["slow"] == []
+    assert result["xcoms_set"] >= 2  # the progress was published (in threads) along the way
 
 
 def test_events_carry_only_what_the_task_needs_and_the_trigger_never_announces_the_fallback(primus_home, client,
