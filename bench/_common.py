@@ -27,6 +27,22 @@ def wait_for_files(paths: list[Path], timeout: float = 60.0, poll: float = 0.005
     return time.monotonic()
 
 
+def job_processes(app: str, marker: bytes) -> list[int]:
+    """Pids of the processes of job ``app`` (``PRIMUS_APP_ID`` in their environment) whose command line
+    holds ``marker``: a job's trainers, found from outside as a fault injector finds them."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker in (proc / "cmdline").read_bytes() and \
+                    f"PRIMUS_APP_ID={app}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
 def median_ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.0f} ms"
 

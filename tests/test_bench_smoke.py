@@ -37,6 +37,16 @@ def test_scale_benchmark_runs_small_and_prints_its_figures_last():
                     r"silent lost in [\d.]+ s .* healthy lost 0; goals met \d/5$", last), proc.stdout
 
 
+def test_goodput_benchmark_prints_ettr_with_and_without_faults_last():
+    proc = subprocess.run([sys.executable, str(BENCH / "goodput.py")], capture_output=True, text=True, timeout=300,
+                          cwd=BENCH, env={**os.environ, "DURATION": "20", "FAULT_EVERY": "6", "WORKERS": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.match(r"goodput: ETTR [01]\.\d{3} with a fault every 6 s \(\d+ trainer kills, 1 AM kill\) "
+                    r"vs [01]\.\d{3} without faults: \d+\.\d{3}x$", last), proc.stdout
+    assert "with faults: succeeded" in proc.stdout and "restarting" in proc.stdout
+
+
 def test_dispatch_benchmark_prints_its_ratio_last():
     proc = subprocess.run([sys.executable, str(BENCH / "dispatch.py")], capture_output=True, text=True, timeout=120,
                           cwd=BENCH, env={**os.environ, "TASKS": "5000", "EXECUTORS": "50", "SECONDS": "1",

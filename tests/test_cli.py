@@ -41,8 +41,11 @@ def test_submit_wait_shows_progress_and_exits_0_on_success(tmp_path, home):
     assert code == 0 and out == "hello from 1\n"
     code, out, _ = primus(home, "status", app, "--json")
     assert code == 0 and json.loads(out)["job"]["state"] == "succeeded"
+    goodput = json.loads(out)["goodput"]  # the model as is, from the status the AM left
+    assert set(goodput) == {"ratio", "seconds"} and goodput["seconds"]["restarting"] == 0
     code, out, _ = primus(home, "status", app)
     assert "succeeded" in out.splitlines()[0] and "worker-1" in out
+    assert "  goodput: ETTR " in out
     code, out, _ = primus(home, "logs", app)
     assert "AM API at" in out
     code, out, _ = primus(home, "list")
@@ -373,6 +376,17 @@ def test_status_of_many_executors_lists_those_not_running_and_says_how_to_list_a
         assert "not listed" not in out
     finally:
         client.kill(app)
+
+
+def test_the_goodput_line_gives_the_ettr_and_each_cause_in_seconds():
+    from primus_runtime.cli import goodput_line
+    from primus_runtime.models import Goodput
+
+    goodput = Goodput.model_validate({"ratio": 0.9712, "seconds": {
+        "productive": 1164.4, "pending_resources": 4.2, "restarting": 22.0, "waiting_for_data": 10.0, "draining": 0.0}})
+    assert goodput_line(goodput) == ("goodput: ETTR 0.97 (productive 1,164 s, pending_resources 4 s, restarting 22 s, "
+                                     "waiting_for_data 10 s, draining 0 s)")
+    assert goodput_line(Goodput(ratio=None, seconds={})).startswith("goodput: ETTR n/a")
 
 
 def test_an_event_within_one_state_is_printed_without_a_state_change():

@@ -97,6 +97,14 @@ def test_executor_ends_and_restarts_by_cause_agree_with_the_status(client):
     assert value(samples, "primus_heartbeat_handling_seconds_count") > 0
     assert value(samples, "process_resident_memory_bytes") > 10 * 1024 * 1024
     assert "primus_data_tasks" not in samples  # no input
+    # Goodput: three workers were restarting a while; every second scraped is in a later status too.
+    goodput = by_label(samples, "primus_goodput_seconds", "cause")
+    assert set(goodput) == {"productive", "pending_resources", "restarting", "waiting_for_data", "draining"}
+    assert goodput["restarting"] > 0 and goodput["productive"] > 0 and goodput["pending_resources"] > 0
+    assert goodput["waiting_for_data"] == 0 == goodput["draining"]  # no input, no drain
+    assert 0 < value(samples, "primus_goodput_ratio") < 1
+    later = client.status(app, summary=True).goodput
+    assert later is not None and all(later.seconds[cause] >= seconds - 0.001 for cause, seconds in goodput.items())
 
 
 def test_a_consuming_jobs_metrics_need_the_token_and_agree_with_the_status(client, tmp_path):

@@ -318,7 +318,7 @@ def test_the_summary_counts_the_executors_without_listing_them(client, sleeper):
     session = signed_in(url, token)
     summary = session.get(url + "/api/v1/status", params={"view": "summary", "events": 3}).json()
     models.StatusSummary.model_validate(summary)
-    assert set(summary) == {"job", "roles", "events", "data"} and len(summary["events"]) == 3
+    assert set(summary) == {"job", "roles", "events", "data", "goodput"} and len(summary["events"]) == 3
     full = session.get(url + "/api/v1/status").json()
     [role] = summary["roles"]
     assert role["states"]["running"] == len([e for e in full["executors"] if e["state"] == "running"]) == 2

@@ -131,6 +131,8 @@ def test_the_primus_tab_shows_the_live_job_signed_in_by_airflow_with_actions_for
             expect(frame.locator("#data-done")).to_have_text(f"{FILES} of {FILES} done", timeout=60_000)
             assert frame.evaluate("window.primusTestMark") == "no reload"
             expect(frame.locator("#charts svg").first).to_be_visible()
+            expect(frame.locator("#goodput")).to_contain_text("ratio (ETTR)")  # the AM's goodput
+            expect(frame.locator("#goodput")).to_contain_text("productive")
             page.screenshot(path=str(artifacts / "airflow-panel-admin.png"), full_page=True)
 
             # --- the viewer: through the "Primus job" link, no actions, a POST refused -------------------

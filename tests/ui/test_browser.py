@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,6 +179,11 @@ def test_the_role_table_follows_a_killed_trainer_without_a_reload(own_workers, m
     expect(cell(row, "state")).to_have_text("running")
     assert page.evaluate("window.notReloaded === true"), "the page reloaded"
     expect(page.locator("#event-list")).to_contain_text("worker-0")
+    # Goodput in the summary: the ETTR and the seconds by cause, the restart's among them.
+    assert module_client.status(app, summary=True).goodput.seconds["restarting"] > 0
+    expect(page.locator("#goodput-ratio")).to_have_text(re.compile(r"^[01]\.\d{3}$"))
+    expect(page.locator('#goodput-causes [data-cause="restarting"]')).to_have_text(re.compile(r"^restarting [\d.,]+ s$"))
+    expect(page.locator("#goodput-causes .cause")).to_have_count(5)
     path = artifacts / "running.png"
     page.screenshot(path=str(path), full_page=True)
     print(f"screenshot of a running job: {path}")

@@ -17,6 +17,7 @@ from .. import protocol
 from ..backends.base import Adoption, ExecutorBackend
 from ..spec import JobSpec
 from .fleet import Fleet
+from .goodput import RESTARTING
 from .journal import Recovered, restore
 from .membership import Membership
 from .publishing import Publisher
@@ -79,6 +80,8 @@ class TakingOver(Protocol):
 
     def reconcile(self) -> None: ...
 
+    def account(self, ex: Executor) -> None: ...
+
 
 def new_attempt(record: JobRecord) -> dict[str, Any]:
     """This attempt's entry in ``am_attempts`` (recovered once every adopted executor reported)."""
@@ -115,17 +118,31 @@ async def take_over(am: TakingOver, recovered: Recovered) -> None:
         am.data.adopt({ex.incarnation for ex in kept if ex.incarnation in found and ex.role in am.fed_roles})
         if input_suspended(record):
             am.data.dispatcher.suspended = True  # a user suspended handing out tasks: still so
+    last_seen = _last_seen(recovered, attempt)
     for ex in kept:
         if ex.incarnation in found or ex.state is ExecutorState.NEW:
             resume(am, ex)
+            am.account(ex)  # goodput: its journaled cause carries on (a journal without one: from now)
         else:
             attempt["gone"] += 1
+            # Goodput: when it ended while no AM ran is unknown; from when an AM last saw it, its index
+            # was restarting (its replacement goes on restarting from now).
+            record.goodput.enter(ex, RESTARTING, at=last_seen)
             am.ended(ex, ExecutorState.FAILED, "ended while no AM was running (exit status unknown)",
                      None, preempted=True)
     am.run()
     am.recovery.check()
     am.reconcile()
     am.publisher.write_status()
+
+
+def _last_seen(recovered: Recovered, attempt: dict[str, Any]) -> float:
+    """When the dead attempt last saw its executors, as best known: its journal's last write (the end of
+    its last step), or when its supervisor found it dead. Approximate: an executor may have been heard
+    from later than its last journaled change; on Kubernetes the journal is a copy made at start (its
+    time is now), and the down time then counts as the cause each executor was in."""
+    known = [t for t in (recovered.written_at, attempt.get("down_since")) if t is not None]
+    return min(known) if known else time.time()
 
 
 def _resume_history(publisher: Publisher) -> None:

@@ -43,6 +43,8 @@ class Controlled(Protocol):
 
     def new_incarnation(self, role: str, index: int, attempt: int) -> Executor: ...
 
+    def account(self, ex: Executor) -> None: ...
+
     def reconcile(self) -> None: ...
 
 
@@ -77,6 +79,7 @@ class Controls:
                            f"not draining can be drained (restart it instead)")
         ex.draining = f"drain requested{': ' + reason if reason else ''}"
         self.am.record.touch(ex)
+        self.am.account(ex)  # draining (goodput) from the order on
         self.am.record.add_event(ex.id, ex.state.value, "draining", ex.draining, incarnation=ex.incarnation,
                                  actor=actor)
         self.am.fleet.send(ex, {"command": protocol.CMD_DRAIN, "reason": ex.draining})

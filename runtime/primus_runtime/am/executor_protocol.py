@@ -57,6 +57,8 @@ class Reporting(Protocol):
 
     def reconcile_now(self) -> None: ...
 
+    def account(self, ex: Executor) -> None: ...
+
 
 class ExecutorProtocol:
     def __init__(self, am: Reporting, interval: float, timeout: float):
@@ -125,6 +127,9 @@ class ExecutorProtocol:
             data = am.data.heartbeat(ex.incarnation, report, slot=ex.id)
             if data:
                 reply = {**(reply or NONE_REPLY), **data}
+            # Goodput: whether it holds a task (productive) or waits for one may have changed with this
+            # report. Tasks it loses otherwise (a skip, the input exhausted) count from its next one.
+            am.account(ex)
         am.metrics.observe_heartbeat(time.perf_counter() - started)
         if (changed or fed or reply is not None or am.record.dirty) and am.publisher.journaling():
             await self._commit.wait()  # written with the other heartbeats of this loop turn
@@ -161,6 +166,7 @@ class ExecutorProtocol:
             am.record.touch(ex)
             am.record.add_event(ex.id, ex.state.value, "draining", f"draining: {report.draining}",
                                 incarnation=ex.incarnation)
+            am.account(ex)  # draining (goodput) until it exits
         if not report.drained:
             return False
         if am.data is not None and ex.role in am.fed_roles and ex.state is ExecutorState.RUNNING:

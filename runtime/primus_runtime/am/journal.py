@@ -11,7 +11,10 @@ replaying one twice changes nothing):
     one executor incarnation as it is now (the last line of an incarnation wins; ``current``:
     it is its index's incarnation, not an earlier one or one scaled away);
 ``{"k": "ev", ...}``
-    one event, in order.
+    one event, in order;
+``{"k": "goodput", "closed": {cause: seconds}}``
+    the goodput's seconds of periods over (``goodput.py``); the open ones are each executor's
+    ``goodput``/``goodput_since`` in its line.
 
 The AM writes what changed at the end of each of its steps (a report handled, a backend callback,
 a request, a sweep), before it answers: whatever an executor was told is in the journal. A write is
@@ -57,6 +60,7 @@ def _job_line(record: JobRecord, finish_reason: str) -> dict[str, Any]:
 def _executor_line(record: JobRecord, ex: Executor) -> dict[str, Any]:
     line = ex.to_dict()
     line["replace_when_stopped"] = ex.replace_when_stopped
+    line["goodput"], line["goodput_since"] = ex.goodput, ex.goodput_since
     line["current"] = record.executors.get(ex.id) is ex
     return line
 
@@ -69,6 +73,7 @@ class AMJournal:
         self._events = 0  # events already written
         self._roles: dict[str, dict[str, Any]] = {}
         self._job: dict[str, Any] = {}
+        self._goodput: dict[str, float] = {}  # the closed goodput seconds last written
         self._lines = 0
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for appends
         self._broken = False
@@ -100,6 +105,11 @@ class AMJournal:
         if job != self._job:
             self._job = job
             lines.append({"k": "job", **job})
+        # Closed goodput seconds move only when an executor changes cause, which touches it: a
+        # step that changed none found nothing dirty above and returned early.
+        if record.goodput.closed != self._goodput:
+            self._goodput = dict(record.goodput.closed)
+            lines.append({"k": "goodput", "closed": self._goodput})
         self._write(lines)
         if self._lines > max(COMPACT_LINES, 4 * (len(record.executors) + len(record.history) + len(record.events))):
             self.compact()
@@ -124,6 +134,7 @@ class AMJournal:
         lines += [{"k": "role", **_role_line(role)} for role in record.roles.values()]
         lines += [{"k": "ex", **_executor_line(record, ex)} for ex in [*record.history, *record.executors.values()]]
         lines += [{"k": "ev", **e.__dict__} for e in record.events]
+        lines.append({"k": "goodput", "closed": dict(record.goodput.closed)})
         return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines), len(lines)
 
     def compact(self) -> None:
@@ -156,6 +167,8 @@ class Recovered:
     roles: dict[str, dict[str, Any]]
     executors: dict[str, dict[str, Any]]  # incarnation -> last line, in order of first appearance
     events: list[dict[str, Any]] = field(default_factory=list)
+    goodput: dict[str, float] | None = None  # the closed goodput seconds
+    written_at: float | None = None  # when the journal was last written (its mtime): the AM's last step
 
 
 def load(path: Path) -> Recovered | None:
@@ -163,12 +176,14 @@ def load(path: Path) -> Recovered | None:
     last line (the AM died in the middle of a write) is skipped."""
     try:
         text = path.read_text(encoding="utf-8")
+        written_at: float | None = path.stat().st_mtime
     except FileNotFoundError:
         return None
     job: dict[str, Any] = {}
     roles: dict[str, dict[str, Any]] = {}
     executors: dict[str, dict[str, Any]] = {}
     events: list[dict[str, Any]] = []
+    goodput: dict[str, float] | None = None
     for raw in text.splitlines():
         try:
             line = json.loads(raw)
@@ -184,9 +199,11 @@ def load(path: Path) -> Recovered | None:
         elif kind == "ev":
             if not events or line["seq"] > events[-1]["seq"]:  # compaction may have rewritten some
                 events.append(line)
+        elif kind == "goodput":
+            goodput = line["closed"]
     if not job:
         return None
-    return Recovered(job, roles, executors, events)
+    return Recovered(job, roles, executors, events, goodput, written_at)
 
 
 def restore(record: JobRecord, recovered: Recovered) -> str:
@@ -218,5 +235,13 @@ def restore(record: JobRecord, recovered: Recovered) -> str:
         else:
             record.history.append(ex)
     record.events = [Event(**e) for e in recovered.events]
+    # Goodput carries on: the closed seconds, and each executor not ended in its cause since its
+    # ``since`` (the time the AM was down goes to that cause; adoption.py corrects the ones found gone).
+    record.goodput.restore_closed(recovered.goodput)
+    for ex in (*record.history, *record.executors.values()):
+        if ex.state.terminal:
+            ex.goodput = None
+        else:
+            record.goodput.reopen(ex)
     record.dirty.clear()
     return str(job.get("finish_reason", ""))

@@ -34,6 +34,7 @@ from .controls import Controls
 from .executor_protocol import NONE_BYTES, NONE_REPLY, ExecutorProtocol
 from .failover import Action, FailoverEngine
 from .fleet import Fleet
+from .goodput import DRAINING, PENDING_RESOURCES, PRODUCTIVE, RESTARTING, WAITING_FOR_DATA
 from .journal import JOURNAL, AMJournal, Recovered
 from .membership import Membership
 from .metrics import AMMetrics
@@ -380,6 +381,7 @@ class ApplicationMaster(BackendEvents):
         incarnation = (attempt == 0 and self.backend.incarnation_for(role, index)) or uuid.uuid4().hex[:12]
         ex = Executor(role=role, index=index, incarnation=incarnation, attempt=attempt)
         self.record.put_executor(ex)
+        self.account(ex)  # pending resources, or restarting from the end of the one before (same step)
         self.fleet.add(ex)
         self.record.add_event(ex.id, None, ExecutorState.NEW.value,
                               "created" if attempt == 0 else f"replacement #{attempt}", incarnation=ex.incarnation)
@@ -414,8 +416,35 @@ class ApplicationMaster(BackendEvents):
     def set_state(self, ex: Executor, state: ExecutorState, reason: str, exit_code: int | None = None) -> None:
         old = ex.state
         self.record.set_executor_state(ex, state, reason, exit_code)
+        self.account(ex)
         log.info("%s [%s] %s -> %s%s: %s", ex.id, ex.incarnation, old.value, state.value,
                  f" (exit {exit_code})" if exit_code is not None else "", reason)
+
+    # --- goodput (am/goodput.py) ----------------------------------------------------------------
+
+    def account(self, ex: Executor) -> None:
+        """``ex``'s time goes to the cause it is in now: called where that may change (a state change, a
+        drain noted, a consuming executor's heartbeat, which may change the tasks it holds). O(1)."""
+        if self.record.goodput.enter(ex, self.goodput_cause(ex)):
+            self.record.touch(ex)  # its cause and since are journaled: a restarted AM carries them on
+
+    def goodput_cause(self, ex: Executor) -> str | None:
+        """Which cause ``ex``'s time goes to now (models.Goodput); None once it ended."""
+        if ex.state.terminal:
+            return None
+        if ex.draining is not None:
+            return DRAINING
+        if ex.state is not ExecutorState.RUNNING:
+            return PENDING_RESOURCES if ex.attempt == 0 else RESTARTING
+        if self.data is None or ex.role not in self.fed_roles:
+            return PRODUCTIVE
+        dispatcher = self.data.dispatcher
+        if dispatcher.held.get(ex.incarnation) or dispatcher.consumed or dispatcher.enough:
+            return PRODUCTIVE  # reading, or the input is all read and its trainer finishes (saves, exits)
+        if ex.incarnation in dispatcher.adopted and not dispatcher.scan_complete:
+            # Adopted: what it holds is known again once the scan lists its tasks; till then, as it was.
+            return WAITING_FOR_DATA if ex.goodput == WAITING_FOR_DATA else PRODUCTIVE
+        return WAITING_FOR_DATA
 
     def _set_job(self, state: JobState, reason: str) -> None:
         old = self.record.state

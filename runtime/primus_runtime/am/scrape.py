@@ -30,6 +30,7 @@ class StateCollector:
         yield from self._job()
         yield from self._roles()
         yield self._ends()
+        yield from self._goodput()
         if self.am.data is not None:
             yield from self._data()
             yield from self._feeds()
@@ -84,6 +85,19 @@ class StateCollector:
         for labels, count in sorted(counted.items()):
             ends.add_metric(list(labels), count)
         return ends
+
+    def _goodput(self) -> Iterator[Metric]:
+        goodput = self.am.record.goodput.view()  # the status' ``goodput``, at this moment
+        ratio = goodput["ratio"]
+        yield GaugeMetricFamily("primus_goodput_ratio", "Effective training time ratio (ETTR): productive "
+                                "executor-seconds over every executor-second accounted (NaN before any)",
+                                value=float("nan") if ratio is None else ratio)
+        # A gauge, not a counter: the name stays primus_goodput_seconds (a counter's gets _total).
+        seconds = GaugeMetricFamily("primus_goodput_seconds", "Executor-seconds by where they went: productive, "
+                                    "pending_resources, restarting, waiting_for_data, draining", labels=["cause"])
+        for cause, value in goodput["seconds"].items():
+            seconds.add_metric([cause], value)
+        yield seconds
 
     def _data(self) -> Iterator[Metric]:
         assert self.am.data is not None

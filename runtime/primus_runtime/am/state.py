@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..states import EXECUTOR_TERMINAL, ExecutorState, JobState
+from .goodput import GoodputAccountant
 
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.PENDING: frozenset({JobState.STARTING, JobState.FAILED, JobState.KILLED}),
@@ -82,6 +83,9 @@ class Executor:
     draining: str | None = None  # why it drains (a preemption notice): it then exits preempted
     last_seen: float = 0.0  # monotonic time of the last report (not part of snapshots)
     heartbeat_at: float | None = None  # wall-clock time of the last report, for people
+    # Where its time goes from goodput_since on (am/goodput.py; None once it ended): journaled, not shown.
+    goodput: str | None = None
+    goodput_since: float | None = None
 
     @property
     def id(self) -> str:
@@ -103,7 +107,8 @@ class Executor:
 
 
 _EXECUTOR_FIELDS = tuple(f.name for f in fields(Executor)
-                         if f.name not in ("last_seen", "stop_deadline", "replace_when_stopped", "running_clock"))
+                         if f.name not in ("last_seen", "stop_deadline", "replace_when_stopped", "running_clock",
+                                           "goodput", "goodput_since"))
 
 
 @dataclass
@@ -154,6 +159,8 @@ class JobRecord:
     am_attempts: list[dict[str, Any]] = field(default_factory=list)
     # Executors changed since the AM journal last wrote them (incarnation -> executor).
     dirty: dict[str, Executor] = field(default_factory=dict, repr=False)
+    # Where the executors' time went (``goodput`` in every snapshot; the AM says which cause when).
+    goodput: GoodputAccountant = field(default_factory=GoodputAccountant, repr=False)
 
     # --- membership ---
 
@@ -303,6 +310,7 @@ class JobRecord:
             "history": [ex.to_dict() for ex in self.history],
             "events": [dict(e.__dict__) for e in self.events],  # flat: no deep copy (asdict) needed
             "data": self.data_view() if self.data_view is not None else None,
+            "goodput": self.goodput.view(),
         }
 
     def json_parts(self, rows: int = 500) -> Iterator[str]:
@@ -310,7 +318,8 @@ class JobRecord:
         document is megabytes, and the AM writes it between the parts (``rows`` lets it serve requests
         meanwhile). ``"".join`` of the parts is the document."""
         data = self.data_view() if self.data_view is not None else None
-        yield f'{{"job":{json.dumps(self.summary())},"roles":{json.dumps(self.roles_view())},"data":{json.dumps(data)}'
+        yield (f'{{"job":{json.dumps(self.summary())},"roles":{json.dumps(self.roles_view())},"data":{json.dumps(data)},'
+               f'"goodput":{json.dumps(self.goodput.view())}')
         listed: tuple[tuple[str, list[Any], Callable[[Any], dict[str, Any]]], ...] = (
             ("executors", list(self.executors.values()), executor_row),
             ("history", list(self.history), Executor.to_dict),

@@ -16,6 +16,7 @@ from .autoscaler import Autoscaler, Backlog
 from .controls import Controls
 from .errors import ControlRefused
 from .fleet import Fleet
+from .goodput import RESTARTING
 from .publishing import Publisher
 from .scheduler import RoleScheduler
 from .state import Executor, ExecutorState, JobRecord, JobState
@@ -92,6 +93,10 @@ class Supervisor:
         elif ex.state in (ExecutorState.REGISTERED, ExecutorState.RUNNING) \
                 and ex.stop_reason is None and now - ex.last_seen > self.timeout:
             silent = now - ex.last_seen
+            if ex.heartbeat_at is not None:
+                # Goodput: silent since its last report, so its trainer was not known to train since:
+                # its index counts as restarting from then, not as what it last was.
+                am.record.goodput.enter(ex, RESTARTING, at=ex.heartbeat_at)
             am.spawn(am.backend.stop(ex.role, ex.index, ex.incarnation, force=True))
             am.ended(ex, ExecutorState.LOST, f"no heartbeat for {silent:.1f}s (timeout {self.timeout:g}s)", None)
 

@@ -49,7 +49,7 @@ class JobView(abc.ABC):
 
     @abc.abstractmethod
     def summary(self) -> dict[str, Any]:
-        """``job``, ``roles`` and ``data`` of the status: no executor rows, so its cost does not grow
+        """``job``, ``roles``, ``data`` and ``goodput`` of the status: no executor rows, so its cost does not grow
         with the executors."""
 
     @abc.abstractmethod
@@ -156,7 +156,8 @@ class LiveView(JobView):
     def summary(self) -> dict[str, Any]:
         record = self.am.record
         return {"job": record.summary(), "roles": record.roles_view(),
-                "data": record.data_view() if record.data_view is not None else None}
+                "data": record.data_view() if record.data_view is not None else None,
+                "goodput": record.goodput.view()}
 
     def executor_page(self, query: ExecutorsQuery) -> tuple[int, list[dict[str, Any]]]:
         # Filtered and ordered on the executors themselves: only the page shown is turned into rows.
@@ -240,7 +241,8 @@ class ArchiveView(JobView):
         return self._status
 
     def summary(self) -> dict[str, Any]:
-        return {key: self._status[key] for key in ("job", "roles", "data")}
+        # A status file of an AM before goodput was accounted has none: null, as the model allows.
+        return {**{key: self._status[key] for key in ("job", "roles", "data")}, "goodput": self._status.get("goodput")}
 
     def executor_page(self, query: ExecutorsQuery) -> tuple[int, list[dict[str, Any]]]:
         matches = query.matcher()

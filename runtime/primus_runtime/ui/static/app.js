@@ -192,6 +192,7 @@ async function refreshStatus(first = false) {
   const status = await call(`status?view=summary&events=${first ? FIRST_EVENTS : 0}`);
   if (first) takeEvents(status.events);
   renderJob(status.job);
+  renderGoodput(status.goodput);
   await renderRoles(status.roles);
   if (status.data) renderData(status.data);
   if (tasks === null && page.hasData) tasks = refreshTasks();
@@ -234,6 +235,17 @@ function renderJob(job) {
     ["tags", tags],
   ]));
   document.body.classList.toggle("finished", !!job.finished_at);
+}
+
+// Goodput: the effective training time ratio and where the executors' time went (executor-seconds by
+// cause, as the AM accounts them). Absent from an AM that does not account it: the line stays hidden.
+function renderGoodput(goodput) {
+  $("goodput").hidden = !goodput;
+  if (!goodput) return;
+  setText($("goodput-ratio"), goodput.ratio == null ? "n/a" : goodput.ratio.toFixed(3));
+  setHTML($("goodput-causes"), Object.entries(goodput.seconds).map(([cause, seconds]) =>
+    `<span class="cause" data-cause="${esc(cause)}">${esc(cause.replace(/_/g, " "))} ${esc(seconds < 10 ? seconds.toFixed(1) : fmtNum(Math.round(seconds)))} s</span>`)
+    .join(""));
 }
 
 const ROLE_COLUMNS = ["index", "incarnation", "host", "ports", "state", "ready", "restarts", "exit", "heartbeat / change",
