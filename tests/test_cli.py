@@ -42,7 +42,7 @@ def test_submit_wait_shows_progress_and_exits_0_on_success(tmp_path, home):
     code, out, _ = primus(home, "status", app, "--json")
     assert code == 0 and json.loads(out)["job"]["state"] == "succeeded"
     goodput = json.loads(out)["goodput"]  # the model as is, from the status the AM left
-    assert set(goodput) == {"ratio", "seconds"} and goodput["seconds"]["restarting"] == 0
+    assert set(goodput) == {"ratio", "seconds", "as_of"} and goodput["seconds"]["restarting"] == 0
     code, out, _ = primus(home, "status", app)
     assert "succeeded" in out.splitlines()[0] and "worker-1" in out
     assert "  goodput: ETTR " in out

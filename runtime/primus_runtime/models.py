@@ -536,6 +536,8 @@ class Goodput(_Reply):
     ratio: float | None = Field(description="Effective training time ratio (ETTR): productive seconds over every "
                                             "second accounted, 0..1; null before any second was")
     seconds: dict[GoodputCause, float] = Field(description="Executor-seconds by cause")
+    as_of: float | None = Field(None, description="When they were counted (epoch seconds): the AM counts them "
+                                                  "afresh when an executor changes cause, else every 5 s")
 
 
 class StatusSummary(_Reply):

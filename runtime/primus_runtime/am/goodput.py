@@ -21,6 +21,10 @@ RESTARTING = "restarting"
 WAITING_FOR_DATA = "waiting_for_data"
 DRAINING = "draining"
 CAUSES = (PRODUCTIVE, PENDING_RESOURCES, RESTARTING, WAITING_FOR_DATA, DRAINING)  # models.GoodputCause's order
+#: Seconds a status' goodput is kept while no executor changes cause. Open periods grow at every read;
+#: counted afresh each time, they made every status differ from the one before, and the pages that
+#: poll the status revalidating it by ETag (a 304 when nothing changed) got a full answer every time.
+VIEW_EVERY = 5.0
 
 
 class Accounted(Protocol):
@@ -38,6 +42,8 @@ class GoodputAccountant:
         self.closed = dict.fromkeys(CAUSES, 0.0)  # seconds of periods over
         self.open = dict.fromkeys(CAUSES, 0)  # executors in the cause now
         self._since = dict.fromkeys(CAUSES, 0.0)  # sum of their (since - origin)
+        self._view: dict[str, Any] | None = None  # the last view() counted at the current time
+        self._view_at = 0.0
 
     def enter(self, ex: Accounted, cause: str | None, at: float | None = None) -> bool:
         """``ex`` is in ``cause`` from ``at`` (default now; None: it ended, it accrues no more). Whether
@@ -56,6 +62,7 @@ class GoodputAccountant:
             self.open[cause] += 1
             self._since[cause] += now - self.origin
         ex.goodput, ex.goodput_since = cause, now
+        self._view = None
         return True
 
     def reopen(self, ex: Accounted) -> None:
@@ -67,12 +74,14 @@ class GoodputAccountant:
             ex.goodput_since = time.time()
         self.open[ex.goodput] += 1
         self._since[ex.goodput] += ex.goodput_since - self.origin
+        self._view = None
 
     def restore_closed(self, closed: dict[str, Any] | None) -> None:
         """The closed seconds an earlier AM attempt journaled."""
         for cause, seconds in (closed or {}).items():
             if cause in self.closed:
                 self.closed[cause] = float(seconds)
+        self._view = None
 
     def seconds(self, now: float | None = None) -> dict[str, float]:
         relative = (time.time() if now is None else now) - self.origin
@@ -80,8 +89,18 @@ class GoodputAccountant:
                 for cause in CAUSES}
 
     def view(self, now: float | None = None) -> dict[str, Any]:
-        """``models.Goodput`` as the status has it: the ETTR (null before any second) and seconds by cause."""
+        """``models.Goodput`` as the status has it: the ETTR (null before any second), seconds by cause,
+        and when they were counted (``as_of``). Without ``now``: counted now, or the figures counted
+        less than ``VIEW_EVERY`` seconds ago if no executor changed cause since (see ``VIEW_EVERY``)."""
+        if now is not None:
+            return self._counted(now)
+        current = time.time()
+        if self._view is None or current - self._view_at >= VIEW_EVERY:
+            self._view, self._view_at = self._counted(current), current
+        return self._view
+
+    def _counted(self, now: float) -> dict[str, Any]:
         seconds = self.seconds(now)
         total = sum(seconds.values())
         return {"ratio": round(seconds[PRODUCTIVE] / total, 6) if total > 0 else None,
-                "seconds": {cause: round(value, 3) for cause, value in seconds.items()}}
+                "seconds": {cause: round(value, 3) for cause, value in seconds.items()}, "as_of": round(now, 3)}

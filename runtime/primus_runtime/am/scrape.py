@@ -87,7 +87,7 @@ class StateCollector:
         return ends
 
     def _goodput(self) -> Iterator[Metric]:
-        goodput = self.am.record.goodput.view()  # the status' ``goodput``, at this moment
+        goodput = self.am.record.goodput.view()  # as the status has it (a scrape and a status read agree)
         ratio = goodput["ratio"]
         yield GaugeMetricFamily("primus_goodput_ratio", "Effective training time ratio (ETTR): productive "
                                 "executor-seconds over every executor-second accounted (NaN before any)",
