@@ -230,6 +230,10 @@ class PrimusJobTrigger(PrimusStatusTrigger):
         return {"on_kill_action": self.on_kill_action, "log_cursor": self.log_cursor,
                 "progress_interval": self.progress_interval}
 
+    #: Seconds a progress write may take before the trigger goes on without it (a triggerer that does
+    #: not answer must not hold up the wait; the write's thread finishes or stays blocked on its own).
+    publish_timeout: float = 10.0
+
     async def observed(self, status: StatusSummary) -> None:
         """Publish the job's progress when due: judged on the loop, written in a thread (``TaskXCom``)."""
         publisher = self._progress_publisher()
@@ -237,7 +241,12 @@ class PrimusJobTrigger(PrimusStatusTrigger):
             return
         from airflow_provider_primus.progress import job_progress
 
-        await asyncio.to_thread(publisher.publish, job_progress(self.app_id, status))
+        try:
+            await asyncio.wait_for(asyncio.to_thread(publisher.publish, job_progress(self.app_id, status)),
+                                   self.publish_timeout)
+        except asyncio.TimeoutError:
+            self.log.warning("Publishing the progress of Primus job %s took over %g s: going on without it",
+                             self.app_id, self.publish_timeout)
 
     def _progress_publisher(self) -> ProgressPublisher | None:
         """The publisher to the deferred task's XCom; None without a ``progress_interval`` or without

@@ -357,3 +357,40 @@ def test_a_deferred_tasks_trigger_publishes_the_progress_as_its_xcom_off_the_eve
     assert documents[-1]["state"] == "succeeded" and documents[-1]["outcome"] is None  # the task adds it
     assert documents[-1]["data"]["done"] == documents[-1]["data"]["discovered"]
     assert all(doc["app_id"] == context["ti"].xcoms["app_id"] for doc in documents)
+
+
+class SilentComms:
+    """A triggerer that never answers an XCom write."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def send(self, msg: Any) -> None:
+        if type(msg).__name__ == "SetXCom":
+            self.release.wait(120)
+
+
+def test_a_progress_write_that_never_returns_does_not_hold_up_the_trigger(primus_home, client, monkeypatch, capsys):
+    from airflow.sdk.execution_time import task_runner
+
+    from airflow_provider_primus.triggers.primus import PrimusJobTrigger
+
+    comms = SilentComms()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", comms, raising=False)
+    app_id = client.submit(make_spec([{"name": "worker", "command": "sleep 1"}]))
+    trigger = PrimusJobTrigger(app_id, poll_interval=0.2, progress_interval=0.5)
+    trigger.publish_timeout = 0.3
+    trigger.task_instance = SimpleNamespace(dag_id="dag", task_id="train", run_id="manual__1", map_index=-1)
+
+    async def first_event() -> dict[str, Any]:
+        try:
+            async for event in trigger.run():
+                return event.payload
+            raise AssertionError("the trigger ended without an event")
+        finally:  # before asyncio.run waits for the blocked write's thread
+            comms.release.set()
+
+    event = asyncio.run(asyncio.wait_for(first_event(), 30))  # before: it waited for the write
+    assert event["status"] == "success"
+    said = capsys.readouterr()
+    assert f"Publishing the progress of Primus job {app_id} took over 0.3 s: going on without it" in said.out + said.err
