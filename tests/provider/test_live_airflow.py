@@ -19,6 +19,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -487,16 +488,22 @@ def task_state_store(live: LiveAirflow, dag_id: str, run_id: str, key: str, task
         raise
 
 
+def progress_input(root: Path) -> tuple[Path, Path]:
+    """live_dags/primus_live_progress.py's input (four files of 100 lines) and its trainer's gate."""
+    data, gate = root / "data", root / "gate"
+    data.mkdir()
+    for f in range(4):
+        (data / f"part-{f}.txt").write_text("".join(f"f{f}-{i:05d}\n" for i in range(100)))
+    return data, gate
+
+
 @pytest.mark.parametrize("dag_id", ["primus_live_progress", "primus_live_progress_deferred"])
 def test_the_jobs_progress_is_in_the_task_state_store_during_and_after_the_run(live: LiveAirflow, dag_id: str,
                                                                                  tmp_path):
     """live_dags/primus_live_progress.py: a job over four files whose trainer holds after the first
     until the test opens its gate. Airflow's REST API shows ``primus_progress`` with part of the data
     done while the job runs (in a worker slot, or deferred: from a log hand-off), then the outcome."""
-    data, gate = tmp_path / "data", tmp_path / "gate"
-    data.mkdir()
-    for f in range(4):
-        (data / f"part-{f}.txt").write_text("".join(f"f{f}-{i:05d}\n" for i in range(100)))
+    data, gate = progress_input(tmp_path)
     with live.explain_failure(dag_id):
         live.wait_for_dag(dag_id)
         run_id = live.trigger_dag(dag_id, {"data": str(data), "gate": str(gate)})
@@ -564,10 +571,7 @@ def test_a_deferred_tasks_progress_is_never_more_than_ten_seconds_old(live: Live
     operator's defaults and no followed logs (no hand-off), the trigger now keeps the task's XCom at
     most 10 s old: read every second for 30 s while the task is deferred."""
     dag_id = "primus_live_progress_fresh"
-    data, gate = tmp_path / "data", tmp_path / "gate"
-    data.mkdir()
-    for f in range(4):
-        (data / f"part-{f}.txt").write_text("".join(f"f{f}-{i:05d}\n" for i in range(100)))
+    data, gate = progress_input(tmp_path)
     with live.explain_failure(dag_id):
         live.wait_for_dag(dag_id)
         run_id = live.trigger_dag(dag_id, {"data": str(data), "gate": str(gate)})
