@@ -271,3 +271,47 @@ def test_an_executor_reads_webhdfs_with_the_delegation_token_when_it_has_one(mon
     assert f._url("OPEN", offset=0) == "/webhdfs/v1/data/part-0?op=OPEN&user.name=alice&offset=0"
     monkeypatch.setenv(ENV_WEBHDFS_DELEGATION, "TOKEN")
     assert f._url("OPEN", offset=0) == "/webhdfs/v1/data/part-0?op=OPEN&delegation=TOKEN&offset=0"
+
+
+def _snapshot(app_id: str) -> dict:
+    """The last status an AM mirrored to HDFS while its job ran: three workers running, data half read."""
+    from primus_runtime.models import ExecutorView, JobSummary, RoleView, StatusDocument
+
+    counts = {state: 0 for state in ("new", "starting", "registered", "running", "succeeded", "failed", "lost",
+                                     "stopped")}
+    executors = [ExecutorView(id=f"worker-{i}", role="worker", index=i, incarnation=f"i{i}", attempt=0,
+                              state="running", host="n1", ports=[], pid=100 + i, gpus=[], exit_code=None, reason="",
+                              logs={}, created_at=1.0, registered_at=2.0, running_at=3.0, finished_at=None,
+                              ready=True, ready_at=3.0, stop_reason=None, restarts=0) for i in range(3)]
+    role = RoleView(name="worker", replicas=3, released=True, ignored=False, failures=0, restarts=0,
+                    states={**counts, "running": 3}, ready=3)
+    return StatusDocument(job=JobSummary(app_id=app_id, name="j", state="running", reason="", created_at=1.0),
+                          roles=[role], events=[], data=None, executors=executors).model_dump(mode="json")
+
+
+def test_an_application_whose_am_died_is_lost_in_status_and_list_with_no_executor_running():
+    """Issue 35: after the AM's container died (max_attempts used up), `primus status` said `failed` with
+    `worker x3: 3 running` while `primus list` said `lost`."""
+    from primus_runtime.backends.yarn.client import YarnClusterClient
+
+    app_id = "application_1700000000000_0007"
+    report = {"id": app_id, "name": "j", "state": "FAILED", "finalStatus": "FAILED", "finishedTime": 9_000,
+              "startedTime": 1_000, "applicationTags": "primus",
+              "diagnostics": "Application application_1700000000000_0007 failed 1 times due to AM Container\n"
+                             "exited with  exitCode: 137"}
+    snapshot = _snapshot(app_id)
+    client = YarnClusterClient(conf_dir="/nonexistent")
+    client.__dict__["rm"] = SimpleNamespace(app=lambda _: report, apps=lambda _: [report])
+    client.__dict__["store"] = SimpleNamespace(
+        read_json=lambda _, name: snapshot if name == "status.json" else {"name": "j", "tags": {}})
+    status = client.final_status(app_id)
+    assert status is not None
+    assert status["job"]["state"] == "lost" and status["job"]["finished_at"] == 9.0
+    assert status["job"]["reason"] == ("the AM exited without recording an outcome: Application "
+                                       "application_1700000000000_0007 failed 1 times due to AM Container exited "
+                                       "with exitCode: 137")
+    assert [e["state"] for e in status["executors"]] == ["lost"] * 3
+    assert "last seen running" in status["executors"][0]["reason"]
+    assert status["roles"][0]["states"]["running"] == 0 and status["roles"][0]["states"]["lost"] == 3
+    [entry] = client.list_jobs()
+    assert (entry.state, entry.reason) == ("lost", status["job"]["reason"])

@@ -110,7 +110,8 @@ class DataReport(_Message):
     done: list[str] = Field(default_factory=list, description="Tasks read to the end")
     failed: dict[str, str] = Field(default_factory=dict, description="task id -> why its reader failed")
     released: list[str] = Field(default_factory=list, description="Tasks handed back on the AM's revoke (Kafka partitions moved "
-                                                "to another executor), at the position in progress")
+                                                "to another executor), at the position in progress, and "
+                                                "tasks assigned after its trainer's stdin was closed")
     commit: Commit | None = Field(None, description="Exactly-once: the trainer's latest commit; positions "
                                                     "and done tasks then count only what it committed")
     reading: str | None = Field(None, max_length=_MAX_ID,
@@ -565,9 +566,26 @@ class StatusDocument(StatusSummary):
         return cls(job=JobSummary(app_id=app_id, name=name, state=state, reason=reason, tags=tags or {}),
                    roles=[], events=[], data=None, executors=[])
 
-    def lost(self, reason: str) -> "StatusDocument":
-        """This last snapshot of a job whose AM exited without an outcome, as the client reports it."""
-        return self.model_copy(update={"job": self.job.model_copy(update={"state": JobState.LOST, "reason": reason})})
+    def lost(self, reason: str, finished_at: float | None = None) -> "StatusDocument":
+        """This last snapshot of a job whose AM exited without an outcome, as the client reports it.
+
+        No AM watches its executors any more: those the snapshot had alive show ``lost`` (their last
+        known state in the reason), never ``running`` for a job that is over."""
+        unwatched = "no AM watches it any more (last seen {state})"
+        executors = [ex.model_copy(update={"state": ExecutorState.LOST,
+                                           "reason": unwatched.format(state=ex.state.value)})
+                     if ex.state.alive or ex.state is ExecutorState.NEW else ex for ex in self.executors]
+        roles = []
+        for role in self.roles:
+            live = {state for state in role.states if state.alive or state is ExecutorState.NEW}
+            states = {state: 0 if state in live else n for state, n in role.states.items()}
+            gone = sum(role.states[state] for state in live)
+            if gone:
+                states[ExecutorState.LOST] = states.get(ExecutorState.LOST, 0) + gone
+            roles.append(role.model_copy(update={"states": states, "ready": 0}))
+        job = self.job.model_copy(update={"state": JobState.LOST, "reason": reason, "stopping": None,
+                                          "finished_at": finished_at or self.job.finished_at})
+        return self.model_copy(update={"job": job, "roles": roles, "executors": executors})
 
     def summary(self) -> StatusSummary:
         """As ``GET /status?view=summary`` has it: without the executors' rows and history."""

@@ -42,7 +42,8 @@ Executor -> AM (all POST, JSON bodies):
     task delivered to the trainer so far: a retry resumes after ``records``; a Kafka task adds
     ``"offset"``, the next offset to read, and ``"time"``, its last delivered record's timestamp in ms),
     ``"done": [task_id]``, ``"failed": {task_id: error}``, ``"released": [task_id]`` (Kafka tasks
-    handed back on a revoke, once the trainer consumed what was fed of them), ``"reading": task_id`` (the task the
+    handed back on a revoke, once the trainer consumed what was fed of them; tasks assigned after the
+    trainer's stdin was closed, which it can never read), ``"reading": task_id`` (the task the
     trainer was reading last: when it dies, only that task can be charged; see data/dispatcher.py),
     ``"feed": {"bytes_per_s", "records_per_s", "buffer_fill"}`` (bytes and records written into
     the trainer's stdin per second over the last few seconds, and the share 0..1 of the read-ahead

@@ -516,3 +516,28 @@ def test_parquet_input_is_read_by_executors_started_without_site_packages(client
     status = client.wait(client.submit(spec), timeout=60)
     assert status.job.state == "succeeded", status.job
     assert sorted(json.loads(line)["id"] for line in all_lines(out)) == rows
+
+
+def test_the_status_file_follows_the_data_read_between_events(client, dirs):
+    """The status file is what `primus status` shows once the AM is gone. Reading makes no event, so it
+    was rewritten only at the next one: on YARN an AM killed half-way left `data 0% (0/48 tasks)` with
+    99,460 records read (issue 35). One task read slowly: no event for seconds while records flow."""
+    data, out = dirs
+    write_day(data, 1, files=1, lines=10000)  # 500 records a second: 20 s
+    app = client.submit(data_spec(out, data, replicas=1, env={"SLEEP_EVERY": "100", "SLEEP": "0.2"},
+                                  time_range={"start": "2026-12-01", "end": "2026-12-01"}, task_size="1Mi"))
+    status_file = client.cluster("local").job(app).path / "status.json"
+
+    def on_file() -> int:
+        try:
+            document = json.loads(status_file.read_text())
+        except (OSError, ValueError):
+            return 0
+        return int((document.get("data") or {}).get("records_done") or 0)
+
+    wait_for(lambda: (d := client.data(app)) is not None and d.records_done >= 1000, 30, "1,000 records read")
+    # Snapshots come every 2 s at most (publishing.STATUS_SNAPSHOT_SECONDS): a few of them.
+    assert wait_for(lambda: on_file() >= 1000, 6, "the status file to show 1,000 records read")
+    assert client.data(app).records_done < 10000, "the input was read to its end meanwhile: no proof"
+    status = client.wait(app, timeout=90)
+    assert status.job.state == "succeeded", status.job

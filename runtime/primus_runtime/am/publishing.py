@@ -43,7 +43,7 @@ class Publisher:
         self.timeline = timeline
         self.data = data
         self._spawn = spawn
-        self._snapshot = (0.0, 0)  # (monotonic time, events) of the last status file written
+        self._snapshot = (0.0, 0, 0)  # (monotonic time, events, records read) of the last status file written
         self._snapshot_every = STATUS_SNAPSHOT_SECONDS
         self._snapshotting: asyncio.Task[None] | None = None  # a periodic status snapshot being written
         self._status_writes = 0  # every write of the status file: a snapshot never replaces a later one
@@ -69,12 +69,19 @@ class Publisher:
         tmp = self.status_path.with_suffix(".tmp")
         tmp.write_text("".join(self.record.json_parts()))
         os.replace(tmp, self.status_path)  # atomic: a reader never sees half a file
-        self._snapshot = (time.monotonic(), len(self.record.events))
+        self._snapshot = (time.monotonic(), len(self.record.events), self._records_read())
+
+    def _records_read(self) -> int:
+        """Input records read so far: data progress is no event, yet a status read once the AM is gone
+        must not show the data where it stood at the last event (issue 35: 0% with half of it read)."""
+        return self.data.dispatcher.records_done if self.data is not None else 0
 
     def snapshot_if_due(self, now: float) -> None:
-        """Start writing a periodic status snapshot if events came since the last one and it is time."""
-        written_at, events = self._snapshot
-        if len(self.record.events) != events and now - written_at >= self._snapshot_every \
+        """Start writing a periodic status snapshot if events came or records were read since the last
+        one, and it is time."""
+        written_at, events, records = self._snapshot
+        changed = len(self.record.events) != events or self._records_read() != records
+        if changed and now - written_at >= self._snapshot_every \
                 and self.status_path is not None and self._snapshotting is None:
             self._snapshotting = self._spawn(self._write_snapshot())
 
@@ -85,6 +92,7 @@ class Publisher:
         try:
             self.write_journals()
             writes, events, started = self._status_writes, len(self.record.events), time.monotonic()
+            records = self._records_read()
             tmp = self.status_path.with_suffix(".snapshot")
             with tmp.open("w") as f:
                 for part in self.record.json_parts():
@@ -92,7 +100,7 @@ class Publisher:
                     await asyncio.sleep(0)
             if writes == self._status_writes:  # no write of the state since: this one is newer
                 os.replace(tmp, self.status_path)
-                self._snapshot = (time.monotonic(), events)
+                self._snapshot = (time.monotonic(), events, records)
             took = time.monotonic() - started
             self._snapshot_every = max(STATUS_SNAPSHOT_SECONDS, STATUS_SNAPSHOT_COST * took)
         except OSError:

@@ -311,7 +311,7 @@ class Dispatcher:
                 self.revoking.pop(task_id, None)
                 task.holder = None
                 self._set(task, TaskState.QUEUED)
-                self.stream_queue.appendleft(task.id)
+                self._queue_of(task).appendleft(task.id)  # a revoked stream, or a file task a closed feed refused
         reply: dict[str, Any] = {}
         # Assignments the executor does not know of were lost on the way: send them again.
         known = set(report.held or ()) | set(report.done) | set(report.failed)

@@ -337,6 +337,9 @@ class Feeder:
         self.exhausted = False
         self.closed = False
         self.closed_at: float | None = None  # when the trainer's stdin was closed because the input ended
+        # Tasks assigned once the pipe was closed (none should come: a closed feed asks for none): they
+        # can never be fed, so the next report hands them back at once rather than hold them to the end.
+        self._refused: list[str] = []
         self.broken = False  # the trainer closed its end
         self.draining = False  # a preemption notice: nothing more is written (see drain)
         self.drained_eof = False  # draining, the trainer took everything written and its stdin was closed
@@ -386,8 +389,10 @@ class Feeder:
                         released.append(task.id)
                     else:
                         done.append(task.id)
+            released += self._refused
             report: dict[str, Any] = {
-                "need_tasks": 0 if self.exhausted or self.broken or self.draining else max(0, self.max_tasks - self._in_flight()),
+                "need_tasks": 0 if self.closed or self.exhausted or self.broken or self.draining
+                else max(0, self.max_tasks - self._in_flight()),
                 "held": list(self.tasks), "progress": progress, "done": done, "failed": failed,
                 "released": released}
             if reading is not None:
@@ -497,11 +502,17 @@ class Feeder:
         with self.lock:
             for task_id in list(report["done"]) + list(report["failed"]) + list(report.get("released", ())):
                 self.tasks.pop(task_id, None)
+                if task_id in self._refused:
+                    self._refused.remove(task_id)
             for task_id in reply.get("revoke") or ():
                 if task_id in self.tasks:
                     self.tasks[task_id].revoked = True
             for assignment in reply.get("tasks") or ():
-                if str(assignment["task_id"]) in self.tasks or self.closed:
+                if str(assignment["task_id"]) in self.tasks:
+                    continue
+                if self.closed:
+                    if str(assignment["task_id"]) not in self._refused:
+                        self._refused.append(str(assignment["task_id"]))
                     continue
                 task = _TaskFeed(assignment)
                 self.tasks[task.id] = task

@@ -271,15 +271,18 @@ class YarnClusterClient(ClusterClient):
         report = self._report(app_id)
         if report["state"] not in YARN_DONE:
             return None
-        # The application ended without the AM recording an outcome: YARN's word is all there is.
-        final = report.get("finalStatus")
-        state = (JobState.KILLED if "KILLED" in (report["state"], final)
-                 else JobState.SUCCEEDED if final == "SUCCEEDED" else JobState.FAILED)
-        reason = f"YARN application {report['state'].lower()}: {(report.get('diagnostics') or '').strip()[:500]}"
+        # The application ended without the AM recording an outcome: YARN's word is all there is. Killed
+        # through YARN, it was killed; else its last AM died (`lost`, as `primus list` says), and no
+        # executor of the last snapshot is still running: YARN stopped every container of it.
+        state, reason = outcome_without_am(report)
+        finished = (report.get("finishedTime") or 0) / 1000 or time.time()
+        if state is JobState.LOST:
+            document = StatusDocument.model_validate(status) if status else StatusDocument.without_am(
+                app_id, report.get("name") or app_id, JobState.LOST, reason)
+            return document.lost(reason, finished_at=finished).model_dump(mode="json")
         status = status or StatusDocument.without_am(app_id, report.get("name") or app_id, state, reason
                                                      ).model_dump(mode="json")
-        status["job"].update(state=state.value, reason=reason,
-                             finished_at=(report.get("finishedTime") or 0) / 1000 or time.time())
+        status["job"].update(state=state.value, reason=reason, finished_at=finished)
         return status
 
     def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
@@ -295,8 +298,7 @@ class YarnClusterClient(ClusterClient):
             job = (self.last_status(app_id) or {}).get("job", {})
             state, reason = job.get("state", JobState.PENDING.value), job.get("reason", "")
             if report["state"] in YARN_DONE and state not in JOB_OUTCOMES:
-                state = JobState.KILLED.value if report["state"] == "KILLED" else JobState.LOST.value
-                reason = (report.get("diagnostics") or "").strip()[:500]  # YARN's words: no AM recorded any
+                state, reason = outcome_without_am(report)  # as `primus status` says it (final_status)
             finished = job.get("finished_at") or (report.get("finishedTime") or 0) / 1000 or None
             out.append(JobEntry(app_id=app_id, name=spec.get("name", report.get("name")), state=state,
                                 tags=spec.get("tags", {}), reason=reason, finished_at=finished,
@@ -343,6 +345,18 @@ class YarnClusterClient(ClusterClient):
             raise
         return log_contents(data)[offset:]
 
+
+
+def outcome_without_am(report: dict[str, Any]) -> tuple[JobState, str]:
+    """A YARN application that ended with no outcome recorded by a Primus AM: killed through YARN,
+    succeeded by YARN's word, or else ``lost`` (its last AM attempt died), with YARN's diagnostics."""
+    final = report.get("finalStatus")
+    diagnostics = " ".join((report.get("diagnostics") or "").split())[:500]
+    if "KILLED" in (report["state"], final):
+        return JobState.KILLED, f"YARN application killed: {diagnostics}"
+    if final == "SUCCEEDED":
+        return JobState.SUCCEEDED, f"YARN application succeeded: {diagnostics}"
+    return JobState.LOST, f"the AM exited without recording an outcome: {diagnostics or 'YARN gives no diagnostics'}"
 
 
 def _write_ca(spec: JobSpec, directory: Path) -> bytes:
