@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -217,8 +218,32 @@ def test_supervisor_stops_the_job_once_out_of_attempts(client):
     wait_for(lambda: client.cluster("local").am_pid(app) is None, timeout=60, what="the supervisor's exit")
     wait_for(lambda: not Path(f"/proc/{worker}").exists(), timeout=30, what="the executor's end")
     log = client.cluster("local").job(app).am_log.read_text()
-    assert "am.max_attempts (2) used up: stopping what is left of the job" in log
-    assert client.status(app).job.state == "lost"
+    said = "the AM died 2 times within 1h (am.max_attempts 2); the last: AM attempt 2 killed by signal 9"
+    assert f"{said}: stopping what is left of the job" in log
+    # The job's reason is the supervisor's, not "the AM exited without recording an outcome" (issue 35).
+    status = client.status(app)
+    assert status.job.state == "lost" and status.job.reason.startswith(said + "; its log: "), status.job
+    assert [e.state for e in status.executors] == ["lost"]  # not `running` for a job that is over
+    [entry] = [j for j in client.list() if j.app_id == app]
+    assert (entry.state, entry.reason) == ("lost", said)
+
+
+def test_am_deaths_count_toward_max_attempts_only_within_the_validity_interval(client):
+    """A job of days loses its AM now and then; each death recovered, it must not be lost for the sum of
+    them (issue 35). Two deaths 4 s apart with max_attempts 2 and a 3 s window: the job carries on."""
+    app = client.submit(sleeper(14, max_attempts=2, attempt_failures_validity_interval="3s"))
+    wait_for(lambda: client.status(app).job.state == "running", what="running")
+    kill_am(client, app)
+    wait_recovered(client, app, 1)
+    time.sleep(4)  # what is tested: the first death falls out of the window
+    kill_am(client, app)
+    wait_recovered(client, app, 2)
+    status = client.wait(app, timeout=60)
+    assert status.job.state == "succeeded", status.job
+    assert [a.attempt for a in status.job.am_attempts] == [2, 3]
+    assert all(a.cause and "killed by signal 9" in a.cause for a in status.job.am_attempts), status.job.am_attempts
+    deaths = (client.cluster("local").job(app).path / "am-deaths.jsonl").read_text().splitlines()
+    assert [json.loads(d)["attempt"] for d in deaths] == [1, 2]
 
 
 # --- the journal itself ---------------------------------------------------------------------------

@@ -275,13 +275,15 @@ def event_line(event: EventView) -> str:
 
 
 def am_attempt_line(attempt: AMAttempt) -> str:
-    """One AM restart: when, how long the job went without an AM, what it kept."""
+    """One AM restart: when and why, how long the job went without an AM, what it kept."""
     line = f"AM attempt {attempt.attempt} started {_clock(attempt.started_at)}"
+    if attempt.cause:
+        line += f" ({attempt.cause})"
     if attempt.recovered_at is None:
         return line + f", adopting {attempt.adopted} executor(s)..."
     took = attempt.recovered_at - (attempt.down_since or attempt.started_at)
     return line + (f", recovered in {took:.2f}s: {attempt.adopted} executor(s) adopted, "
-                   f"{attempt.gone} gone")
+                   f"{attempt.gone} gone while no AM ran (started again)")
 
 
 def goodput_line(goodput: Goodput) -> str:

@@ -292,7 +292,8 @@ class PrimusClient:
         if cluster.am_alive(app_id):
             spec = self.spec(app_id)
             return StatusDocument.without_am(app_id, spec.name, JobState.PENDING, "AM starting", spec.tags)
-        reason = "the AM exited without recording an outcome; its log: " + cluster.cli_command("logs", app_id)
+        reason = (cluster.am_gone_reason(app_id) or "the AM exited without recording an outcome") + \
+            "; its log: " + cluster.cli_command("logs", app_id)
         last = cluster.last_status(app_id)
         if last is None:
             spec = self.spec(app_id)

@@ -367,6 +367,8 @@ class AMAttempt(_Reply):
     recovered_at: float | None = Field(description="When every executor kept had been adopted or found gone")
     adopted: int = Field(description="Executors still running that it adopted")
     gone: int = Field(description="Executors that ended while no AM was there")
+    cause: str | None = Field(None, description="What ended the attempt before it, as its backend tells "
+                                                "(\"killed by signal 9\", YARN's diagnostics); null: not known")
 
 
 class JobSummary(_Reply):

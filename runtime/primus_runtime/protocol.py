@@ -149,10 +149,12 @@ ENV_AM_RECOVERY_GRACE = "PRIMUS_AM_RECOVERY_GRACE"
 # Optional, local backend: a file holding the AM's {"address"}, reread while the AM is unreachable
 # (a restarted AM listens on a new port).
 ENV_AM_INFO_FILE = "PRIMUS_AM_INFO_FILE"
-# Set by the local supervisor for a restarted AM: its attempt number, and when the last one was
-# found dead (epoch seconds).
+# Set by the local supervisor for a restarted AM: its attempt number; by every backend that restarts
+# the AM: when the last one was found dead (epoch seconds) and what ended it ("killed by signal 9",
+# YARN's diagnostics of the attempt...).
 ENV_AM_ATTEMPT = "PRIMUS_AM_ATTEMPT"
 ENV_AM_DOWN_SINCE = "PRIMUS_AM_DOWN_SINCE"
+ENV_AM_DOWN_CAUSE = "PRIMUS_AM_DOWN_CAUSE"
 # Local backend: the AM's first process forks its supervisor (JSON: job_dir, bundle, max_attempts).
 ENV_AM_SUPERVISOR = "PRIMUS_AM_SUPERVISOR"
 # Set for the AM process by a backend that knows the AM's address before it starts (Kubernetes: the

@@ -426,6 +426,11 @@ class AMSettings(StrictModel):
         "On local and Kubernetes the new attempt adopts the executors still running, trainers untouched, "
         "so the default there is 3; on YARN a new attempt starts every executor again, so the default "
         "is 1 (no restart).")
+    attempt_failures_validity_interval: Seconds | None = Field(
+        3600.0, gt=0, description="Only AM deaths within this long of each other count toward max_attempts "
+        "(YARN's attemptFailuresValidityInterval): a job of days that loses its AM now and then, each time "
+        "recovered, is not lost for it. Default 1h; null: every death since submit counts. Local and "
+        "Kubernetes apply it; on YARN, whose skein submission cannot set it, every death counts.")
     recovery_grace: Seconds | None = Field(
         None, description="With max_attempts > 1: how long executors keep their trainers running while "
         "the AM is unreachable, waiting for its next attempt to adopt them (more than heartbeat_timeout; "

@@ -87,7 +87,8 @@ def new_attempt(record: JobRecord) -> dict[str, Any]:
     """This attempt's entry in ``am_attempts`` (recovered once every adopted executor reported)."""
     attempt: dict[str, Any] = {"attempt": record.attempt, "started_at": time.time(),
                                "down_since": _float_env(protocol.ENV_AM_DOWN_SINCE), "recovered_at": None,
-                               "adopted": 0, "gone": 0}
+                               "adopted": 0, "gone": 0,
+                               "cause": os.environ.get(protocol.ENV_AM_DOWN_CAUSE, "")[:300] or None}
     record.am_attempts.append(attempt)
     return attempt
 

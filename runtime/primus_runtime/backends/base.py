@@ -280,6 +280,11 @@ class ClusterClient(abc.ABC):
     def last_status(self, app_id: str) -> dict[str, Any] | None:
         """The latest status the AM saved (a snapshot, maybe not final)."""
 
+    def am_gone_reason(self, app_id: str) -> str | None:
+        """Why the job has no AM any more, when what restarts AMs said so (its attempts used up); None:
+        not known here."""
+        return None
+
     @abc.abstractmethod
     def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
         """Known jobs (newest first), optionally only those carrying all ``tags``."""

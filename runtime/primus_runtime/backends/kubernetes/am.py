@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 
 from ... import protocol
-from ...am import journal
+from ...am import journal, journal_copy
 from ...am.main import serve
 from ...am.master import ApplicationMaster
 from ...bundle import runtime_digest
@@ -30,11 +30,9 @@ from .store import ConfigMapStore, JournalConfigMap
 
 log = logging.getLogger("primus.am")
 
-# How often, at most, the journal's copy is replaced. What a new attempt can miss is the last
-# interval's changes: an executor that registered in it is found unregistered in the copy, so its pod
-# is deleted and the executor replaced (were it left running, the new AM would answer it "unknown or
-# stale incarnation"); an executor launched in it is unknown to the copy, its pod deleted the same
-# way; tasks handed out in it are handed out again from the input's work_preserve_dir (at least once).
+# How often, at most, the journal's copy is replaced (what a new attempt can miss: am/journal_copy.py).
+# An executor pod the copy does not know as registered is deleted and the executor replaced (were it
+# left running, the new AM would answer it "unknown or stale incarnation").
 JOURNAL_UPLOAD_SECONDS = 1.0
 # How long an ending attempt (SIGTERM) tries to bring the journal's copy up to date before it exits.
 LAST_UPLOAD_SECONDS = 5.0
@@ -68,14 +66,15 @@ async def _run(api: KubeApi) -> int:
     if copy is not None:
         store.attempt = await _attempt(api, store, namespace, pod_name)
         if store.attempt > 1:
-            recovered = await _download(copy, status_path.parent / journal.JOURNAL)
+            recovered = await journal_copy.download(copy, status_path.parent / journal.JOURNAL)
             if recovered is None:  # it starts afresh: nothing of the earlier attempts may keep running
                 await backend.remove_all()
     am = ApplicationMaster(spec, m.app_id(namespace, app), backend, status_path=status_path,
                            attempt=store.attempt, recovered=recovered)
     checked = asyncio.ensure_future(_check_runtime(am, pod))  # hashing the sources waits for no one
     token = Path(m.TOKEN_DIR, m.TOKEN_KEY).read_text().strip()
-    uploader = asyncio.ensure_future(_upload_journal(am, copy)) if copy is not None else None
+    uploader = asyncio.ensure_future(journal_copy.keep_uploaded(am, copy, JOURNAL_UPLOAD_SECONDS)) \
+        if copy is not None else None
     try:
         # On its pod IP (other pods of the node may use the same port on theirs), at the port the
         # executors started with the job were told (manifests.am_address).
@@ -143,40 +142,3 @@ async def _ended_at(api: KubeApi, namespace: str, pod_name: str) -> float | None
             return terminated.finished_at.timestamp()
     deleted = pod.metadata.deletion_timestamp
     return deleted.timestamp() if deleted is not None else None
-
-
-async def _download(copy: JournalConfigMap, path: Path) -> journal.Recovered | None:
-    """The earlier attempts' journal, written to ``path`` (where this attempt's journal goes on)."""
-    text = await copy.download()
-    if not text:
-        log.warning("no AM journal to take over from (%s): the job starts afresh",
-                    "it outgrew its ConfigMap" if text == "" else "none was uploaded")
-        return None
-    path.write_text(text, encoding="utf-8")
-    return journal.load(path)
-
-
-async def _upload_journal(am: ApplicationMaster, copy: JournalConfigMap) -> None:
-    """Replace the journal's copy with the compacted journal when it changed, at most every
-    ``JOURNAL_UPLOAD_SECONDS``; stop for good (the job cannot be taken over past this point) once it
-    outgrows the ConfigMap."""
-    assert am.journal is not None
-    written: tuple[int, int] | None = None
-    while True:
-        await asyncio.sleep(JOURNAL_UPLOAD_SECONDS)
-        stat = am.journal.path.stat()
-        if (stat.st_size, stat.st_mtime_ns) == written:
-            continue
-        text, _ = am.journal.compacted()
-        try:
-            fits = await copy.upload(text)
-        except Exception:  # noqa: BLE001 - the API server may be briefly unavailable: the next round retries
-            log.exception("uploading the AM journal failed")
-            continue
-        written = (stat.st_size, stat.st_mtime_ns)
-        if not fits:
-            warning = (f"the AM journal ({len(text.encode())} bytes) outgrew its ConfigMap {copy.name}: a new AM "
-                       f"attempt cannot take over this job any more, it would start every executor again")
-            log.warning("%s", warning)
-            am.record.add_event("am", None, "warning", warning)
-            return

@@ -121,7 +121,8 @@ async def _logged(call: Coroutine[Any, Any, None], what: str) -> None:
 
 
 class JournalConfigMap(_ConfigMap):
-    """The AM journal's copy (compacted: one line per object) in the ``<app>-journal`` ConfigMap."""
+    """The AM journal's copy (compacted: one line per object) in the ``<app>-journal`` ConfigMap
+    (an ``am.journal_copy.JournalCopy``)."""
 
     async def download(self) -> str | None:
         """The journal an earlier attempt uploaded: None when none did, "" when it outgrew the

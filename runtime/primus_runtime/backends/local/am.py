@@ -86,7 +86,8 @@ async def keep_supervised(am: ApplicationMaster, job: JobDir, bundle: Path) -> N
             watcher = subprocess.Popen(
                 [sys.executable, str(Path(__file__).with_name("supervisor.py")), str(job.path), "--bundle", str(bundle),
                  "--max-attempts", str(am.spec.am_attempts), "--watch", str(os.getpid()),
-                 "--attempt", str(am.record.attempt)],
+                 "--attempt", str(am.record.attempt),
+                 *(["--window", repr(window)] if (window := am.spec.am.attempt_failures_validity_interval) else [])],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         job.am_pid.write_text(str(watcher.pid))
         reason = (f"the AM's supervisor (pid {supervisor}) died: a new one (pid {watcher.pid}) watches this AM "

@@ -25,6 +25,7 @@ from ...states import JOB_OUTCOMES, JobState
 from ..base import ClientOptions, ClusterClient
 from .jobs import JobDir, ResourceLedger, processes_of_job
 from .settings import LocalBackend
+from .supervisor import GAVE_UP
 
 # --- from outside: submit, find, kill -----------------------------------------------------
 
@@ -83,6 +84,7 @@ class LocalClusterClient(ClusterClient):
         if spec.am_attempts > 1:  # the AM's process forks a supervisor that restarts the AM (supervisor.py)
             env[protocol.ENV_AM_SUPERVISOR] = json.dumps({"job_dir": str(job.path), "bundle": str(bundle),
                                                           "max_attempts": spec.am_attempts,
+                                                          "window": spec.am.attempt_failures_validity_interval,
                                                           "module": str(Path(__file__).with_name("supervisor.py"))})
         command = [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(job.path),
                    "--bundle", str(bundle)]
@@ -162,6 +164,12 @@ class LocalClusterClient(ClusterClient):
         job = self.job(app_id)
         return job.read_json(job.status)
 
+    def am_gone_reason(self, app_id: str) -> str | None:
+        try:
+            return (self.job(app_id).path / GAVE_UP).read_text().strip() or None
+        except OSError:
+            return None
+
     def list_jobs(self, tags: dict[str, str] | None = None) -> list[JobEntry]:
         if not self.jobs.exists():
             return []
@@ -175,10 +183,12 @@ class LocalClusterClient(ClusterClient):
                 continue
             status = job.read_json(job.status) or {}
             state = status.get("job", {}).get("state", "pending")
+            reason = status.get("job", {}).get("reason", "")
             if state not in JOB_OUTCOMES and self.am_pid(job.app_id) is None:
                 state = JobState.LOST.value  # the AM died without recording an outcome
+                reason = self.am_gone_reason(job.app_id) or "the AM exited without recording an outcome"
             out.append(JobEntry(app_id=job.app_id, name=spec["name"], state=state, tags=spec.get("tags", {}),
-                                reason=status.get("job", {}).get("reason", ""),
+                                reason=reason,
                                 finished_at=status.get("job", {}).get("finished_at"),
                                 created_at=job.spec.stat().st_mtime))  # spec.json is written once, at submit
         return sorted(out, key=lambda j: j.created_at, reverse=True)

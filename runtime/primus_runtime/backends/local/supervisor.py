@@ -1,4 +1,5 @@
-"""The local backend's AM supervisor: restarts a dead AM, up to ``am.max_attempts``.
+"""The local backend's AM supervisor: restarts a dead AM, up to ``am.max_attempts`` deaths within
+``am.attempt_failures_validity_interval`` (every death is noted in ``am-deaths.jsonl``).
 
 Standard library and ``primus_runtime``'s stdlib-only modules: it lives as long as the job and stays
 small. With ``am.max_attempts > 1`` the client starts the AM with ``$PRIMUS_AM_SUPERVISOR`` set, and
@@ -12,7 +13,8 @@ AM reads the journal and adopts the executors still running. The supervisor is a
 executors orphaned by the dead AM (and its fork server) become its children, and it records each
 one's exit code in ``reaped.jsonl`` for the AM that watches them now. SIGTERM and SIGINT are passed
 on to the AM (which stops the job) and end the supervision. Out of attempts with the job
-unfinished, it stops what is left of the job (SIGTERM, SIGKILL after 10 s).
+unfinished, it writes why (``am-gave-up.txt``: the job's reason for clients) and stops what is left
+of the job (SIGTERM, SIGKILL after 10 s).
 
 If the supervisor itself dies, the AM it ran goes on, and starts a new one within a second
 (``backends/local/am.py``): ``python supervisor.py JOB_DIR --bundle B --max-attempts N --watch PID
@@ -43,6 +45,11 @@ from primus_runtime.states import JOB_OUTCOMES  # noqa: E402
 
 LEFTOVER_GRACE = 10.0
 CANNOT_RUN_HERE = 2  # the AM's verdict that the job cannot run on this backend: no attempt would differ
+# In the job directory: every AM death (time, attempt, how), for whichever supervisor watches the job
+# (one that took over from a dead supervisor counts the deaths before it too); and, once the attempts
+# are used up, why: what a client reports as the job's reason (jobs.LocalJob.gave_up).
+DEATHS = "am-deaths.jsonl"
+GAVE_UP = "am-gave-up.txt"
 
 
 def log(message: str) -> None:
@@ -50,10 +57,11 @@ def log(message: str) -> None:
 
 
 class Supervisor:
-    def __init__(self, job_dir: Path, bundle: str, max_attempts: int):
+    def __init__(self, job_dir: Path, bundle: str, max_attempts: int, window: float | None = None):
         self.job_dir = job_dir
         self.bundle = bundle
         self.max_attempts = max_attempts
+        self.window = window  # am.attempt_failures_validity_interval: deaths older than this do not count
         self.am_pid: int | None = None  # the AM attempt running now
         self.stopping = False
 
@@ -68,27 +76,30 @@ class Supervisor:
     def run(self, attempt: int = 1, child: int | None = None, watched: int | None = None) -> int:
         """Supervise from ``attempt`` on: the AM forked as ``child``, or ``watched`` (an AM that is not
         this process's child), or else a new one started here."""
-        down_since = None
+        down_since, how = None, ""
         while True:
             if child is not None or watched is not None:
                 self.am_pid = child or watched
                 code = self.reap_until(child) if child is not None else self.watch(watched or 0)
                 child = watched = None
             else:
-                code = self.run_am(attempt, down_since)
+                code = self.run_am(attempt, down_since, how)
             self.am_pid = None
             # 0 and 1 are the AM's own exits once the job ended; killed or crashed, even after the
             # outcome was known, the next attempt finishes what it did not (the status, the history).
             if self.stopping or (code in (0, 1) and self.has_outcome()) or code == CANNOT_RUN_HERE:
                 return code
             how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
-            if attempt >= self.max_attempts and self.has_outcome():
+            counted = self.count_death(attempt, how)
+            if counted >= self.max_attempts and self.has_outcome():
                 log(f"AM attempt {attempt} {how} after recording the job's outcome; am.max_attempts "
                     f"({self.max_attempts}) used up")
                 return code if code > 0 else 1
-            if attempt >= self.max_attempts:
-                log(f"AM attempt {attempt} {how} with the job unfinished; am.max_attempts ({self.max_attempts}) "
-                    f"used up: stopping what is left of the job")
+            if counted >= self.max_attempts:
+                reason = (f"the AM died {counted} time{'s' if counted > 1 else ''}{self.within()} "
+                          f"(am.max_attempts {self.max_attempts}); the last: AM attempt {attempt} {how}")
+                log(f"{reason}: stopping what is left of the job")
+                (self.job_dir / GAVE_UP).write_text(reason)
                 self.stop_leftovers()
                 return code if code > 0 else 1
             down_since = time.time()
@@ -96,11 +107,31 @@ class Supervisor:
             log(f"AM attempt {attempt} {how} with the job unfinished: starting attempt {attempt + 1}")
             attempt += 1
 
-    def run_am(self, attempt: int, down_since: float | None) -> int:
+    def count_death(self, attempt: int, how: str) -> int:
+        """Note this AM death; how many count toward ``max_attempts`` (those within the window)."""
+        now = time.time()
+        deaths = self.job_dir / DEATHS
+        with open(deaths, "a") as f:
+            f.write(json.dumps({"time": now, "attempt": attempt, "how": how}) + "\n")
+        times = []
+        for line in deaths.read_text().splitlines():
+            try:
+                times.append(float(json.loads(line)["time"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        return sum(1 for t in times if self.window is None or now - t <= self.window)
+
+    def within(self) -> str:
+        if self.window is None:
+            return " since the job started"
+        return f" within {format_seconds(self.window)}"
+
+    def run_am(self, attempt: int, down_since: float | None, down_cause: str = "") -> int:
         env = {name: value for name, value in os.environ.items() if name != protocol.ENV_AM_SUPERVISOR}
         env[protocol.ENV_AM_ATTEMPT] = str(attempt)
         if down_since is not None:
             env[protocol.ENV_AM_DOWN_SINCE] = repr(down_since)
+            env[protocol.ENV_AM_DOWN_CAUSE] = f"AM attempt {attempt - 1} {down_cause}"
         am = subprocess.Popen(
             [sys.executable, "-m", "primus_runtime.am", "--backend", "local", str(self.job_dir), "--bundle", self.bundle],
             env=env, stdin=subprocess.DEVNULL)
@@ -179,6 +210,14 @@ class Supervisor:
             deadline = time.monotonic() + 1.0
 
 
+def format_seconds(seconds: float) -> str:
+    """``1h``, ``90min``, ``45s``: a window as a person writes it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def children() -> list[int]:
     me = os.getpid()
     return [pid for pid, found in procfs.all_stats().items() if found.ppid == me and not found.zombie]
@@ -191,8 +230,9 @@ def supervise_this_process() -> None:
     child = os.fork()
     if child == 0:
         return
-    sys.exit(_supervise(Supervisor(Path(settings["job_dir"]), settings["bundle"], int(settings["max_attempts"])),
-                        child=child))
+    window = settings.get("window")
+    sys.exit(_supervise(Supervisor(Path(settings["job_dir"]), settings["bundle"], int(settings["max_attempts"]),
+                                   None if window is None else float(window)), child=child))
 
 
 def _supervise(supervisor: Supervisor, attempt: int = 1, child: int | None = None, watched: int | None = None) -> int:
@@ -210,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-attempts", type=int, required=True)
     parser.add_argument("--watch", type=int, help="the pid of an AM running now (its supervisor died)")
     parser.add_argument("--attempt", type=int, default=1, help="that AM's attempt")
+    parser.add_argument("--window", type=float, help="am.attempt_failures_validity_interval (seconds)")
     args = parser.parse_args(argv)
-    supervisor = Supervisor(args.job_dir, args.bundle, args.max_attempts)
+    supervisor = Supervisor(args.job_dir, args.bundle, args.max_attempts, args.window)
     return _supervise(supervisor, args.attempt, watched=args.watch)
 
 

@@ -84,6 +84,11 @@ class ResourceManager:
         found = self._call(f"/apps?applicationTags={tag}")["apps"]
         return (found or {}).get("app", [])
 
+    def app_attempts(self, app_id: str) -> list[dict[str, Any]]:
+        """The application's attempts, oldest first (id, startTime, finishedTime, diagnosticsInfo...)."""
+        found = self._call(f"/apps/{app_id}/appattempts")["appAttempts"]
+        return (found or {}).get("appAttempt", [])
+
     def kill(self, app_id: str) -> None:
         self._call(f"/apps/{app_id}/state", "PUT", {"state": "KILLED"})
 
@@ -187,6 +192,10 @@ def executor_script(python: str, tls: bool = False, files: Iterable[str] = ()) -
 def am_script(python: str) -> str:
     return "\n".join([
         f'export PYTHONPATH="$PWD/{BUNDLE_NAME}${{PYTHONPATH:+:$PYTHONPATH}}"',
+        # The application's id in the AM's environment, as its executors have it (`ps e` ties the
+        # process to its job): container_[e<epoch>_]<cluster ts>_<app seq>_<attempt>_<n>.
+        'id=${CONTAINER_ID#container_}; id=${id#e*_}; id=${id%_*}; id=${id%_*}',
+        f'export {protocol.ENV_APP_ID}="application_$id"',
         f"exec {shlex.quote(python)} -m primus_runtime.am --backend yarn",
     ])
 

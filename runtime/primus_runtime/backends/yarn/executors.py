@@ -15,7 +15,7 @@ from typing import Any
 from ... import protocol
 from ...hadoop import ENV_WEBHDFS_DELEGATION, hadoop_user
 from ...spec import Resources
-from ..base import BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
+from ..base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
 from .cluster import ResourceManager, container_resources, log_contents, never_fits
 from .kerberos import KerberosLogin, urlopen, webhdfs_delegation_token
 
@@ -112,6 +112,19 @@ class YarnExecutorBackend(ExecutorBackend):
             return None
         self._unclaimed.discard((role, index))
         return f"{role}_{index}"  # skein's id of the container, which the executor takes as its name
+
+    async def adopt(self, executors: list[Adoption]) -> set[str]:
+        """A new application attempt: skein's application master keeps no container of the attempt
+        before (YARN stopped them with it), so none is adopted. The containers skein started with this
+        attempt for the roles launched with the application belong to no executor of the journal (the
+        replacements get containers of their own): they are stopped."""
+        for role, index in sorted(self._unclaimed):
+            try:
+                await asyncio.to_thread(self.app.kill_container, f"{role}_{index}")
+            except Exception as exc:  # noqa: BLE001 - it may not have started yet, or ended
+                log.info("stopping container %s_%d of the new attempt: %s", role, index, exc)
+        self._unclaimed.clear()
+        return set()
 
     def pending_reason(self, incarnation: str) -> str | None:
         container_id = self._by_incarnation.get(incarnation)
