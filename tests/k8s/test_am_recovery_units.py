@@ -16,16 +16,19 @@ from primus_runtime.spec import JobSpec, Resources
 APP = "primus-x-abc123"
 
 
-def job(max_attempts: int) -> JobSpec:
-    return JobSpec.from_dict({"name": "x", "am": {"max_attempts": max_attempts},
+def job(max_attempts: int, **am: Any) -> JobSpec:
+    return JobSpec.from_dict({"name": "x", "am": {"max_attempts": max_attempts, **am},
                               "roles": [{"name": "worker", "replicas": 2, "command": "x"}],
                               "backend": {"type": "kubernetes", "image": "registry/primus:1", "namespace": "ml"}})
 
 
 def test_with_max_attempts_the_am_is_a_job_of_that_many_pods_and_verdicts_are_not_retried():
-    objects = m.submit_objects(job(3), APP, "token", "digest")
+    objects = m.submit_objects(job(3, attempt_failures_validity_interval=None), APP, "token", "digest")
     owner = objects[-1]
     assert (owner["kind"], owner["metadata"]["name"], owner["spec"]["backoffLimit"]) == ("Job", APP, 2)
+    # Deaths counted in a window (the default, 1h): the AM's next attempt enforces max_attempts; the
+    # Job's limit only stops a crash loop it cannot count.
+    assert m.submit_objects(job(3), APP, "token", "digest")[-1]["spec"]["backoffLimit"] == m.WINDOWED_BACKOFF_LIMIT
     assert owner["spec"]["podFailurePolicy"]["rules"] == [{"action": "FailJob", "onExitCodes": {
         "containerName": m.AM_CONTAINER, "operator": "In", "values": [1, 2]}}]
     template = owner["spec"]["template"]
@@ -99,3 +102,22 @@ def test_a_journal_that_outgrows_its_configmap_empties_the_copy():
     assert asyncio.run(copy.upload('{"k":"job"}\n')) and asyncio.run(copy.download()) == '{"k":"job"}\n'
     assert not asyncio.run(copy.upload("x" * (MAX_JOURNAL_BYTES + 1)))
     assert asyncio.run(copy.download()) == ""  # no later attempt takes over from the outdated copy
+
+
+def test_an_am_attempt_past_max_attempts_deaths_within_the_window_fails_the_job_naming_them(monkeypatch):
+    """The Job counts every AM pod failure since submit; the AM bootstrap counts only those within
+    am.attempt_failures_validity_interval (issue 35: a job of days is not lost for the sum of its AM deaths)."""
+    import time
+    from types import SimpleNamespace
+
+    from primus_runtime import protocol
+    from primus_runtime.backends.kubernetes.am import _attempts_used_up
+
+    now = time.time()
+    monkeypatch.setenv(protocol.ENV_AM_DOWN_CAUSE, "AM attempt 3 exited 137 (OOMKilled)")
+    spec = job(3, attempt_failures_validity_interval="1h")
+    assert _attempts_used_up(spec, SimpleNamespace(deaths=[now - 7200, now - 60, now - 1])) is None  # 2 in 1h
+    assert _attempts_used_up(spec, SimpleNamespace(deaths=[now - 600, now - 60, now - 1])) == (
+        "the AM died 3 times within 1h (am.max_attempts 3); the last: AM attempt 3 exited 137 (OOMKilled)")
+    every = job(3, attempt_failures_validity_interval=None)
+    assert "since the job started" in _attempts_used_up(every, SimpleNamespace(deaths=[now - 9e5, now - 9e4, now]))

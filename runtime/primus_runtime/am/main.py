@@ -122,6 +122,12 @@ async def _cannot_listen(am: ApplicationMaster, store: JobStore, host: str, port
         log.error("%s: AM attempt %d ends; the next one, if am.max_attempts allows, tries again", reason,
                   am.record.attempt)
         return EXIT_CRASHED
+    return await fail_unstarted(am, store, reason)
+
+
+async def fail_unstarted(am: ApplicationMaster, store: JobStore, reason: str) -> int:
+    """Record the job failed for ``reason`` before this AM ran any of it (it cannot serve, or its
+    backend's attempts are used up), save that where clients read it, and end (exit status 1)."""
     log.error("job %s failed: %s", am.record.app_id, reason)
     am.cannot_start(reason)
     try:

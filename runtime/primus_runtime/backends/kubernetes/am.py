@@ -13,11 +13,12 @@ import functools
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
-from ... import protocol
+from ... import am_attempts, protocol
 from ...am import journal, journal_copy
-from ...am.main import serve
+from ...am.main import fail_unstarted, serve
 from ...am.master import ApplicationMaster
 from ...bundle import runtime_digest
 from ...spec import JobSpec
@@ -65,6 +66,12 @@ async def _run(api: KubeApi) -> int:
     recovered = None
     if copy is not None:
         store.attempt = await _attempt(api, store, namespace, pod_name)
+        used_up = _attempts_used_up(spec, store)
+        if used_up is not None:  # the verdict: nothing of the job may keep running
+            await backend.remove_all()
+            am = ApplicationMaster(spec, m.app_id(namespace, app), backend, status_path=status_path,
+                                   attempt=store.attempt)
+            return await fail_unstarted(am, store, used_up)
         if store.attempt > 1:
             recovered = await journal_copy.download(copy, status_path.parent / journal.JOURNAL)
             if recovered is None:  # it starts afresh: nothing of the earlier attempts may keep running
@@ -119,26 +126,43 @@ async def _last_upload_and_exit(am: ApplicationMaster, copy: JournalConfigMap, s
 async def _attempt(api: KubeApi, store: ConfigMapStore, namespace: str, pod_name: str) -> int:
     """This AM pod's attempt: one more than the attempt that published its address before (an
     attempt that died before publishing one left nothing to take over: this one is the first
-    again). The moment the earlier pod ended goes to the master as ``PRIMUS_AM_DOWN_SINCE``."""
+    again). The moment the earlier pod ended and why go to the master as ``PRIMUS_AM_DOWN_SINCE`` and
+    ``_CAUSE``; every AM death so far to the store (``store.deaths``, published with the address)."""
     earlier = await store.published()
     if earlier is None or earlier.get("pod") == pod_name:
         return 1
-    down_since = await _ended_at(api, namespace, str(earlier.get("pod")))
+    attempt = int(earlier.get("attempt", 1))
+    down_since, cause = await _ended(api, namespace, str(earlier.get("pod")))
     if down_since is not None:
         os.environ[protocol.ENV_AM_DOWN_SINCE] = repr(down_since)
-    return int(earlier.get("attempt", 1)) + 1
+    os.environ[protocol.ENV_AM_DOWN_CAUSE] = f"AM attempt {attempt} {cause}"
+    store.deaths = [*map(float, earlier.get("deaths", [])), down_since or time.time()]
+    return attempt + 1
 
 
-async def _ended_at(api: KubeApi, namespace: str, pod_name: str) -> float | None:
-    """When the AM pod ``pod_name`` ended (its container's end, else its deletion); None once it is gone."""
+async def _ended(api: KubeApi, namespace: str, pod_name: str) -> tuple[float | None, str]:
+    """When the AM pod ``pod_name`` ended (its container's end, else its deletion; None once it is
+    gone) and how ("exited 137 (OOMKilled)", "deleted")."""
     try:
         pod = pod_of(await api.get(pods_path(namespace, pod_name)))
     except ApiError as exc:  # gone (404) or not readable: unknown either way
         log.info("the earlier AM pod %s: %s", pod_name, exc.reason or exc)
-        return None
+        return None, "ended (its pod is gone)"
     for status in pod.status.container_statuses:
         terminated = status.state.terminated if status.state is not None else None
         if status.name == m.AM_CONTAINER and terminated is not None and terminated.finished_at is not None:
-            return terminated.finished_at.timestamp()
+            why = f" ({terminated.reason})" if terminated.reason else ""
+            return terminated.finished_at.timestamp(), f"exited {terminated.exit_code}{why}"
     deleted = pod.metadata.deletion_timestamp
-    return deleted.timestamp() if deleted is not None else None
+    return (deleted.timestamp(), "deleted") if deleted is not None else (None, "ended")
+
+
+def _attempts_used_up(spec: JobSpec, store: ConfigMapStore) -> str | None:
+    """Why this attempt must not run the job: the AM died ``am.max_attempts`` times within the
+    validity interval (the Job's own backoffLimit is higher when there is one: it cannot count in a
+    window)."""
+    window = spec.am.attempt_failures_validity_interval
+    if not am_attempts.used_up(store.deaths, time.time(), spec.am_attempts, window):
+        return None
+    return am_attempts.used_up_reason(store.deaths, time.time(), spec.am_attempts, window,
+                                      os.environ.get(protocol.ENV_AM_DOWN_CAUSE, "unknown"))

@@ -336,6 +336,19 @@ def am_pod(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
                                  {"name": "work", "emptyDir": {}}]}}
 
 
+# The Job's own limit on AM pod failures when AM deaths count within a window: the AM bootstrap counts
+# them (backends/kubernetes/am.py); the Job stops only a crash loop its bootstrap cannot count.
+WINDOWED_BACKOFF_LIMIT = 100
+
+
+def am_backoff_limit(spec: JobSpec) -> int:
+    """AM pod failures the Job allows: ``max_attempts - 1``, or more when deaths count only within
+    ``am.attempt_failures_validity_interval``, which the AM's next attempt then enforces."""
+    if spec.am.attempt_failures_validity_interval is None:
+        return spec.am_attempts - 1
+    return max(spec.am_attempts - 1, WINDOWED_BACKOFF_LIMIT)
+
+
 def am_job(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, str] | None = None) -> Manifest:
     """The AM as a batch Job named ``app`` of ``am.max_attempts`` pods at most: a pod that dies
     other than with the AM's verdict (``AM_VERDICT_EXIT_CODES``) is replaced by the next attempt,
@@ -345,7 +358,7 @@ def am_job(spec: JobSpec, app: str, runtime_digest: str, cluster_env: dict[str, 
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": _meta(app, _config(spec).namespace, job_labels(spec, app, "am"),
                               annotations=job_annotations(spec)),
-            "spec": {"backoffLimit": spec.am_attempts - 1, "completions": 1, "parallelism": 1,
+            "spec": {"backoffLimit": am_backoff_limit(spec), "completions": 1, "parallelism": 1,
                      "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
                          "containerName": AM_CONTAINER, "operator": "In", "values": AM_VERDICT_EXIT_CODES}}]},
                      "template": {"metadata": template_meta, "spec": pod["spec"]}}}

@@ -73,12 +73,14 @@ class ConfigMapStore(_ConfigMap, JobStore):
         super().__init__(api, namespace, name)
         self.loop = loop
         self.attempt = attempt
+        self.deaths: list[float] = []  # when each earlier AM attempt died (am.attempt_failures_validity_interval)
         self._warned = False
         self._tasks: set[asyncio.Future[Any]] = set()
 
     def publish_address(self, address: str) -> None:
         self._patch(STORE_ADDRESS_KEY, json.dumps({"address": address, "pod": os.environ.get("POD_NAME"),
-                                                   "started_at": time.time(), "attempt": self.attempt}),
+                                                   "started_at": time.time(), "attempt": self.attempt,
+                                                   "deaths": self.deaths}),
                     "publishing the AM's address")
 
     async def published(self) -> dict[str, Any] | None:

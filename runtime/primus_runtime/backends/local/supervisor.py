@@ -39,7 +39,7 @@ import subprocess  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from primus_runtime import procfs, protocol  # noqa: E402
+from primus_runtime import am_attempts, procfs, protocol  # noqa: E402
 from primus_runtime.executor.proctree import become_subreaper  # noqa: E402
 from primus_runtime.states import JOB_OUTCOMES  # noqa: E402
 
@@ -90,14 +90,15 @@ class Supervisor:
             if self.stopping or (code in (0, 1) and self.has_outcome()) or code == CANNOT_RUN_HERE:
                 return code
             how = f"killed by signal {-code}" if code < 0 else f"exited {code}"
-            counted = self.count_death(attempt, how)
-            if counted >= self.max_attempts and self.has_outcome():
+            deaths, now = self.note_death(attempt, how), time.time()
+            used_up = am_attempts.used_up(deaths, now, self.max_attempts, self.window)
+            if used_up and self.has_outcome():
                 log(f"AM attempt {attempt} {how} after recording the job's outcome; am.max_attempts "
                     f"({self.max_attempts}) used up")
                 return code if code > 0 else 1
-            if counted >= self.max_attempts:
-                reason = (f"the AM died {counted} time{'s' if counted > 1 else ''}{self.within()} "
-                          f"(am.max_attempts {self.max_attempts}); the last: AM attempt {attempt} {how}")
+            if used_up:
+                reason = am_attempts.used_up_reason(deaths, now, self.max_attempts, self.window,
+                                                    f"AM attempt {attempt} {how}")
                 log(f"{reason}: stopping what is left of the job")
                 (self.job_dir / GAVE_UP).write_text(reason)
                 self.stop_leftovers()
@@ -107,24 +108,18 @@ class Supervisor:
             log(f"AM attempt {attempt} {how} with the job unfinished: starting attempt {attempt + 1}")
             attempt += 1
 
-    def count_death(self, attempt: int, how: str) -> int:
-        """Note this AM death; how many count toward ``max_attempts`` (those within the window)."""
-        now = time.time()
+    def note_death(self, attempt: int, how: str) -> list[float]:
+        """Note this AM death; the times of every one so far."""
         deaths = self.job_dir / DEATHS
         with open(deaths, "a") as f:
-            f.write(json.dumps({"time": now, "attempt": attempt, "how": how}) + "\n")
+            f.write(json.dumps({"time": time.time(), "attempt": attempt, "how": how}) + "\n")
         times = []
         for line in deaths.read_text().splitlines():
             try:
                 times.append(float(json.loads(line)["time"]))
             except (ValueError, KeyError, TypeError):
                 continue
-        return sum(1 for t in times if self.window is None or now - t <= self.window)
-
-    def within(self) -> str:
-        if self.window is None:
-            return " since the job started"
-        return f" within {format_seconds(self.window)}"
+        return times
 
     def run_am(self, attempt: int, down_since: float | None, down_cause: str = "") -> int:
         env = {name: value for name, value in os.environ.items() if name != protocol.ENV_AM_SUPERVISOR}
@@ -208,14 +203,6 @@ class Supervisor:
                     break
                 time.sleep(0.1)
             deadline = time.monotonic() + 1.0
-
-
-def format_seconds(seconds: float) -> str:
-    """``1h``, ``90min``, ``45s``: a window as a person writes it."""
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
 
 
 def children() -> list[int]:
