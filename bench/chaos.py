@@ -1,4 +1,6 @@
-"""The chaos suite: real jobs on the local backend, each under one fault, every record checked by id.
+"""The chaos suite: real jobs on the local backend or on YARN (``--backend yarn``: the cluster of
+``$HADOOP_CONF_DIR``, e.g. the minicluster of scripts/minicluster.sh), each under one fault, every
+record checked by id.
 
 Each scenario runs a job of RECORDS numbered text records (bench/chaos_trainer.py writes every
 record it processed to a file of its own) with 2 workers, ``restart: on_failure``, and injects one
@@ -25,7 +27,16 @@ am_kill_start, am_kill_scale, am_kill_dispatch
     SIGKILL the AM (``am.max_attempts`` 3) while executors start, right after a scale-up, while it
     hands out data: the local supervisor starts the next attempt, which adopts the executors still
     running; the job must survive with nothing lost. Recovery: the kill -> the new attempt has
-    adopted (or found gone) every executor.
+    adopted (or found gone) every executor. On YARN (``max_attempts`` 2, YARN's default cap) the new
+    application attempt takes the job over and starts every executor again (skein keeps no container
+    across attempts); recovery is then the kill -> every executor's trainer running again;
+container_kill
+    YARN only: an executor's container killed through YARN (skein asks its NodeManager to stop it).
+
+On YARN the input goes to HDFS first (``primus hdfs put``), executors get 1 vcore and 256 MiB, and
+each job gives up after YARN_TIMEOUT (180) seconds; the trainers write where this process reads (a
+minicluster's containers run on this machine). ``full_disk`` needs a local work_preserve_dir, which
+YARN refuses: not run there.
 
 A scenario is a function of ``Chaos`` (the job under test) registered in ``SCENARIOS``; adding one
 is one function and one line. Figures, from the one run: a table, then the last line: records
@@ -34,14 +45,17 @@ replacement executor running), then survived/injected as a ratio.
 
 Loopback only, bounded: each job gives up after TIMEOUT seconds; the default run takes ~2 minutes.
 Env: RECORDS (20000), PACE (records/s per trainer, 2000), TIMEOUT (60), SCENARIOS (comma list,
-default all), QUICK=1 (the shortest run: a few scenarios, fewer records).
+default all), QUICK=1 (the shortest run: a few scenarios, fewer records), BACKEND (local; or
+``--backend``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -71,6 +85,9 @@ PACE = float(os.environ.get("PACE", "2000"))
 TIMEOUT = float(os.environ.get("TIMEOUT", "60"))
 AM = {"heartbeat_interval": "0.25s", "heartbeat_timeout": "3s", "shutdown_grace": "2s"}
 HEARTBEAT_TIMEOUT = 3.0
+YARN_TIMEOUT = float(os.environ.get("YARN_TIMEOUT", "180"))
+YARN = {"type": "yarn", "am_memory": "512Mi"}
+YARN_EXECUTOR = {"cpu": 1, "memory": "256Mi"}
 STORM_KILLS = int(os.environ.get("STORM_KILLS", "30"))
 STORM_INTERVAL = float(os.environ.get("STORM_INTERVAL", "1"))
 
@@ -96,18 +113,20 @@ class Chaos:
     """One job under test: its input, spec, output and the faults done to it."""
 
     def __init__(self, client: PrimusClient, work: Path, name: str, records: int = RECORDS,
-                 exactly_once: bool = False):
-        self.client, self.name = client, name
+                 exactly_once: bool = False, backend: str = "local"):
+        self.client, self.name, self.backend = client, name, backend
+        self.cluster = client.cluster(backend)
         self.work = work / name
         self.out = self.work / "out"
         self.out.mkdir(parents=True)
         self.expected = write_input(self.work / "data", records)
         self.exactly_once = exactly_once
-        self.spec = job_spec(self.work / "data", self.out, exactly_once)
+        source = str(self.work / "data") if backend == "local" else put_on_hdfs(self.work / "data")
+        self.spec = job_spec(source, self.out, exactly_once, backend)
         self.app = ""
         self.outcome = Outcome(name)
         self.faulted_at: list[tuple[float, str, str | None]] = []  # (wall time, executor id, old incarnation)
-        self.timeout = TIMEOUT  # how long finish() waits for the job's end
+        self.timeout = TIMEOUT if backend == "local" else YARN_TIMEOUT  # how long finish() waits for the end
 
     def submit(self) -> str:
         self.app = self.client.submit(self.spec)
@@ -133,20 +152,22 @@ class Chaos:
 
     def trainer_pid(self, incarnation: str) -> int:
         return wait_until(lambda: next(iter(trainer_pids(self.app, incarnation)), None),
-                          f"{self.name}: the trainer of {incarnation}")
+                          f"{self.name}: the trainer of {incarnation}", timeout=self.timeout)
 
     def all_events(self) -> list[dict[str, Any]]:
         """Every event of the job, from its event log (a status carries only the latest ones)."""
-        log = self.client.cluster("local").job(self.app).path / "events.jsonl"
-        lines = log.read_text().splitlines() if log.exists() else []
-        return [event for event in map(json.loads, lines) if event.get("kind") == "event"]
+        log = self.cluster.history_file(self.app, "events.jsonl") or b""
+        return [event for event in map(json.loads, log.splitlines()) if event.get("kind") == "event"]
 
     def finish(self) -> Outcome:
-        status = self.client.wait(self.app, timeout=self.timeout)
+        try:
+            status = self.client.wait(self.app, timeout=self.timeout)
+        except TimeoutError:  # given up on: killed below, and judged as it stands
+            status = self.status()
         if status.job.state not in ("succeeded", "failed", "killed"):
             self.client.kill(self.app, "chaos: gave up waiting", timeout=30)
             status = self.client.status(self.app)
-        got = committed(self.client, self.app, self.out) if self.exactly_once else \
+        got = committed(self.out) if self.exactly_once else \
             [line for f in self.out.glob("worker-*.txt") for line in f.read_text().split()]
         counts = Counter(got)
         self.outcome.state, self.outcome.reason = status.job.state.value, status.job.reason
@@ -168,24 +189,38 @@ def write_input(data: Path, records: int) -> list[str]:
     return lines
 
 
-def job_spec(data: Path, out: Path, exactly_once: bool) -> dict[str, Any]:
+def put_on_hdfs(data: Path) -> str:
+    """``data`` copied to a fresh HDFS directory as a user would (`primus hdfs put`: markers last)."""
+    target = f"hdfs:///primus-chaos/{data.parent.name}-{random.getrandbits(40):010x}"
+    subprocess.run([sys.executable, "-m", "primus_runtime.cli", "hdfs", "put", str(data), target], check=True,
+                   capture_output=True, text=True)
+    return target
+
+
+def job_spec(data: str, out: Path, exactly_once: bool, backend: str = "local") -> dict[str, Any]:
     env = {"OUT_DIR": str(out), "PACE": str(PACE)}
     if exactly_once:
         env["COMMIT_EVERY"] = "200"
-    return {
+    worker: dict[str, Any] = {"name": "worker", "replicas": 2, "consumes_input": True,
+                              "command": [sys.executable, str(HERE / "chaos_trainer.py")], "env": env,
+                              "failover": {"restart": "on_failure", "max_failures_per_index": 100}}
+    spec: dict[str, Any] = {
         "name": "chaos",
-        "roles": [{"name": "worker", "replicas": 2, "consumes_input": True,
-                   "command": [sys.executable, str(HERE / "chaos_trainer.py")], "env": env,
-                   "failover": {"restart": "on_failure", "max_failures_per_index": 100}}],
+        "roles": [worker],
         "am": dict(AM),
-        "input": {"sources": [{"name": "daily", "path": str(data) + "/{{YYYY}}{{MM}}{{DD}}/", "pattern": "data-*"}],
+        "input": {"sources": [{"name": "daily", "path": data + "/{{YYYY}}{{MM}}{{DD}}/", "pattern": "data-*"}],
                   "time_range": {"start": "2020-01-03", "end": "2020-01-03"},
                   "task_size": "32Ki",
                   "delivery": "exactly_once" if exactly_once else "at_least_once"},
     }
+    if backend == "yarn":
+        worker["resources"] = dict(YARN_EXECUTOR)
+        spec["backend"] = dict(YARN)
+    return spec
 
 
 def wait_until(predicate: Callable[[], Any], what: str, timeout: float = TIMEOUT, poll: float = 0.05) -> Any:
+    """``predicate()`` once true; TimeoutError after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
         if time.monotonic() > deadline:
@@ -206,10 +241,11 @@ def _is_trainer(pid: int) -> bool:
         return False
 
 
-def committed(client: PrimusClient, app: str, out: Path) -> list[str]:
-    """Exactly-once: the records of every checkpoint an executor saw committed."""
-    names = [json.loads(line)["checkpoint"] for f in client.cluster("local").job(app).path.rglob("commits.jsonl")
-             for line in f.read_text().splitlines()]
+def committed(out: Path) -> list[str]:
+    """Exactly-once: the records of every checkpoint an executor saw committed (each trainer says in
+    ``out`` where its executor reads its commits: the job's directory, a YARN container's log dir)."""
+    files = {Path(f.read_text()) for f in out.glob("commit-file-*")}
+    names = [json.loads(line)["checkpoint"] for f in files if f.exists() for line in f.read_text().splitlines()]
     return [line for name in names for line in (out / f"batch-{name}.txt").read_text().split()]
 
 
@@ -258,11 +294,11 @@ def kill_storm(chaos: Chaos) -> None:
     with the default input settings (max_task_interruptions and the rest): the job must succeed."""
     chaos.spec["roles"][0]["replicas"] = 3
     chaos.spec["input"]["task_size"] = "256Ki"
-    chaos.timeout = TIMEOUT + STORM_KILLS * STORM_INTERVAL * 4
+    chaos.timeout += STORM_KILLS * STORM_INTERVAL * 4
     chaos.submit()
     chaos.wait_reading()
     pick = random.Random(24)
-    while chaos.outcome.faults < STORM_KILLS and not chaos.client.cluster("local").final_status(chaos.app):
+    while chaos.outcome.faults < STORM_KILLS and not chaos.cluster.final_status(chaos.app):
         time.sleep(STORM_INTERVAL)
         reading = [(e, trainer_pids(chaos.app, e.incarnation)) for e in chaos.status().executors
                    if e.state == "running"]
@@ -297,7 +333,7 @@ def executor_sigstop(chaos: Chaos) -> None:
     chaos.outcome.checks["marked lost"] = any(e.to_state == "lost" for e in lost)
     chaos.outcome.checks["its trainer killed"] = bool(
         wait_until(lambda: not procfs.alive(trainer), "the zombie's trainer to die", timeout=15))
-    endpoint = chaos.client.cluster("local").am_endpoint(chaos.app)
+    endpoint = chaos.cluster.am_endpoint(chaos.app)
     assert endpoint is not None
     late = AMClient(*endpoint).post(protocol.HEARTBEAT_PATH, {
         "incarnation": victim.incarnation, "state": "running", "cluster_version": 0, "wait": False,
@@ -393,7 +429,9 @@ def fill(mount: Path) -> Path:
 def _am_kill(when: str) -> Callable[[Chaos], None]:
     def scenario(chaos: Chaos) -> None:
         chaos.outcome.am_kill = True
-        chaos.spec["am"].update(max_attempts=3, recovery_grace="20s")  # the supervisor restarts the AM
+        # The local supervisor restarts the AM; YARN starts a new application attempt (at most 2 by
+        # yarn.resourcemanager.am.max-attempts' default).
+        chaos.spec["am"].update(max_attempts=3 if chaos.backend == "local" else 2, recovery_grace="20s")
         chaos.submit()
         if when == "start":
             pid = wait_until(lambda: serving_am(chaos), "the AM to start")
@@ -405,25 +443,55 @@ def _am_kill(when: str) -> Callable[[Chaos], None]:
             chaos.wait_reading()
             pid = serving_am(chaos)
         assert pid
+        before = {e.id: e.incarnation for e in chaos.status().executors}
         os.kill(pid, signal.SIGKILL)
         chaos.outcome.faults += 1
         killed_at = time.time()
-        # Recovery: the new AM attempt has adopted (or found gone) every executor the dead one had.
-        recovered = wait_until(lambda: recovered_at(chaos), "a new AM attempt to recover the job", timeout=30)
-        chaos.outcome.recovery.append(recovered - killed_at)
+        if chaos.backend == "local":
+            # Recovery: the new AM attempt has adopted (or found gone) every executor the dead one had.
+            recovered = wait_until(lambda: recovered_at(chaos), "a new AM attempt to recover the job", timeout=30)
+            chaos.outcome.recovery.append(recovered - killed_at)
+        else:
+            # Every executor started again by the new application attempt: each one is a fault recovered.
+            for executor_id, incarnation in before.items():
+                chaos.faulted_at.append((killed_at, executor_id, incarnation))
     scenario.__name__ = f"am_kill_{when}"
     return scenario
 
 
 def serving_am(chaos: Chaos) -> int | None:
-    """The pid of the AM process (the supervisor's child) that published its address."""
-    job = chaos.client.cluster("local").job(chaos.app)
+    """The pid of the AM process serving the job: on the local backend the one (the supervisor's child)
+    that published its address; on YARN the Primus AM in the application's master container (once it
+    published its address)."""
+    if chaos.backend != "local":
+        if chaos.cluster.am_endpoint(chaos.app) is None:
+            return None
+        return next((pid for pid in processes_of_job(chaos.app)
+                     if b"primus_runtime.am" in Path(f"/proc/{pid}/cmdline").read_bytes()), None)
+    job = chaos.client.cluster("local").job(chaos.app)  # type: ignore[attr-defined]
     info = job.read_json(job.am_info)
     return int(info["pid"]) if info and procfs.alive(int(info["pid"])) else None
 
 
+def container_kill(chaos: Chaos) -> None:
+    """An executor's container killed through YARN (skein asks its NodeManager), as YARN's own
+    preemption or an operator's `yarn container -signal` would end it."""
+    import skein
+
+    client = skein.Client(log=False)  # its Java driver starts in seconds: before the job reads
+    chaos.submit()
+    app = client.connect(chaos.app, wait=True)
+    chaos.wait_reading()
+    victim = chaos.executor("worker-1")
+    container_id = re.search(r"/containers/(container_\w+)/", victim.logs["stdout"])
+    assert container_id is not None, victim.logs
+    [container] = [c for c in app.get_containers() if c.yarn_container_id == container_id.group(1)]
+    app.kill_container(container.id)
+    chaos.fault("worker-1", victim.incarnation)
+
+
 def recovered_at(chaos: Chaos) -> float | None:
-    status = chaos.client.cluster("local").last_status(chaos.app) or {}
+    status = chaos.cluster.last_status(chaos.app) or {}
     attempts = status.get("job", {}).get("am_attempts") or []
     return attempts[-1].get("recovered_at") if attempts else None
 
@@ -434,6 +502,13 @@ class Scenario:
     records: int = RECORDS
     exactly_once: bool = False
     needs: str | None = None  # why it cannot run here, if it cannot
+    backends: tuple[str, ...] = ("local", "yarn")  # where it can run
+    why_not: str = ""  # why not on the other backends
+
+    def cannot_run(self, backend: str) -> str | None:
+        if backend not in self.backends:
+            return self.why_not or f"not a fault of the {backend} backend"
+        return self.needs
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -446,7 +521,9 @@ SCENARIOS: dict[str, Scenario] = {
     "net_drop": Scenario(_network("drop", HEARTBEAT_TIMEOUT / 2)),
     "net_reset": Scenario(_network("reset", 0.5)),
     "slow_trainer": Scenario(slow_trainer, records=RECORDS // 10),
-    "full_disk": Scenario(full_disk, needs=None if os.geteuid() == 0 else "mounting a tmpfs needs root"),
+    "full_disk": Scenario(full_disk, needs=None if os.geteuid() == 0 else "mounting a tmpfs needs root",
+                          backends=("local",), why_not="a local work_preserve_dir, which YARN refuses"),
+    "container_kill": Scenario(container_kill, backends=("yarn",), why_not="no container manager to kill through"),
     "am_kill_start": Scenario(_am_kill("start")),
     "am_kill_scale": Scenario(_am_kill("scale")),
     "am_kill_dispatch": Scenario(_am_kill("dispatch")),
@@ -454,22 +531,27 @@ SCENARIOS: dict[str, Scenario] = {
 QUICK = ("executor_sigkill", "executor_sigstop", "net_reset", "am_kill_dispatch")
 
 
-def run_scenario(name: str, client: PrimusClient, work: Path, records: int | None = None) -> Outcome:
-    """Run scenario ``name`` on a job of its own; its outcome ("not run" when it needs what is missing)."""
+def run_scenario(name: str, client: PrimusClient, work: Path, records: int | None = None,
+                 backend: str = "local") -> Outcome:
+    """Run scenario ``name`` on a job of its own on ``backend``; its outcome ("not run" when it needs
+    what is missing)."""
     scenario = SCENARIOS[name]
-    if scenario.needs is not None:
-        return Outcome(name, reason=scenario.needs, am_kill=name.startswith("am_kill"))
-    chaos = Chaos(client, work, name, records or scenario.records, scenario.exactly_once)
+    why_not = scenario.cannot_run(backend)
+    if why_not is not None:
+        return Outcome(name, reason=why_not, am_kill=name.startswith("am_kill"))
+    chaos = Chaos(client, work, name, records or scenario.records, scenario.exactly_once, backend)
     try:
         scenario.run(chaos)
     except Exception as exc:  # noqa: BLE001 - a scenario that breaks is a finding, reported, not a crash
         chaos.outcome.checks[f"ran to the end ({type(exc).__name__}: {exc})"] = False
     if chaos.app and chaos.outcome.lost is None:
         chaos.finish()
+    if chaos.app and backend != "local" and chaos.cluster.am_alive(chaos.app):
+        chaos.cluster.force_kill(chaos.app)  # a job given up on never outlives its scenario
     return chaos.outcome
 
 
-def report(outcomes: list[Outcome]) -> str:
+def report(outcomes: list[Outcome], backend: str = "local") -> str:
     """The table, then the last line."""
     lines = [f"{'scenario':<20} {'state':<10} {'faults':>6} {'lost':>5} {'dupl':>5} {'recovery s':>10}  checks / reason"]
     for o in outcomes:
@@ -488,7 +570,7 @@ def report(outcomes: list[Outcome]) -> str:
     survived = sum(o.survived for o in ran)
     am_text = f"{sum(o.survived for o in am)}/{len(am)}"
     recovery = f"median {statistics.median(times):.2f} s max {max(times):.2f} s" if times else "none measured"
-    lines.append(f"chaos: records lost {lost}, duplicates {duplicates}, kills survived "
+    lines.append(f"chaos{f' ({backend})' if backend != 'local' else ''}: records lost {lost}, duplicates {duplicates}, kills survived "
                  f"{sum(o.survived for o in faults)}/{len(faults)}, AM restarts survived {am_text}, "
                  f"recovery {recovery}, scenarios survived: {survived / len(ran) if ran else 0:.2f}x")
     return "\n".join(lines)
@@ -499,6 +581,9 @@ def _n(value: int | None) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=["local", "yarn"], default=os.environ.get("BACKEND", "local"))
+    backend = parser.parse_args().backend
     quick = os.environ.get("QUICK") == "1"
     names = os.environ.get("SCENARIOS", "").split(",") if os.environ.get("SCENARIOS") else \
         list(QUICK if quick else SCENARIOS)
@@ -511,9 +596,9 @@ def main() -> None:
         client = PrimusClient(home=work / "home")
         outcomes = []
         for name in names:
-            outcomes.append(run_scenario(name, client, work, 4000 if quick else None))
+            outcomes.append(run_scenario(name, client, work, 4000 if quick else None, backend))
             print(f"{name}: {outcomes[-1].state}", file=sys.stderr, flush=True)
-        print(report(outcomes))
+        print(report(outcomes, backend))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ if os.environ.get("SLOW_INDEX") == os.environ["PRIMUS_INDEX"]:  # bench/chaos.py
 commit_every = int(os.environ.get("COMMIT_EVERY", "0"))
 name = f"{os.environ['PRIMUS_ROLE']}-{os.environ['PRIMUS_INDEX']}-{os.environ['PRIMUS_ATTEMPT']}-{os.getpid()}"
 fd = os.open(os.path.join(out_dir, name + ".txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+if commit_every:  # where the executor reads this trainer's commits (a YARN container's log dir...): the
+    with open(os.path.join(out_dir, f"commit-file-{name}"), "w") as f:  # bench checks what it says
+        f.write(os.environ["PRIMUS_DATA_COMMIT_FILE"])
 pending: list[bytes] = []
 count = 0
 started = time.monotonic()

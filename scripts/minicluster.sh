@@ -14,6 +14,9 @@
 # Needs Java 17 and Maven; jars are cached in ~/.m2, the built launcher and both classpaths in
 # ~/.cache/primus-minicluster/<hash of the poms and sources> (a warm start needs no network).
 #
+# PRIMUS_MINICLUSTER_CONF="key=value,..." adds Hadoop settings to HDFS and YARN (tests: short-lived
+# delegation tokens).
+#
 # --kerberos: a MiniKdc in the same JVM (realm EXAMPLE.COM), hadoop.security.authentication=kerberos
 # and authorization, SPNEGO on the RM's and NM's web servers and on WebHDFS. DIR/krb5.conf, the
 # keytabs in DIR/keytabs/ (service.keytab: every daemon's; user.keytab: the local user's principal);

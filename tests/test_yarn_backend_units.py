@@ -315,3 +315,57 @@ def test_an_application_whose_am_died_is_lost_in_status_and_list_with_no_executo
     assert status["roles"][0]["states"]["running"] == 0 and status["roles"][0]["states"]["lost"] == 3
     [entry] = client.list_jobs()
     assert (entry.state, entry.reason) == ("lost", status["job"]["reason"])
+
+
+def test_the_executors_delegation_token_is_renewed_half_way_and_replaced_before_its_max_lifetime(monkeypatch):
+    """A token lives a renew interval unless renewed, and never past its max lifetime: the AM renews it
+    half-way to its expiry and gets a new one once a renewal no longer moves the expiry as far (issue 35:
+    an executor reading HDFS for longer than a day failed, a job of more than 7 days lost HDFS)."""
+    from primus_runtime.backends.yarn import kerberos
+
+    now = [1000.0]
+    issued: list[str] = []
+    max_date: dict[str, float] = {}
+
+    def fetch(webhdfs: str, login: object) -> str:
+        issued.append(f"t{len(issued) + 1}")
+        max_date[issued[-1]] = now[0] + 100  # max lifetime 100 s, renew interval 30 s
+        return issued[-1]
+
+    def renew(webhdfs: str, login: object, token: str) -> float:
+        if now[0] >= max_date[token]:
+            raise RuntimeError("HTTP 403: token has expired")
+        return min(now[0] + 30, max_date[token])
+
+    monkeypatch.setattr(kerberos, "webhdfs_delegation_token", fetch)
+    monkeypatch.setattr(kerberos, "renew_webhdfs_delegation_token", renew)
+    tokens = kerberos.DelegationTokens("http://nn:9870", object(), clock=lambda: now[0])  # type: ignore[arg-type]
+    assert tokens.current() == "t1" and tokens.version == 1 and tokens.next_at == 1015
+    seen = []
+    for _ in range(60):  # 300 s, looked at every 5 s as the AM's watch loop does
+        now[0] += 5
+        if tokens.due():
+            tokens.refresh()
+        assert now[0] < tokens.expires_at, f"the token in use expired at {now[0]}"
+        seen.append(tokens.token)
+    assert issued == ["t1", "t2", "t3", "t4"] and tokens.version == 4  # a new one about every 80 s
+    assert all(now_token is not None for now_token in seen)
+
+
+def test_a_token_whose_renewal_fails_is_replaced_and_a_failed_fetch_is_retried(monkeypatch):
+    from primus_runtime.backends.yarn import kerberos
+
+    now = [0.0]
+    monkeypatch.setattr(kerberos, "webhdfs_delegation_token", lambda webhdfs, login: "t")
+    monkeypatch.setattr(kerberos, "renew_webhdfs_delegation_token", lambda webhdfs, login, token: now[0] + 60)
+    tokens = kerberos.DelegationTokens("http://nn:9870", object(), clock=lambda: now[0])  # type: ignore[arg-type]
+    tokens.current()
+
+    def refused(*args: object) -> float:
+        raise ConnectionError("the NameNode is unreachable")
+
+    monkeypatch.setattr(kerberos, "renew_webhdfs_delegation_token", refused)
+    monkeypatch.setattr(kerberos, "webhdfs_delegation_token", refused)
+    now[0] = 30
+    assert tokens.due() and not tokens.refresh() and tokens.version == 1
+    assert tokens.next_at == 37.5  # retried soon: a quarter of what the token has left

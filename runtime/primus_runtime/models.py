@@ -137,6 +137,8 @@ class HeartbeatRequest(DataReport):
                                              "and its trainer was told to checkpoint and exit")
     drained: bool = Field(False, description="Draining, and the trainer is gone: these are its final positions, "
                                              "its tasks go to other executors now")
+    credentials_version: int = Field(0, ge=0, le=_MAX_COUNT, description="The version of the credentials it has; "
+                                     "newer ones come back in the reply")
 
 
 class UnregisterRequest(_Message):
@@ -219,6 +221,11 @@ class RegisterReply(_Reply):
     reason: str | None = None
 
 
+class Credentials(_Reply):
+    version: int = Field(description="Heartbeats say it back once taken")
+    env: dict[str, str] = Field(description="Environment values to use from now on (a WebHDFS delegation token)")
+
+
 class HeartbeatReply(_Reply):
     command: Command
     reason: str | None = Field(None, description="kill, drain: why")
@@ -229,6 +236,8 @@ class HeartbeatReply(_Reply):
     data_exhausted: bool | None = Field(None, description="No input task is left anywhere")
     revoke: list[str] | None = Field(None, description="Kafka partitions to hand back (reported in `released` "
                                                         "once the trainer consumed what was fed of them)")
+    credentials: Credentials | None = Field(None, description="Newer credentials than the heartbeat's "
+                                                              "`credentials_version`")
 
 
 class UnregisterReply(_Reply):

@@ -55,6 +55,12 @@ Executor -> AM (all POST, JSON bodies):
     to another executor: stop reading them) and ``"data_exhausted": true`` (no task
     is left anywhere: once it holds nothing, the executor closes the trainer's stdin).
 
+    Every heartbeat says ``"credentials_version": n``, the version of the credentials the executor
+    has (``PRIMUS_CREDENTIALS_VERSION`` at launch, 0 without); while the backend's are newer, a reply
+    carries ``"credentials": {"version": n, "env": {name: value}}``, which the executor takes into its
+    environment for what it opens from then on (only the names in ``CREDENTIAL_ENV``: YARN's WebHDFS
+    delegation token, renewed and replaced by the AM for the life of the job).
+
 ``/api/v1/executors/unregister``
     ``{"id", "incarnation", "exit_code": int, "message": str}`` -> ``{"ok": true}``
 
@@ -169,6 +175,10 @@ ENV_PREEMPTION_GRACE = "PRIMUS_PREEMPTION_GRACE"
 # "0": SIGTERM is not a preemption notice, it stops the executor (YARN: the NodeManager sends it for
 # every kill, memory limits included, and SIGKILL 250 ms later; its container status says which).
 ENV_SIGTERM_IS_NOTICE = "PRIMUS_SIGTERM_IS_NOTICE"
+# The version of the credentials an executor was launched with (see the heartbeat's
+# ``credentials_version``), and the environment names a heartbeat reply may set.
+ENV_CREDENTIALS_VERSION = "PRIMUS_CREDENTIALS_VERSION"
+CREDENTIAL_ENV = frozenset({"PRIMUS_WEBHDFS_DELEGATION"})
 
 # Exit code of an executor that gave up because the AM was unreachable.
 EXIT_AM_UNREACHABLE = 75

@@ -31,6 +31,11 @@ pytest.importorskip("gssapi")
 pytestmark = pytest.mark.timeout(420)
 
 SMALL = {"cpu": 1, "memory": "256Mi"}
+# HDFS delegation tokens that expire 20 s after their last renewal and live 45 s at most (a day and a
+# week by default): a job of a minute meets both ends, as a job of days does with the defaults.
+TOKEN_RENEW_INTERVAL, TOKEN_MAX_LIFETIME = 20, 45
+SHORT_TOKENS = (f"dfs.namenode.delegation.token.renew-interval={TOKEN_RENEW_INTERVAL * 1000},"
+                f"dfs.namenode.delegation.token.max-lifetime={TOKEN_MAX_LIFETIME * 1000}")
 # The trainer reports whether anything of Kerberos reached it: a keytab in its container directory
 # (the parent of its working directory) or in its environment.
 PROBE = ("import os, pathlib; d = pathlib.Path.cwd().parent; "
@@ -48,7 +53,8 @@ def kerberized() -> Iterator[Minicluster]:
     saved = dict(os.environ)
     failed = True  # until the tests ran: a failed start keeps the directory too
     try:
-        subprocess.run([str(SCRIPT), "start", str(directory), "--kerberos"], check=True)
+        subprocess.run([str(SCRIPT), "start", str(directory), "--kerberos"], check=True,
+                       env={**os.environ, "PRIMUS_MINICLUSTER_CONF": SHORT_TOKENS})
         info = _status(directory)
         assert info is not None and info.get("kerberos") == "true", info
         for key in ("PRIMUS_MINICLUSTER_DIR", "SKEIN_CONFIG"):
@@ -166,6 +172,55 @@ def test_executors_read_hdfs_input_with_the_ams_delegation_token(kerberized: Min
         status = client.wait(app_id, timeout=240)
         assert status.job.state == "succeeded", json.dumps(status.model_dump(mode="json"))[-2000:]
         assert sorted(line for f in out.glob("worker-*.txt") for line in f.read_text().split()) == expected
+    finally:
+        yarn = client.cluster("yarn")
+        if yarn.am_alive(app_id):
+            yarn.force_kill(app_id)
+
+
+def test_executors_read_hdfs_for_longer_than_a_tokens_max_lifetime(kerberized: Minicluster, tmp_path):
+    """Issue 35: an executor's delegation token was never renewed, so an executor reading HDFS for
+    longer than its lifetime failed. The trainer here reads for over a minute, opening a task every few
+    seconds, on a cluster whose tokens expire 20 s after a renewal and live 45 s at most: the AM renews
+    the token and replaces it before its end, and hands it to the running executor on a heartbeat."""
+    from primus_runtime.backends.yarn.kerberos import login_from
+    from primus_runtime.hadoop import hdfs_filesystem
+
+    principal, keytab = os.environ["PRIMUS_TEST_PRINCIPAL"], os.environ["PRIMUS_TEST_KEYTAB"]
+    fs = hdfs_filesystem(login=login_from(principal, keytab))
+    base = f"/primus-tests/krb-long-{time.time_ns()}"
+    expected = [f"r{i:05d}" for i in range(3000)]
+    fs.makedirs(f"{base}/20261201", exist_ok=True)
+    for part in range(3):
+        with fs.open(f"{base}/20261201/part-{part}.txt", "wb") as f:
+            f.write(("\n".join(expected[part * 1000:(part + 1) * 1000]) + "\n").encode())
+    with fs.open(f"{base}/20261201/_SUCCESS", "wb") as f:
+        f.write(b"")
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = make_spec(
+        [{"name": "worker", "replicas": 1, "consumes_input": True, "resources": SMALL,
+          "command": [sys.executable, str(Path(__file__).resolve().parents[1] / "data" / "consumer.py")],
+          # 50 records a second: 60 s of reading, a 2 KiB task (~290 records) opened every ~6 s.
+          "env": {"OUT_DIR": str(out), "SLEEP_EVERY": "50", "SLEEP": "1"}}],
+        input={"sources": [{"name": "rows", "path": "hdfs://" + base + "/{{YYYY}}{{MM}}{{DD}}/"}],
+               "time_range": {"start": "2026-12-01", "end": "2026-12-01"}, "task_size": "2Ki",
+               "max_task_attempts": 1, "prefetch": 0},
+        backend={"type": "yarn", "am_memory": "512Mi", "principal": principal, "keytab": keytab})
+    client = PrimusClient(tmp_path / "home")
+    started = time.monotonic()
+    app_id = client.submit(spec)
+    try:
+        status = client.wait(app_id, timeout=300)
+        assert status.job.state == "succeeded", json.dumps(status.model_dump(mode="json"))[-2000:]
+        assert time.monotonic() - started > TOKEN_MAX_LIFETIME + TOKEN_RENEW_INTERVAL, "read too fast to prove it"
+        assert sorted(line for f in out.glob("worker-*.txt") for line in f.read_text().split()) == expected
+        [worker] = status.executors
+        # Read from the NodeManager's log dir: the minicluster's secure NodeManager cannot serve it (see above).
+        executor_log = "".join(p.read_text() for p in kerberized.container_logs(app_id, "worker.log"))
+        renewed = [line for line in executor_log.splitlines() if "credentials renewed by the AM" in line]
+        assert renewed, executor_log[-3000:]  # a new token reached the running executor
+        assert worker.attempt == 0  # the same executor read it all: no restart got it a fresh token
     finally:
         yarn = client.cluster("yarn")
         if yarn.am_alive(app_id):

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import protocol
+from ..backends.base import ExecutorBackend
 from ..data.dispatcher import Ending
 from ..models import HeartbeatRequest, RegisterRequest, UnregisterRequest
 from ..spec import JobSpec
@@ -47,6 +48,7 @@ class Reporting(Protocol):
     publisher: Publisher
     metrics: AMMetrics
     fed_roles: set[str]
+    backend: ExecutorBackend  # for the credentials it renews
 
     def set_state(self, ex: Executor, state: ExecutorState, reason: str, exit_code: int | None = None) -> None: ...
 
@@ -130,6 +132,9 @@ class ExecutorProtocol:
             # Goodput: whether it holds a task (productive) or waits for one may have changed with this
             # report. Tasks it loses otherwise (a skip, the input exhausted) count from its next one.
             am.account(ex)
+        if report.credentials_version < am.backend.credentials_version:  # renewed since it last heard
+            reply = {**(reply or NONE_REPLY), "credentials": {"version": am.backend.credentials_version,
+                                                              "env": am.backend.credentials()}}
         am.metrics.observe_heartbeat(time.perf_counter() - started)
         if (changed or fed or reply is not None or am.record.dirty) and am.publisher.journaling():
             await self._commit.wait()  # written with the other heartbeats of this loop turn

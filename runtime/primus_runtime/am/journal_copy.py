@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("primus.am")
 
+FIRST_COPY_POLL = 0.2  # seconds
+
 
 class JournalCopy(Protocol):
     """Where an attempt keeps its journal's copy."""
@@ -51,12 +53,18 @@ async def download(copy: JournalCopy, path: Path) -> journal.Recovered | None:
 
 
 async def keep_uploaded(am: ApplicationMaster, copy: JournalCopy, interval: float) -> None:
-    """Replace the copy with the compacted journal when it changed, at most every ``interval`` seconds;
-    stop for good (the job cannot be taken over past this point) once it outgrows the store."""
+    """Replace the copy with the compacted journal when it changed, at once and then at most every
+    ``interval`` seconds; stop for good (the job cannot be taken over past this point) once it outgrows
+    the store. The first copy goes up at once: an AM that dies in its first seconds still leaves its
+    job to the next attempt (executors it launched then are found gone, not forgotten)."""
     assert am.journal is not None
     written: tuple[int, int] | None = None
     while True:
-        await asyncio.sleep(interval)
+        # Until the first copy is up, looked at every FIRST_COPY_POLL: the journal appears with the
+        # AM's first step.
+        await asyncio.sleep(interval if written is not None else FIRST_COPY_POLL)
+        if not am.journal.path.exists():
+            continue
         stat = am.journal.path.stat()
         if (stat.st_size, stat.st_mtime_ns) == written:
             continue

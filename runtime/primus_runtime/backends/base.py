@@ -144,6 +144,14 @@ class BackendEvents(abc.ABC):
 class ExecutorBackend(abc.ABC):
     """Launches and kills executors for one job; lives inside the AM."""
 
+    #: Moves on each time ``credentials()`` changes: executors that report an older one get them.
+    credentials_version = 0
+
+    def credentials(self) -> dict[str, str]:
+        """Environment values every executor must use from now on (names of ``protocol.CREDENTIAL_ENV``):
+        what the backend renews while the job runs. Default: none."""
+        return {}
+
     @abc.abstractmethod
     async def start(self, events: BackendEvents) -> None:
         """Connect to the resource manager; events are delivered from now on."""

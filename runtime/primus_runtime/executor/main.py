@@ -96,6 +96,7 @@ class Config:
         self.log_to_console = env.get(protocol.ENV_LOG_TO_CONSOLE, "") not in ("", "0")
         self.ready_marker = env.get(protocol.ENV_READY_MARKER) or None
         self.files_dir = env.get(protocol.ENV_FILES_DIR) or None
+        self.credentials_version = int(env.get(protocol.ENV_CREDENTIALS_VERSION) or 0)
         self.id = protocol.executor_id(self.role, self.index)
 
 
@@ -444,17 +445,30 @@ class Executor:
         body = {
             "id": self.config.id, "incarnation": self.config.incarnation, "state": state,
             "cluster_version": self.cluster_version, "wait": wait, "ready": ready,
+            "credentials_version": self.config.credentials_version,
         }
         if data is not None:
             body.update(data)
         if self.drain_reason is not None:
             body["draining"] = self.drain_reason
         reply = self._call(protocol.HEARTBEAT_PATH, body)
+        if reply is not None and reply.get("credentials"):
+            self._take_credentials(reply["credentials"])
         if reply is not None and reply.get("command") == protocol.CMD_KILL:
             self.request_stop(str(reply.get("reason", "killed by the AM")))
         if reply is not None and reply.get("command") == protocol.CMD_DRAIN:
             self.request_drain(str(reply.get("reason") or "drain requested by the AM"))
         return reply
+
+    def _take_credentials(self, credentials: dict[str, Any]) -> None:
+        """Renewed credentials (a WebHDFS delegation token): what this process opens from now on uses
+        them (the readers read the environment at each open); a stream already open goes on."""
+        env = {name: str(value) for name, value in (credentials.get("env") or {}).items()
+               if name in protocol.CREDENTIAL_ENV}
+        os.environ.update(env)
+        self.config.credentials_version = int(credentials.get("version") or 0)
+        log.info("credentials renewed by the AM (version %d: %s)", self.config.credentials_version,
+                 ", ".join(sorted(env)) or "none")
 
     def _call(self, path: str, body: dict[str, Any],
               give_up_after: float | None = None) -> dict[str, Any] | None:

@@ -159,6 +159,10 @@ def parse_prelaunched(value: str) -> dict[str, int]:
     return {role: int(n) for role, _, n in (item.partition("=") for item in value.split(",") if item)}
 
 
+# The application of the container a script runs in: container_[e<epoch>_]<cluster ts>_<app>_<attempt>_<n>.
+_APP_OF_CONTAINER = "application_$(echo \"$CONTAINER_ID\" | sed -E 's/^container_(e[0-9]+_)?([0-9]+_[0-9]+)_.*/\\2/')"
+
+
 def executor_script(python: str, tls: bool = False, files: Iterable[str] = ()) -> str:
     """The container's command: paths the executor needs come from what YARN sets in it. A
     container started with the application (no incarnation in its environment yet) is named by
@@ -168,7 +172,6 @@ def executor_script(python: str, tls: bool = False, files: Iterable[str] = ()) -
     The trainer works in ``work/`` of the container's directory, where the role's ``files`` (which
     YARN localizes beside the job's token, bundle and CA) are linked: a trainer that lists, reads or
     uploads its working directory meets its own files, not the job's token."""
-    app_of_container = "$(echo \"$CONTAINER_ID\" | sed -E 's/^container_(e[0-9]+_)?([0-9]+_[0-9]+)_.*/\\2/')"
     return "\n".join([
         f'export {protocol.ENV_WORK_DIR}="$PWD/{TRAINER_WORK_DIR}" {protocol.ENV_TOKEN_FILE}="$PWD/{TOKEN_NAME}"',
         f"mkdir -p {TRAINER_WORK_DIR}",
@@ -178,7 +181,7 @@ def executor_script(python: str, tls: bool = False, files: Iterable[str] = ()) -
         f'export {protocol.ENV_SIGTERM_IS_NOTICE}=0',  # see protocol.py: the container status tells
         *([f'export {protocol.ENV_TLS_CA_FILE}="$PWD/{CA_CERT_NAME}"'] if tls else []),
         f'if [ -z "${{{protocol.ENV_INCARNATION}:-}}" ]; then',
-        f'  app="application_{app_of_container}"',
+        f'  app="{_APP_OF_CONTAINER}"',
         f'  export {protocol.ENV_INCARNATION}="$SKEIN_CONTAINER_ID" {protocol.ENV_INDEX}="${{SKEIN_CONTAINER_ID##*_}}"',
         f'  export {protocol.ENV_APP_ID}="$app"',
         f'  export {protocol.ENV_AM_INFO_URL}="${ENV_WEBHDFS}/webhdfs/v1${ENV_JOB_STORE}/jobs/$app/am.json'
@@ -193,9 +196,8 @@ def am_script(python: str) -> str:
     return "\n".join([
         f'export PYTHONPATH="$PWD/{BUNDLE_NAME}${{PYTHONPATH:+:$PYTHONPATH}}"',
         # The application's id in the AM's environment, as its executors have it (`ps e` ties the
-        # process to its job): container_[e<epoch>_]<cluster ts>_<app seq>_<attempt>_<n>.
-        'id=${CONTAINER_ID#container_}; id=${id#e*_}; id=${id%_*}; id=${id%_*}',
-        f'export {protocol.ENV_APP_ID}="application_$id"',
+        # process to its job).
+        f'export {protocol.ENV_APP_ID}="{_APP_OF_CONTAINER}"',
         f"exec {shlex.quote(python)} -m primus_runtime.am --backend yarn",
     ])
 

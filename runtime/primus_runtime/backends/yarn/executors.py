@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import re
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -17,7 +16,7 @@ from ...hadoop import ENV_WEBHDFS_DELEGATION, hadoop_user
 from ...spec import Resources
 from ..base import Adoption, BackendEvents, ExecutorBackend, Exited, Launched, LaunchRequest, slice_log
 from .cluster import ResourceManager, container_resources, log_contents, never_fits
-from .kerberos import KerberosLogin, urlopen, webhdfs_delegation_token
+from .kerberos import DelegationTokens, KerberosLogin, urlopen
 
 log = logging.getLogger("primus.yarn")
 
@@ -84,7 +83,9 @@ class YarnExecutorBackend(ExecutorBackend):
         self.app = app  # skein.ApplicationClient of this application
         self.rm = rm
         self.webhdfs = webhdfs  # http://namenode:port, for executors' delegation tokens (Kerberos)
-        self._delegation: tuple[float, str] | None = None  # (fetched at, token)
+        # Kerberos: the executors' WebHDFS delegation token, renewed and replaced for the life of the job.
+        self.tokens = DelegationTokens(webhdfs, rm.login) if rm is not None and rm.login is not None and webhdfs \
+            else None
         self.poll = poll
         # Containers started with the application, not yet given to an executor: (role, index).
         self._unclaimed = {(role, i) for role, n in (prelaunched or {}).items() for i in range(n)}
@@ -141,21 +142,28 @@ class YarnExecutorBackend(ExecutorBackend):
             self._by_incarnation[request.incarnation] = request.incarnation
             return
         env = dict(request.env)
-        if self.rm is not None and self.rm.login is not None and self.webhdfs:
+        if self.tokens is not None:
             # Kerberos: executors get no keytab; they read HDFS input with a delegation token.
-            env[ENV_WEBHDFS_DELEGATION] = await asyncio.to_thread(self._delegation_token)
+            env[ENV_WEBHDFS_DELEGATION] = await asyncio.to_thread(self.tokens.current)
+            env[protocol.ENV_CREDENTIALS_VERSION] = str(self.tokens.version)
         container = await asyncio.to_thread(self.app.add_container, request.role, env)
         self._containers[container.id] = request
         self._by_incarnation[request.incarnation] = container.id
         log.info("%s: asked YARN for container %s", protocol.executor_id(request.role, request.index), container.id)
 
-    def _delegation_token(self) -> str:
-        """One token per hour at most: a fresh executor's lasts a day (the NameNode's default renew
-        interval) from its launch. Not renewed: an executor reading HDFS for longer fails."""
-        assert self.rm is not None and self.rm.login is not None and self.webhdfs
-        if self._delegation is None or time.monotonic() - self._delegation[0] > 3600:
-            self._delegation = (time.monotonic(), webhdfs_delegation_token(self.webhdfs, self.rm.login))
-        return self._delegation[1]
+    @property
+    def credentials_version(self) -> int:  # type: ignore[override]
+        return self.tokens.version if self.tokens is not None else 0
+
+    def credentials(self) -> dict[str, str]:
+        if self.tokens is None or self.tokens.token is None:
+            return {}
+        return {ENV_WEBHDFS_DELEGATION: self.tokens.token}
+
+    async def _keep_tokens(self) -> None:
+        """Renew the executors' delegation token before it expires, a new one before its max lifetime."""
+        if self.tokens is not None and self.tokens.due():
+            await asyncio.to_thread(self.tokens.refresh)
 
     async def stop(self, role: str, index: int, incarnation: str, force: bool) -> None:
         container_id = self._by_incarnation.get(incarnation)
@@ -197,6 +205,7 @@ class YarnExecutorBackend(ExecutorBackend):
                     self.app.get_containers, None, ["RUNNING", "SUCCEEDED", "FAILED", "KILLED"])
                 reports = await asyncio.to_thread(self._node_reports, containers)
                 self._update(containers, reports)
+                await self._keep_tokens()
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - keep watching; skein calls can fail transiently

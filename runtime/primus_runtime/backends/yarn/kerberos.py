@@ -13,13 +13,17 @@ WebHDFS, see ``hadoop.hdfs_filesystem``).
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
+
+log = logging.getLogger("primus.yarn")
 
 #: The AM's container: its keytab (a file YARN localized there) and principal.
 ENV_PRINCIPAL = "PRIMUS_KERBEROS_PRINCIPAL"
@@ -128,6 +132,82 @@ def webhdfs_delegation_token(webhdfs: str, login: KerberosLogin, timeout: float 
 
     with urlopen(f"{webhdfs.rstrip('/')}/webhdfs/v1/?op=GETDELEGATIONTOKEN", timeout, login) as response:
         return str(json.loads(response.read())["Token"]["urlString"])
+
+
+def renew_webhdfs_delegation_token(webhdfs: str, login: KerberosLogin, token: str, timeout: float = 10.0) -> float:
+    """Renew ``token`` (``op=RENEWDELEGATIONTOKEN``, as its renewer: the keytab's user); when it now
+    expires (epoch seconds): never past its max lifetime, so a renewal that no longer moves it on says
+    the token is near its end."""
+    import json
+
+    request = urllib.request.Request(f"{webhdfs.rstrip('/')}/webhdfs/v1/?op=RENEWDELEGATIONTOKEN&token={token}",
+                                     method="PUT")
+    with urlopen(request, timeout, login) as response:
+        return int(json.loads(response.read())["long"]) / 1000
+
+
+class DelegationTokens:
+    """The WebHDFS delegation token executors read HDFS with (they get no keytab), kept valid for the
+    life of the job by the AM, which holds the keytab.
+
+    A token lives until its expiry (the NameNode's renew interval, a day by default) unless renewed,
+    and at most its max lifetime (7 days by default). ``refresh()``, called when ``due()``, renews it
+    half-way to its expiry; once a renewal no longer moves the expiry as far as the first one did (the
+    max lifetime caps it), or fails, it gets a new token, well before the old one ends. Each new token
+    moves ``version`` on: the AM hands it to running executors on their heartbeats."""
+
+    RETRY_SECONDS = 30.0  # after a failed renewal and fetch: the current token is still good meanwhile
+
+    def __init__(self, webhdfs: str, login: KerberosLogin, clock: Any = time.time):
+        self.webhdfs, self.login, self.clock = webhdfs, login, clock
+        self.token: str | None = None
+        self.version = 0
+        self.expires_at = 0.0
+        self.lifetime = 0.0  # how far a renewal of a fresh token moves its expiry: the renew interval
+        self.next_at = 0.0
+
+    def current(self) -> str:
+        if self.token is None:
+            self._new()
+        assert self.token is not None
+        return self.token
+
+    def due(self) -> bool:
+        return self.token is not None and self.clock() >= self.next_at
+
+    def refresh(self) -> bool:
+        """Renew the token, or replace it when it nears its max lifetime; whether it was replaced."""
+        assert self.token is not None
+        try:
+            expires = renew_webhdfs_delegation_token(self.webhdfs, self.login, self.token)
+        except Exception as exc:  # noqa: BLE001 - expired, cancelled, or the NameNode away: try a new one
+            log.warning("renewing the executors' WebHDFS delegation token failed (%s): getting a new one", exc)
+            return self._replace()
+        now = self.clock()
+        if expires - now < 0.75 * self.lifetime:  # capped by the max lifetime: its end is near
+            log.info("the executors' WebHDFS delegation token ends at %s (its max lifetime): getting a new one",
+                     time.strftime("%H:%M:%S", time.localtime(expires)))
+            return self._replace()
+        self.expires_at, self.next_at = expires, now + (expires - now) / 2
+        return False
+
+    def _replace(self) -> bool:
+        try:
+            self._new()
+        except Exception:  # noqa: BLE001 - the current token holds until it expires; retried soon
+            log.exception("getting a new WebHDFS delegation token for the executors failed")
+            self.next_at = self.clock() + min(self.RETRY_SECONDS, max(1.0, (self.expires_at - self.clock()) / 4))
+            return False
+        return True
+
+    def _new(self) -> None:
+        token = webhdfs_delegation_token(self.webhdfs, self.login)
+        expires = renew_webhdfs_delegation_token(self.webhdfs, self.login, token)  # learns its expiry
+        now = self.clock()
+        self.token, self.version = token, self.version + 1
+        self.expires_at, self.lifetime, self.next_at = expires, expires - now, now + (expires - now) / 2
+        log.info("WebHDFS delegation token #%d for the executors, renewed until %s", self.version,
+                 time.strftime("%H:%M:%S", time.localtime(expires)))
 
 
 def urlopen(request: urllib.request.Request | str, timeout: float, login: KerberosLogin | None) -> Any:

@@ -93,6 +93,19 @@ public final class Launcher {
     if (kerberos != null) {
       kerberos.secureHdfs(dfsConf);
     }
+    // Settings a test needs (e.g. delegation tokens that expire within minutes): "key=value,key=value"
+    // in $PRIMUS_MINICLUSTER_CONF, for HDFS and YARN alike (YARN's configuration starts from HDFS's).
+    String extra = System.getenv("PRIMUS_MINICLUSTER_CONF");
+    if (extra != null && !extra.isBlank()) {
+      for (String setting : extra.split(",")) {
+        String[] kv = setting.split("=", 2);
+        if (kv.length != 2) {
+          throw new IllegalArgumentException("PRIMUS_MINICLUSTER_CONF: not key=value: " + setting);
+        }
+        dfsConf.set(kv[0].trim(), kv[1].trim());
+        System.out.println("minicluster: " + kv[0].trim() + "=" + kv[1].trim());
+      }
+    }
     int nnPort = freePort();
     MiniDFSCluster dfs = new MiniDFSCluster.Builder(dfsConf)
         .numDataNodes(1)

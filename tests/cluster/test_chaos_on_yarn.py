@@ -1,0 +1,58 @@
+"""bench/chaos.py's fault suite on the minicluster (``--backend yarn``), a subset run in CI: the faults a
+YARN user meets most (a trainer or its container killed, kills under exactly-once, the AM killed), each a
+real job whose every record is checked by id. The whole table is in docs/performance.md."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from primus_runtime.client import PrimusClient
+
+from .conftest import Minicluster
+
+pytest.importorskip("skein")
+pytestmark = pytest.mark.timeout(420)
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+if "chaos_bench" not in sys.modules:  # bench/chaos.py, under the name tests/chaos imports it by
+    _spec = importlib.util.spec_from_file_location("chaos_bench", BENCH / "chaos.py")
+    assert _spec is not None and _spec.loader is not None
+    sys.modules["chaos_bench"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["chaos_bench"])
+chaos_bench = sys.modules["chaos_bench"]
+
+RECORDS = 8000  # 2 trainers at 2,000 records/s: 2 s of reading each, longer than a container's start
+
+
+def _run(name: str, tmp_path: Path):
+    os.environ["PRIMUS_HOME"] = str(tmp_path / "home")
+    outcome = chaos_bench.run_scenario(name, PrimusClient(home=tmp_path / "home"), tmp_path, RECORDS, "yarn")
+    assert outcome.state == "succeeded", outcome
+    assert outcome.lost == 0, outcome
+    assert all(outcome.checks.values()), outcome
+    return outcome
+
+
+@pytest.mark.parametrize("name", ["trainer_sigkill", "container_kill"])
+def test_a_killed_trainer_or_container_is_replaced_and_no_record_is_lost(minicluster: Minicluster, name, tmp_path):
+    outcome = _run(name, tmp_path)
+    assert outcome.faults == 1 and len(outcome.recovery) == 1, outcome
+
+
+def test_exactly_once_survives_trainer_kills_on_yarn_without_duplicates(minicluster: Minicluster, tmp_path):
+    outcome = _run("exactly_once_kills", tmp_path)
+    assert outcome.faults == 2 and outcome.duplicates == 0, outcome
+
+
+def test_an_am_killed_while_it_hands_out_data_costs_no_record(minicluster: Minicluster, tmp_path):
+    """YARN starts every executor again with the new attempt (skein keeps no container): each is a
+    recovery measured from the kill to its trainer running again."""
+    outcome = _run("am_kill_dispatch", tmp_path)
+    assert outcome.faults == 1 and len(outcome.recovery) == 2, outcome
