@@ -169,5 +169,9 @@ def test_a_new_am_attempt_on_yarn_carries_the_job_on_and_says_what_it_restarted(
     assert status.job.created_at == before.job.created_at < attempt.started_at  # the duration spans both
     assert [r.restarts for r in status.roles] == [3] and [r.failures for r in status.roles] == [0]
     assert set(expected) <= {line for f in out.glob("worker-*") for line in f.read_text().split()}
+    every_event = yarn_client.cluster("yarn").final_status(app_id)["events"]  # the API's status keeps the last 50
+    took_over = [e["reason"] for e in every_event if "took over" in e["reason"]]
+    assert took_over == ["AM attempt 2 took over (AM attempt 1 failed: Application driver failed with exit code "
+                         "137): 0 executor(s) still running adopted, 3 gone or never launched"], took_over
     shown = primus(tmp_path / "home", "status", app_id).stdout
     assert "AM attempt 2 started" in shown and "(AM attempt 1 failed" in shown and "3 gone while no AM ran" in shown, shown

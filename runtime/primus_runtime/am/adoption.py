@@ -111,9 +111,10 @@ async def take_over(am: TakingOver, recovered: Recovered) -> None:
     found = await am.backend.adopt([adoption(am.spec, ex) for ex in kept])
     _keep(am, kept, found)
     attempt["adopted"] = len(am.recovery.adopting)
+    cause = f" ({attempt['cause']})" if attempt.get("cause") else ""
     record.add_event("job", record.state.value, record.state.value,
-                     f"AM attempt {record.attempt} took over: {len(am.recovery.adopting)} executor(s) still "
-                     f"running adopted, {len(kept) - len(am.recovery.adopting)} gone or never launched")
+                     f"AM attempt {record.attempt} took over{cause}: {len(am.recovery.adopting)} executor(s) "
+                     f"still running adopted, {len(kept) - len(am.recovery.adopting)} gone or never launched")
     log.info("AM attempt %d: adopting %d executor(s)", record.attempt, len(am.recovery.adopting))
     if am.data is not None:
         am.data.adopt({ex.incarnation for ex in kept if ex.incarnation in found and ex.role in am.fed_roles})

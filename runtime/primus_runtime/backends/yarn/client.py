@@ -262,7 +262,11 @@ class YarnClusterClient(ClusterClient):
         return f"{self.rm.web}/cluster/app/{app_id}"
 
     def last_status(self, app_id: str) -> dict[str, Any] | None:
-        return self.store.read_json(app_id, "status.json")
+        status = self.store.read_json(app_id, "status.json")
+        if status is not None and not isinstance(status.get("job"), dict):
+            log.warning("ignoring %s's status.json: no job in it (keys %s)", app_id, sorted(status)[:10])
+            return None
+        return status
 
     def final_status(self, app_id: str) -> dict[str, Any] | None:
         status = self.last_status(app_id)

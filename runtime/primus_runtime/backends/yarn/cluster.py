@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 import secrets
@@ -20,6 +21,8 @@ from ...hadoop import ENV_WEBHDFS, hadoop_user
 from ...spec import JobSpec, Resources, SpecError
 from .kerberos import KerberosError, KerberosLogin, urlopen
 from .settings import YarnBackend
+
+log = logging.getLogger("primus.yarn")
 
 BUNDLE_NAME = "primus-runtime.zip"
 TOKEN_NAME = "token"
@@ -229,9 +232,9 @@ class HdfsJobStore:
             f.write(data)
         if private:
             self.fs.chmod(tmp, "600")
-        if self.fs.exists(target):
-            self.fs.rm(target)
-        self.fs.mv(tmp, target)
+        # One RENAME that replaces the target (WebHDFS' renameoptions=OVERWRITE, HDFS' rename2): a
+        # reader finds the old file or the new one, never none (status.json is read while written).
+        self.fs._call("RENAME", method="put", path=tmp, destination=target, renameoptions="OVERWRITE")
 
     def read(self, app_id: str, name: str) -> bytes | None:
         try:
@@ -242,9 +245,13 @@ class HdfsJobStore:
     def read_json(self, app_id: str, name: str) -> dict[str, Any] | None:
         data = self.read(app_id, name)
         try:
-            return json.loads(data) if data else None
+            found = json.loads(data) if data else None
         except ValueError:
+            found = None
+        if data and not isinstance(found, dict):
+            log.warning("ignoring %s: not a JSON object: %r", self.path(app_id, name), data[:200])
             return None
+        return found
 
     def upload_once(self, local: Path, kind: str) -> str:
         """Upload ``local`` to ``<root>/<kind>/<sha256>/<name>`` unless it is there; its HDFS path."""
