@@ -242,16 +242,25 @@ class HdfsJobStore:
         except FileNotFoundError:
             return None
 
-    def read_json(self, app_id: str, name: str) -> dict[str, Any] | None:
-        data = self.read(app_id, name)
-        try:
-            found = json.loads(data) if data else None
-        except ValueError:
-            found = None
-        if data and not isinstance(found, dict):
-            log.warning("ignoring %s: not a JSON object: %r", self.path(app_id, name), data[:200])
-            return None
-        return found
+    def read_json(self, app_id: str, name: str, tries: int = 3) -> dict[str, Any] | None:
+        """A JSON object the AM writes; None if there is none. A file replaced while it is read comes
+        short (its blocks go with the old file, and WebHDFS ends the response without an error): read
+        again, the new one is whole."""
+        data = b""
+        for _ in range(tries):
+            data = self.read(app_id, name) or b""
+            if not data:
+                return None
+            try:
+                found = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(found, dict):
+                return found
+            break
+        log.warning("ignoring %s: not a whole JSON object after %d reads: %r", self.path(app_id, name), tries,
+                    data[:200])
+        return None
 
     def upload_once(self, local: Path, kind: str) -> str:
         """Upload ``local`` to ``<root>/<kind>/<sha256>/<name>`` unless it is there; its HDFS path."""
