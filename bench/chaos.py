@@ -155,9 +155,10 @@ class Chaos:
                           f"{self.name}: the trainer of {incarnation}", timeout=self.timeout)
 
     def all_events(self) -> list[dict[str, Any]]:
-        """Every event of the job, from its event log (a status carries only the latest ones)."""
-        log = self.cluster.history_file(self.app, "events.jsonl") or b""
-        return [event for event in map(json.loads, log.splitlines()) if event.get("kind") == "event"]
+        """Every event of the job, from the status file its AM left (the API's status carries only the
+        latest ones; on YARN the event log reaches HDFS after the final status)."""
+        final = self.cluster.final_status(self.app) or {}
+        return list(final.get("events") or [])
 
     def finish(self) -> Outcome:
         try:
