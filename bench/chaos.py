@@ -483,7 +483,9 @@ def container_kill(chaos: Chaos) -> None:
     chaos.submit()
     app = client.connect(chaos.app, wait=True)
     chaos.wait_reading()
-    victim = chaos.executor("worker-1")
+    # Its logs name its container once skein has seen it run (it may register a moment before).
+    victim = wait_until(lambda: (e := chaos.executor("worker-1")).logs.get("stdout") and e,
+                        "worker-1's container to be known", timeout=chaos.timeout)
     container_id = re.search(r"/containers/(container_\w+)/", victim.logs["stdout"])
     assert container_id is not None, victim.logs
     [container] = [c for c in app.get_containers() if c.yarn_container_id == container_id.group(1)]

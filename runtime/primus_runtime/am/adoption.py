@@ -122,7 +122,7 @@ async def take_over(am: TakingOver, recovered: Recovered) -> None:
             am.data.dispatcher.suspended = True  # a user suspended handing out tasks: still so
     last_seen = _last_seen(recovered, attempt)
     for ex in kept:
-        if ex.incarnation in found or ex.state is ExecutorState.NEW:
+        if ex.incarnation in found or (ex.state is ExecutorState.NEW and am.backend.executors_outlive_am):
             resume(am, ex)
             am.account(ex)  # goodput: its journaled cause carries on (a journal without one: from now)
         else:
@@ -166,7 +166,7 @@ def _keep(am: TakingOver, kept: list[Executor], found: set[str]) -> None:
         ex.last_seen = patience
         if ex.incarnation in found:
             am.recovery.adopting.add(ex.incarnation)
-        elif ex.state is ExecutorState.NEW:
+        elif ex.state is ExecutorState.NEW and am.backend.executors_outlive_am:
             am.fleet.to_launch[ex.incarnation] = None  # never launched
 
 

@@ -146,6 +146,10 @@ class ExecutorBackend(abc.ABC):
 
     #: Moves on each time ``credentials()`` changes: executors that report an older one get them.
     credentials_version = 0
+    #: Whether executors go on running when the AM dies (local, Kubernetes), for a new attempt to adopt.
+    #: False on YARN through skein: every container ends with the application attempt, so a new attempt
+    #: counts every executor of the journal as gone, even one the journal's copy still has as new.
+    executors_outlive_am = True
 
     def credentials(self) -> dict[str, str]:
         """Environment values every executor must use from now on (names of ``protocol.CREDENTIAL_ENV``):

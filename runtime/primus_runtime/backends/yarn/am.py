@@ -52,8 +52,9 @@ log = logging.getLogger("primus.am")
 # How often the AM copies a changed status to HDFS (where clients read it once the AM is gone).
 STATUS_MIRROR_SECONDS = 2.0
 # How often, at most, the AM journal's copy on HDFS is replaced (what a new attempt can miss:
-# am/journal_copy.py): a WebHDFS create and rename each time.
-JOURNAL_UPLOAD_SECONDS = 2.0
+# am/journal_copy.py): a WebHDFS create and rename each time (a new attempt counts every executor of the
+# copy as gone, whatever state the copy has it in: YARN ended them all with the attempt before).
+JOURNAL_UPLOAD_SECONDS = 1.0
 # Where the input's work-preserve snapshots go, in the job's HDFS directory, for a job that may have
 # several AM attempts and names no input.work_preserve_dir.
 WORK_PRESERVE_NAME = "work-preserve"

@@ -78,6 +78,8 @@ def exited_from(state: str, message: str,
 class YarnExecutorBackend(ExecutorBackend):
     """Executors are containers of the skein services of their roles (one service per role)."""
 
+    executors_outlive_am = False  # skein keeps no container across application attempts
+
     def __init__(self, app: Any, rm: ResourceManager | None = None, poll: float = 0.5,
                  prelaunched: dict[str, int] | None = None, webhdfs: str | None = None):
         self.app = app  # skein.ApplicationClient of this application
