@@ -71,3 +71,28 @@ def test_with_one_attempt_the_am_is_a_bare_pod_that_owns_the_job(primus, k8s_cor
     assert not am.metadata.owner_references
     owners = {o.uid for p in pods(k8s_core, k8s_namespace, app, "executor") for o in p.metadata.owner_references}
     assert owners == {am.metadata.uid}
+
+
+def test_am_deaths_used_up_within_the_window_fail_the_job_naming_them(primus, k8s_core, k8s_namespace):
+    """am.max_attempts 2 and the default 1h window: the second AM pod deleted, the Job (which allows more
+    pod failures, as it cannot count in a window) starts a third, whose bootstrap counts two deaths
+    within the hour and fails the job naming them, its executor pods stopped (issue 35)."""
+    app_id = primus.submit(sleeper_job(k8s_namespace, seconds=120, max_attempts=2))
+    _, app = m.parse_app_id(app_id)
+    deleted: set[str] = set()
+    for attempt in (1, 2):
+        # Served by this attempt (it published its address, and with it the deaths before it).
+        wait_for(lambda n=attempt: primus.status(app_id).job.attempt == n and running_executors(primus, app_id),
+                 timeout=120, what=f"AM attempt {attempt} serving, both workers running")
+        wait_for(lambda: (k8s_core.read_namespaced_config_map(m.Names(app).journal, k8s_namespace).data or {})
+                 .get(m.JOURNAL_KEY), timeout=30, what="the AM journal's copy")
+        am_pod = wait_for(lambda: next((p for p in pods(k8s_core, k8s_namespace, app, "am")
+                                        if p.metadata.name not in deleted and p.status.phase == "Running"), None),
+                          timeout=120, what=f"AM attempt {attempt}'s pod running")
+        k8s_core.delete_namespaced_pod(am_pod.metadata.name, k8s_namespace, grace_period_seconds=0)
+        deleted.add(am_pod.metadata.name)
+    status = primus.wait(app_id, timeout=240)
+    assert status.job.state == "failed", status.job
+    assert status.job.reason.startswith("the AM died 2 times within 1h (am.max_attempts 2); the last: AM attempt 2 "), \
+        status.job
+    wait_for(lambda: not pods(k8s_core, k8s_namespace, app, "executor"), timeout=60, what="the executor pods gone")
