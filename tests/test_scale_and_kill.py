@@ -103,8 +103,11 @@ def test_am_death_leaves_no_orphan_executors(client):
     wait_for(lambda: processes_of_job(app) == [], 20, "executors and trainers to exit")
     status = client.status(app)
     assert status.job.state == "lost"
-    # The last snapshot the AM wrote still tells who was running when it died.
-    assert [e.state for e in status.executors] == ["running", "running", "running"]
+    # The last snapshot the AM wrote still tells who was running when it died, and no executor of
+    # a job no AM watches any more reads `running`.
+    assert [(e.state, e.reason) for e in status.executors] == \
+        [("lost", "no AM watches it any more (last seen running)")] * 3
+    assert {state: n for state, n in status.roles[0].states.items() if n} == {"lost": 3}
 
 
 def test_sigterm_to_the_am_kills_the_job_gracefully(client):

@@ -339,6 +339,7 @@ class LogFollower:
         self.offsets: dict[str, int] = {}
         self._allowance: dict[str, float] = {}  # <executor>/<stream> -> lines it may copy now
         self._skipped: dict[str, int] = {}  # <executor>/<stream> -> lines skipped, not yet said
+        self._failing: set[str] = set()  # logs whose last read failed (said once)
         self._copied_at = clock()
 
     def cursor(self) -> LogCursor:
@@ -376,7 +377,7 @@ class LogFollower:
             for stream in self.streams:
                 if stream in row.logs:
                     key = f"{executor_id}/{stream}@{row.incarnation}"
-                    lines = self._read(hook, app_id, row.logs[stream], key)
+                    lines = self._read(hook, app_id, row.logs[stream], key, retry=final)
                     out.extend(self._within_allowance(app_id, executor_id, stream, lines, elapsed, final))
         return out
 
@@ -388,15 +389,31 @@ class LogFollower:
                              ", ".join(self.executors), app_id, exc)
             return []
 
-    def _read(self, hook: PrimusHook, app_id: str, path: str, key: str) -> list[str]:
+    def _read(self, hook: PrimusHook, app_id: str, path: str, key: str, retry: bool = False) -> list[str]:
+        """The whole new lines of one log (``retry``, the last copy: its unfinished line too). A log
+        not written yet reads empty (every backend's ``read_log``); a failed read is said, and tried
+        again by the next call, or here once more when there is no next call (``retry``)."""
         start = self.offsets.get(key, 0)
-        try:
-            chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
-        except OSError:
-            return []  # not written yet
-        # An unfinished last line stays unread: the next call (or the next follower) reads it whole.
-        *complete, _unfinished = chunk.split(b"\n")
+        for last_try in ((False, True) if retry else (True,)):
+            try:
+                chunk = hook.client.cluster_for(app_id).read_log(app_id, path, start)
+                break
+            except _LOG_READ_ERRORS as exc:
+                if key not in self._failing or not last_try:  # once while it fails, not at every poll
+                    hook.log.warning("Cannot read the log %s of Primus job %s%s: %s", key.partition("@")[0],
+                                     app_id, "" if last_try else " (trying again in a second)", exc)
+                if last_try:
+                    self._failing.add(key)
+                    return []
+                time.sleep(1.0)
+        self._failing.discard(key)
+        # An unfinished last line stays unread: the next call (or the next follower) reads it whole;
+        # at the last copy (``retry``) none comes, and a trainer's last words often lack a newline.
+        *complete, unfinished = chunk.split(b"\n")
         self.offsets[key] = start + sum(len(line) + 1 for line in complete)
+        if retry and unfinished:
+            complete.append(unfinished)
+            self.offsets[key] += len(unfinished)
         return [line.decode(errors="replace") for line in complete]
 
     def _within_allowance(self, app_id: str, executor_id: str, stream: str, lines: list[str],

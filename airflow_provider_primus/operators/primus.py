@@ -391,7 +391,8 @@ class PrimusSubmitJobOperator(ResumableJobMixin, PartitionPlaceholdersMixin, Bas
             return self.follow_logs
         try:
             spec: JobSpec = self.hook.client.spec(app_id)
-        except Exception:  # noqa: BLE001 - following logs is a courtesy
+        except Exception as exc:  # noqa: BLE001 - following logs is a courtesy
+            self.log.warning("Not following the logs of Primus job %s: its spec cannot be read: %s", app_id, exc)
             return []
         waited = [role.name for role in spec.roles if role.required_successes > 0]
         return [f"{waited[0]}-0"] if waited else []

@@ -303,6 +303,40 @@ def test_the_last_copy_says_what_was_skipped_since_the_last_line_copied(tmp_path
                                                  "the newest 0 follow (all: primus logs primus-1 --role worker")
 
 
+def test_the_last_copy_reads_a_last_line_without_newline_and_tries_a_failed_read_again(tmp_path, monkeypatch):
+    """The CI run of 2026-12-07 lost an evaluator's last line on YARN: a read failing at the last
+    copy was taken as an empty log, silently, and a last line without a newline was never copied."""
+    import logging
+
+    from airflow_provider_primus.hooks import primus as hook_module
+    from airflow_provider_primus.hooks.primus import LogFollower
+
+    log = tmp_path / "stdout"
+    log.write_text("step-1\n")
+    hook = FakeLogs(log)
+    hook.log = logging.getLogger("test.follower")
+    follower = LogFollower(["worker-0"], streams=("stdout",))
+    assert follower.new_lines(hook, "primus-1", hook.status()) == ["[worker-0 stdout] step-1"]
+    with log.open("a") as f:
+        f.write("step-2\nevaluation loss 0.1")  # the trainer's last words, no newline
+    assert follower.new_lines(hook, "primus-1", hook.status()) == ["[worker-0 stdout] step-2"]
+
+    reads, read = [], FakeLogs.read_log
+    def flaky(self, app_id, path, offset):  # the NodeManager slow once
+        reads.append(offset)
+        if len(reads) == 1:
+            raise TimeoutError("timed out")
+        return read(self, app_id, path, offset)
+    monkeypatch.setattr(FakeLogs, "read_log", flaky)
+    monkeypatch.setattr(hook_module.time, "sleep", lambda seconds: None)
+    warnings = []
+    monkeypatch.setattr(hook.log, "warning", lambda message, *args: warnings.append(message % args))
+    assert follower.new_lines(hook, "primus-1", hook.status(), final=True) == \
+        ["[worker-0 stdout] evaluation loss 0.1"]
+    assert warnings == ["Cannot read the log worker-0/stdout of Primus job primus-1 (trying again in a second): "
+                        "timed out"]
+
+
 def test_trigger_logs_a_periodic_one_line_summary(primus_home, client, capsys):
     app_id = PrimusHook().submit(make_spec([{"name": "worker", "replicas": 2, "command": "sleep 1.5"}]))
     event = first_event(PrimusJobTrigger(app_id, poll_interval=0.1, summary_interval=0.3))
