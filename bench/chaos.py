@@ -32,6 +32,10 @@ am_kill_start, am_kill_scale, am_kill_dispatch
     across attempts); recovery is then the kill -> every executor's trainer running again;
 container_kill
     YARN only: an executor's container killed through YARN (skein asks its NodeManager to stop it).
+datanode_down
+    YARN only (the minicluster of ``$PRIMUS_MINICLUSTER_DIR``): HDFS's DataNode stopped for
+    DATANODE_DOWN (10) s while the job reads, then started again. Recovery: the DataNode back ->
+    records flow again.
 
 On YARN the input goes to HDFS first (``primus hdfs put``), executors get 1 vcore and 256 MiB, and
 each job gives up after YARN_TIMEOUT (180) seconds; the trainers write where this process reads (a
@@ -90,6 +94,7 @@ YARN = {"type": "yarn", "am_memory": "512Mi"}
 YARN_EXECUTOR = {"cpu": 1, "memory": "256Mi"}
 STORM_KILLS = int(os.environ.get("STORM_KILLS", "30"))
 STORM_INTERVAL = float(os.environ.get("STORM_INTERVAL", "1"))
+DATANODE_DOWN = float(os.environ.get("DATANODE_DOWN", "10"))
 
 
 @dataclass
@@ -493,6 +498,34 @@ def container_kill(chaos: Chaos) -> None:
     chaos.fault("worker-1", victim.incarnation)
 
 
+def datanode_down(chaos: Chaos) -> None:
+    """HDFS's only DataNode stopped for DATANODE_DOWN seconds while the job reads, then started again
+    (a DataNode restart, a rack switch rebooting): the NameNode still sends readers to it, whose
+    connections are refused. Nothing may be lost, and no task given up on for a storage outage."""
+    chaos.submit()
+    chaos.wait_reading()
+    minicluster("datanode-stop")
+    chaos.outcome.faults += 1
+    try:
+        time.sleep(DATANODE_DOWN)
+    finally:
+        minicluster("datanode-start")
+    restarted, before = time.time(), chaos.processed()
+    # Recovery: the DataNode back -> records flow again (what the job does meanwhile is its own).
+    wait_until(lambda: chaos.processed() > before or chaos.status().job.state != "running",
+               "records to flow again", timeout=chaos.timeout)
+    if chaos.processed() > before:
+        chaos.outcome.recovery.append(time.time() - restarted)
+
+
+def minicluster(command: str) -> None:
+    """A fault through scripts/minicluster.sh (the minicluster of $PRIMUS_MINICLUSTER_DIR)."""
+    done = subprocess.run([str(HERE.parent / "scripts" / "minicluster.sh"), command], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/minicluster.sh {command}: {done.stderr.strip()}")
+
+
 def recovered_at(chaos: Chaos) -> float | None:
     status = chaos.cluster.last_status(chaos.app) or {}
     attempts = status.get("job", {}).get("am_attempts") or []
@@ -504,14 +537,14 @@ class Scenario:
     run: Callable[[Chaos], None]
     records: int = RECORDS
     exactly_once: bool = False
-    needs: str | None = None  # why it cannot run here, if it cannot
+    needs: str | Callable[[], str | None] | None = None  # why it cannot run here, if it cannot
     backends: tuple[str, ...] = ("local", "yarn")  # where it can run
     why_not: str = ""  # why not on the other backends
 
     def cannot_run(self, backend: str) -> str | None:
         if backend not in self.backends:
             return self.why_not or f"not a fault of the {backend} backend"
-        return self.needs
+        return self.needs() if callable(self.needs) else self.needs
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -527,6 +560,9 @@ SCENARIOS: dict[str, Scenario] = {
     "full_disk": Scenario(full_disk, needs=None if os.geteuid() == 0 else "mounting a tmpfs needs root",
                           backends=("local",), why_not="a local work_preserve_dir, which YARN refuses"),
     "container_kill": Scenario(container_kill, backends=("yarn",), why_not="no container manager to kill through"),
+    "datanode_down": Scenario(datanode_down, backends=("yarn",), why_not="no HDFS DataNode to stop",
+                              needs=lambda: None if os.environ.get("PRIMUS_MINICLUSTER_DIR") else
+                              "a minicluster whose DataNode it stops ($PRIMUS_MINICLUSTER_DIR)"),
     "am_kill_start": Scenario(_am_kill("start")),
     "am_kill_scale": Scenario(_am_kill("scale")),
     "am_kill_dispatch": Scenario(_am_kill("dispatch")),

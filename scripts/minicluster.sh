@@ -8,6 +8,7 @@
 #   . DIR/env.sh                          # HADOOP_CONF_DIR, PATH (DIR/bin/yarn), JAVA_HOME, ...
 #   scripts/minicluster.sh status [DIR]   # prints DIR/ready.json (the addresses); rc 1 if down
 #   scripts/minicluster.sh stop [DIR]     # SIGTERM, then kills any container process left
+#   scripts/minicluster.sh datanode-stop|datanode-start [DIR]   # a fault: the DataNode down, up again
 #
 # DIR defaults to $PRIMUS_MINICLUSTER_DIR or /tmp/primus-minicluster. It holds the log
 # (minicluster.log), the cluster's data, the client configuration (conf/), bin/yarn and env.sh.
@@ -260,10 +261,31 @@ status() {
   fi
 }
 
+# A fault on request (the chaos suite): the launcher carries it out and answers (Launcher.serveControl).
+control() {  # COMMAND
+  is_running || die "not running ($DIR)"
+  mkdir -p "$DIR/control"
+  local name="$$-$(date +%s%N)" answer i
+  echo "$1" >"$DIR/control/$name.tmp"
+  mv "$DIR/control/$name.tmp" "$DIR/control/$name.cmd"
+  for i in $(seq 1200); do
+    if [ -f "$DIR/control/$name.out" ]; then
+      answer=$(cat "$DIR/control/$name.out")
+      rm -f "$DIR/control/$name.out"
+      echo "minicluster: $answer" >&2
+      [ "${answer#ok}" != "$answer" ]
+      return
+    fi
+    sleep 0.1
+  done
+  die "no answer to $1 within 120s (log: $DIR/minicluster.log)"
+}
+
 case "$CMD" in
   start) start ;;
   stop) stop ;;
   status) status ;;
   build) build; echo "$CACHE" ;;
-  *) echo "usage: $0 start|stop|status|build [DIR] [--kerberos]" >&2; exit 2 ;;
+  datanode-stop|datanode-start) control "$CMD" ;;
+  *) echo "usage: $0 start|stop|status|build|datanode-stop|datanode-start [DIR] [--kerberos]" >&2; exit 2 ;;
 esac

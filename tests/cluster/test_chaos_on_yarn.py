@@ -1,6 +1,6 @@
 """bench/chaos.py's fault suite on the minicluster (``--backend yarn``), a subset run in CI: the faults a
-YARN user meets most (a trainer or its container killed, kills under exactly-once, the AM killed), each a
-real job whose every record is checked by id. The whole table is in docs/performance.md."""
+YARN user meets most (a trainer or its container killed, kills under exactly-once, the AM killed, the
+DataNode down for a while), each a real job whose every record is checked by id. The whole table is in docs/performance.md."""
 
 from __future__ import annotations
 
@@ -56,3 +56,11 @@ def test_an_am_killed_while_it_hands_out_data_costs_no_record(minicluster: Minic
     recovery measured from the kill to its trainer running again."""
     outcome = _run("am_kill_dispatch", tmp_path)
     assert outcome.faults == 1, outcome
+
+
+def test_a_datanode_down_for_10_s_is_waited_through_without_losing_a_record(minicluster: Minicluster, tmp_path):
+    """Before: "task ... failed 3 time(s), max_task_attempts is 3; last error: ... WebHDFS server ...
+    unreachable: ConnectionRefusedError (on_bad_data: fail)", the job lost with 17,142 records unread."""
+    outcome = _run("datanode_down", tmp_path)
+    assert outcome.faults == 1 and outcome.duplicates == 0, outcome
+    assert len(outcome.recovery) == 1, outcome  # records flowed again once the DataNode was back

@@ -24,11 +24,12 @@ DATA = bytes(range(256)) * 16384  # 4 MiB: more than READ_PAST
 class FakeHDFS:
     """``/webhdfs/v1/<name>`` on the "NameNode" redirects OPEN to the "DataNode" (same server, path
     ``/dn/<name>``). ``mode`` breaks the DataNode's answer: ``short`` (the connection ends before
-    Content-Length), ``silent`` (never answers)."""
+    Content-Length), ``silent`` (never answers), ``down`` (503 ``down_for`` times), ``forbidden`` (403)."""
 
     def __init__(self) -> None:
         self.files = {"/data/f": DATA}
         self.mode = ""
+        self.down_for = 0  # "down": answers this many more requests with a 503
         self.requests: list[tuple[str, dict[str, str]]] = []
         fake = self
 
@@ -55,6 +56,12 @@ class FakeHDFS:
                 self.end_headers()
 
             def datanode(self, name: str, query: dict[str, str]) -> None:
+                if fake.mode == "down" and fake.down_for > 0:  # a DataNode restarting (or its proxy's 503)
+                    fake.down_for -= 1
+                    return self.reply(503, b"Service Unavailable")
+                if fake.mode == "forbidden":
+                    return self.reply(403, json.dumps({"RemoteException": {
+                        "exception": "AccessControlException", "message": "Permission denied: user=u"}}).encode())
                 if fake.mode == "silent":
                     time.sleep(3)
                     return
@@ -133,8 +140,9 @@ def test_a_missing_file_is_a_file_not_found_error_naming_it(fake):
 
 def test_a_response_that_ends_early_is_an_error_not_a_short_file(fake):
     fake.mode = "short"
-    f = WebHDFSFile(fake.url + "/data/f", user="u")
-    with pytest.raises(OSError, match=r"response ended at byte 2097152 of 4194304 \(short read\)"):
+    f = WebHDFSFile(fake.url + "/data/f", user="u", outage=0)
+    with pytest.raises(OSError, match=r"response ended at byte 2097152 of 4194304 \(short read\) \(HDFS unavailable "
+                                      r"for 0 s: gave up after 0 s\)"):
         while f.read(64 * 1024):
             pass
 
@@ -142,12 +150,44 @@ def test_a_response_that_ends_early_is_an_error_not_a_short_file(fake):
 def test_a_datanode_that_does_not_answer_times_out(fake):
     fake.mode = "silent"
     with pytest.raises(OSError, match=f"WebHDFS server 127.0.0.1:{fake.port} unreachable: (TimeoutError|timeout)"):
-        WebHDFSFile(fake.url + "/data/f", user="u", timeout=0.5).read(1)
+        WebHDFSFile(fake.url + "/data/f", user="u", timeout=0.5, outage=0).read(1)
 
 
 def test_an_unreachable_namenode_is_an_error_naming_it():
     with pytest.raises(OSError, match="WebHDFS server 127.0.0.1:1 unreachable: ConnectionRefusedError"):
-        WebHDFSFile("webhdfs://127.0.0.1:1/data/f", user="u").read(1)
+        WebHDFSFile("webhdfs://127.0.0.1:1/data/f", user="u", outage=0).read(1)
+
+
+def test_a_datanode_down_for_a_while_is_waited_for_and_the_read_goes_on_where_it_stopped(fake, caplog):
+    """The chaos suite's datanode_down on YARN (2026-12-07): a DataNode stopped for 10 s failed the
+    job, each connection refused charged to the task as bad data (3 attempts in 3 s)."""
+    fake.mode = "short"  # the first response is cut halfway: the DataNode went down mid-stream
+    f = WebHDFSFile(fake.url + "/data/f", user="u", outage=30)
+    first = f.read(3 * 1024 * 1024)
+    assert first == DATA[:2 * 1024 * 1024]  # all the cut stream had
+    fake.mode = "down"  # then down for 2 more tries (0.5 + 1 + 2 s of waiting in all)
+    fake.down_for = 2
+    rest = b"".join(iter(lambda: f.read(64 * 1024), b""))
+    assert first + rest == DATA  # every byte once, in order
+    assert [q["offset"] for q in fake.opens()][-1] == str(2 * 1024 * 1024)  # on from where it stopped
+    said = [r.getMessage() for r in caplog.records if r.name == "primus_runtime.data.webhdfs"]
+    assert said[0].startswith("HDFS unavailable reading /data/f at byte 2097152 (the DataNode's response ended")
+    assert said[-1].startswith("HDFS available again: reading /data/f on from byte 2097152 after ")
+
+
+def test_an_outage_longer_than_the_limit_fails_the_read_saying_so(fake):
+    fake.mode, fake.down_for = "down", 1000
+    started = time.monotonic()
+    with pytest.raises(OSError, match=r"HTTP 503 .* \(HDFS unavailable for [1-3] s: gave up after 3 s\)"):
+        WebHDFSFile(fake.url + "/data/f", user="u", outage=3).read(1)
+    assert time.monotonic() - started < 10
+
+
+def test_refused_permission_is_an_error_at_once_not_an_outage(fake):
+    fake.mode = "forbidden"
+    with pytest.raises(PermissionError, match="HTTP 403 .*AccessControlException"):
+        WebHDFSFile(fake.url + "/data/f", user="u", outage=60).read(1)
+    assert len(fake.opens()) == 1
 
 
 def test_only_webhdfs_urls_with_host_and_port_are_accepted():

@@ -18,6 +18,7 @@ import signal
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from .. import backends
@@ -36,6 +37,8 @@ EXIT_CRASHED = 70
 # PAGE_LINGER_SECONDS in all) while a browser showing the live page has not read the outcome yet.
 LINGER_SECONDS = 1.0
 PAGE_LINGER_SECONDS = 8.0
+# How long the AM tries to save the job's outcome through an outage of its store (``_save_outcome``).
+OUTCOME_SAVE_SECONDS = 120.0
 
 
 async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | None, store: JobStore,
@@ -94,12 +97,29 @@ async def serve(am: ApplicationMaster, token: str, host: str, advertise: str | N
     return 0 if state is JobState.SUCCEEDED else 1
 
 
-async def _save_outcome(am: ApplicationMaster, store: JobStore) -> None:
-    """The final status and the history, where the store's clients read them once the AM is gone."""
-    try:
-        await asyncio.to_thread(_save_status, am, store, True)
-    except Exception:  # noqa: BLE001 - e.g. HDFS unavailable: clients still get the cluster's outcome
-        log.exception("saving the outcome failed")
+async def _save_outcome(am: ApplicationMaster, store: JobStore, within: float | None = None) -> None:
+    """The final status and the history, where the store's clients read them once the AM is gone.
+
+    The final status is tried again through an outage of the store (HDFS restarting) for up to
+    ``within`` seconds (``OUTCOME_SAVE_SECONDS``): without it a job that ended says ``lost`` for
+    ever. The API keeps serving the outcome meanwhile."""
+    within = OUTCOME_SAVE_SECONDS if within is None else within
+    started, pause = time.monotonic(), 1.0
+    while True:
+        try:
+            await asyncio.to_thread(_save_status, am, store, True)
+            if pause > 1.0:
+                log.warning("the outcome is saved, %.1f s after the first try", time.monotonic() - started)
+            break
+        except Exception as exc:  # noqa: BLE001 - e.g. HDFS unavailable
+            waited = time.monotonic() - started
+            if waited + pause > within:
+                log.exception("saving the outcome failed for %.0f s: clients read the cluster's outcome only", waited)
+                break
+            if pause == 1.0:
+                log.warning("saving the outcome failed (%s): trying again for up to %.0f s", exc, within)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
     try:
         await asyncio.to_thread(_save_history, am, store)
     except Exception:  # noqa: BLE001 - the history page then lacks the task table, nothing else

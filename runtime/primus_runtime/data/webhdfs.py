@@ -18,6 +18,13 @@ NameNode's redirect to a DataNode carries it on).
 Every socket operation times out after ``hadoop.WEBHDFS_TIMEOUT`` seconds, so an unreachable or stalled
 NameNode or DataNode is an ``OSError`` (naming the server), never a hang. A response that ends
 before its ``Content-Length`` is an ``OSError`` too, never a short file.
+
+An outage is waited through, as Hadoop's own client does: a server unreachable, a stream cut, an
+HTTP 5xx, a NameNode in safe mode or standby. The read asks the NameNode again (which may name
+another replica's DataNode) after 0.5, 1, 2, 4, 5, 5 ... s, from where it stopped, for up to
+``outage`` seconds (``hadoop.WEBHDFS_OUTAGE_SECONDS``, 120 by default: a DataNode restart) before it
+fails; a warning says when an outage starts and when reading goes on. Missing files, refused
+permissions and other answers are errors at once.
 """
 
 from __future__ import annotations
@@ -25,20 +32,34 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import logging
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ..hadoop import ENV_WEBHDFS_DELEGATION, WEBHDFS_TIMEOUT, hadoop_user
+from ..hadoop import ENV_WEBHDFS_DELEGATION, WEBHDFS_OUTAGE_SECONDS, WEBHDFS_TIMEOUT, hadoop_user
+
+log = logging.getLogger(__name__)
 
 READ_PAST = 1024 * 1024  # a forward seek up to this far reads past the bytes instead of a new request
 _REDIRECTS = 3
+_RETRY_FIRST, _RETRY_MAX = 0.5, 5.0  # seconds between tries through an outage: doubled each time
+#: RemoteExceptions that say "not now" rather than "never" (a NameNode starting, failing over).
+_TRANSIENT_REMOTE = ("StandbyException", "RetriableException", "SafeModeException", "ConnectException",
+                     "SocketTimeoutException", "ServerNotRunningYetException")
+
+
+class _Unavailable(OSError):
+    """HDFS cannot answer now (a server unreachable, a stream cut, a 5xx, safe mode): worth waiting for."""
 
 
 class WebHDFSFile(io.RawIOBase):
     """A file on HDFS, read through WebHDFS (``webhdfs://host:port/path``)."""
 
-    def __init__(self, url: str, user: str | None = None, timeout: float = WEBHDFS_TIMEOUT):
+    def __init__(self, url: str, user: str | None = None, timeout: float = WEBHDFS_TIMEOUT,
+                 outage: float = WEBHDFS_OUTAGE_SECONDS):
         super().__init__()
         parts = urlsplit(url)
         if parts.scheme != "webhdfs" or not parts.hostname or not parts.port:
@@ -49,6 +70,7 @@ class WebHDFSFile(io.RawIOBase):
         self._target = "/webhdfs/v1" + quote(self.path)
         self._user = user or hadoop_user()
         self._timeout = timeout
+        self._outage = outage
         self._pos = 0
         self._size: int | None = None
         self._conn: http.client.HTTPConnection | None = None
@@ -80,17 +102,21 @@ class WebHDFSFile(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        if not view or self._at_end():
+        if not view or self._through_outage(self._at_end):
             return 0
+        return self._through_outage(lambda: self._read_into(view))
+
+    def _read_into(self, view: memoryview) -> int:
         response = self._stream()
         try:
             count = response.readinto(view)
         except (OSError, http.client.HTTPException) as exc:  # a timeout, a reset, a broken chunk
             self._drop()
-            raise OSError(f"reading from the DataNode failed at byte {self._pos}: {type(exc).__name__}: {exc}") \
-                from exc
+            raise _Unavailable(f"reading from the DataNode failed at byte {self._pos}: {type(exc).__name__}: "
+                               f"{exc}") from exc
         if count == 0:  # http.client returns 0 (not an error) when the connection ends early
-            raise OSError(f"the DataNode's response ended at byte {self._pos} of {self.size()} (short read)")
+            self._drop()
+            raise _Unavailable(f"the DataNode's response ended at byte {self._pos} of {self.size()} (short read)")
         self._pos += count
         self._at += count
         return count
@@ -148,6 +174,29 @@ class WebHDFSFile(io.RawIOBase):
             self._size = self._pos + response.length  # OPEN without a length: the rest of the file
         return response
 
+    def _through_outage(self, step: Callable[[], Any]) -> Any:
+        """``step()``, tried again through an outage of up to ``outage`` seconds (see the module)."""
+        started, pause, at = None, _RETRY_FIRST, self._pos
+        while True:
+            try:
+                result = step()
+            except _Unavailable as exc:
+                now = time.monotonic()
+                if started is None:
+                    started = now
+                    log.warning("HDFS unavailable reading %s at byte %d (%s): trying again for up to %.0f s",
+                                self.path, self._pos, exc, self._outage)
+                if now - started + pause > self._outage:
+                    raise OSError(f"{exc} (HDFS unavailable for {now - started:.0f} s: gave up after "
+                                  f"{self._outage:.0f} s)") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, _RETRY_MAX)
+                continue
+            if started is not None:
+                log.warning("HDFS available again: reading %s on from byte %d after %.1f s", self.path, at,
+                            time.monotonic() - started)
+            return result
+
     def _url(self, op: str, **params: Any) -> str:
         token = os.environ.get(ENV_WEBHDFS_DELEGATION)
         who = {"delegation": token} if token else {"user.name": self._user}
@@ -167,8 +216,8 @@ class WebHDFSFile(io.RawIOBase):
                 body = response.read()
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                raise OSError(f"WebHDFS server {server[0]}:{server[1]} unreachable: {type(exc).__name__}: {exc}") \
-                    from exc
+                raise _Unavailable(f"WebHDFS server {server[0]}:{server[1]} unreachable: {type(exc).__name__}: "
+                                   f"{exc}") from exc
             conn.close()
             if response.status not in (301, 302, 303, 307, 308):
                 raise _error(response.status, body, server)
@@ -199,6 +248,8 @@ def _error(status: int, body: bytes, server: tuple[str, int]) -> OSError:
     text = f"HTTP {status} from {server[0]}:{server[1]}: {kind + ': ' if kind else ''}{message}"
     if status == 404 or kind == "FileNotFoundException":
         return FileNotFoundError(text)
+    if status >= 500 or kind in _TRANSIENT_REMOTE:
+        return _Unavailable(text)
     if status in (401, 403) and kind in ("AccessControlException", "SecurityException", ""):
         return PermissionError(text)
     return OSError(text)

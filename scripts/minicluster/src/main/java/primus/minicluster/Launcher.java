@@ -284,7 +284,54 @@ public final class Launcher {
       System.out.println("minicluster: stopped");
       stopped.countDown();
     }, "minicluster-stop"));
-    Thread.currentThread().join();
+    serveControl(new File(work, "control"), dfs);
+  }
+
+  /**
+   * Faults on request, for the chaos suite: a file {@code <name>.cmd} in {@code dir} holding a
+   * command is carried out, then answered in {@code <name>.out} ("ok ..." or "error ...").
+   * {@code datanode-stop} stops the DataNode (readers then meet a refused connection where the
+   * NameNode sends them), {@code datanode-start} starts it again on the same ports.
+   */
+  private static void serveControl(File dir, MiniDFSCluster dfs) throws InterruptedException {
+    dir.mkdirs();
+    MiniDFSCluster.DataNodeProperties stoppedDataNode = null;
+    while (true) {
+      File[] requests = dir.listFiles((d, name) -> name.endsWith(".cmd"));
+      java.util.Arrays.sort(requests == null ? new File[0] : requests);
+      for (File request : requests == null ? new File[0] : requests) {
+        String answer;
+        try {
+          String command = Files.readString(request.toPath(), StandardCharsets.UTF_8).trim();
+          System.out.println("minicluster: control: " + command);
+          if (command.equals("datanode-stop") && stoppedDataNode == null) {
+            stoppedDataNode = dfs.stopDataNode(0);
+            answer = "ok the DataNode is stopped";
+          } else if (command.equals("datanode-start") && stoppedDataNode != null) {
+            dfs.restartDataNode(stoppedDataNode, true);
+            dfs.waitActive();
+            stoppedDataNode = null;
+            answer = "ok the DataNode is up again";
+          } else {
+            answer = "error cannot do '" + command + "' now (the DataNode is "
+                + (stoppedDataNode == null ? "up" : "stopped") + ")";
+          }
+        } catch (Throwable t) {
+          answer = "error " + t;
+        }
+        System.out.println("minicluster: control: " + answer);
+        String name = request.getName().replaceFirst("\\.cmd$", "");
+        try {
+          Path tmp = new File(dir, name + ".out.tmp").toPath();
+          Files.writeString(tmp, answer + "\n", StandardCharsets.UTF_8);
+          Files.move(tmp, new File(dir, name + ".out").toPath(), StandardCopyOption.ATOMIC_MOVE);
+          Files.deleteIfExists(request.toPath());
+        } catch (IOException e) {
+          System.out.println("minicluster: control: cannot answer " + request + ": " + e);
+        }
+      }
+      Thread.sleep(100);
+    }
   }
 
   private static String loopback(String address) {
