@@ -36,6 +36,9 @@ datanode_down
     YARN only (the minicluster of ``$PRIMUS_MINICLUSTER_DIR``): HDFS's DataNode stopped for
     DATANODE_DOWN (10) s while the job reads, then started again. Recovery: the DataNode back ->
     records flow again.
+rm_restart
+    YARN only (the minicluster): the ResourceManager restarted while the job reads, with
+    work-preserving recovery: the same executors must finish the job. Recovery: the restart's length.
 
 On YARN the input goes to HDFS first (``primus hdfs put``), executors get 1 vcore and 256 MiB, and
 each job gives up after YARN_TIMEOUT (180) seconds; the trainers write where this process reads (a
@@ -162,8 +165,15 @@ class Chaos:
     def all_events(self) -> list[dict[str, Any]]:
         """Every event of the job, from the status file its AM left (the API's status carries only the
         latest ones; on YARN the event log reaches HDFS after the final status)."""
-        final = self.cluster.final_status(self.app) or {}
-        return list(final.get("events") or [])
+        def events_to_the_end() -> list[dict[str, Any]] | None:  # the AM may still be writing them
+            events = list((self.cluster.final_status(self.app) or {}).get("events") or [])
+            ended = any(e["subject"] == "job" and e["to_state"] in ("succeeded", "failed", "killed") for e in events)
+            return events if ended else None
+
+        try:
+            return wait_until(events_to_the_end, f"{self.name}: the job's final events", timeout=15, poll=0.5)
+        except TimeoutError:
+            return list((self.cluster.final_status(self.app) or {}).get("events") or [])
 
     def finish(self) -> Outcome:
         try:
@@ -518,6 +528,28 @@ def datanode_down(chaos: Chaos) -> None:
         chaos.outcome.recovery.append(time.time() - restarted)
 
 
+def rm_restart(chaos: Chaos) -> None:
+    """YARN's ResourceManager restarted while the job reads (an upgrade, a failover): with
+    work-preserving recovery the application, its AM and its containers carry on. Nothing may be lost,
+    no executor replaced."""
+    chaos.submit()
+    chaos.wait_reading()
+    before = {e.id: e.incarnation for e in chaos.status().executors}
+    restarting = time.time()
+    minicluster("resourcemanager-restart")
+    chaos.outcome.faults += 1
+    chaos.outcome.recovery.append(time.time() - restarting)  # the RM down -> serving again
+    outcome = chaos.finish()
+    outcome.checks["same executors"] = all(e.incarnation == before.get(e.id) for e in chaos.status().executors
+                                           if e.id in before)
+    outcome.checks["one AM attempt"] = len(chaos.status().job.am_attempts or []) <= 1
+    # What YARN's own UI shows: the AM told the new ResourceManager the job's outcome.
+    rm = chaos.cluster.rm  # type: ignore[attr-defined]
+    report = wait_until(lambda: (r := rm.app(chaos.app))["state"] in ("FINISHED", "FAILED", "KILLED") and r,
+                        "YARN to see the application end", timeout=60, poll=0.5)
+    outcome.checks[f"YARN says {report['finalStatus']}"] = report["finalStatus"] == "SUCCEEDED"
+
+
 def minicluster(command: str) -> None:
     """A fault through scripts/minicluster.sh (the minicluster of $PRIMUS_MINICLUSTER_DIR)."""
     done = subprocess.run([str(HERE.parent / "scripts" / "minicluster.sh"), command], capture_output=True,
@@ -563,6 +595,9 @@ SCENARIOS: dict[str, Scenario] = {
     "datanode_down": Scenario(datanode_down, backends=("yarn",), why_not="no HDFS DataNode to stop",
                               needs=lambda: None if os.environ.get("PRIMUS_MINICLUSTER_DIR") else
                               "a minicluster whose DataNode it stops ($PRIMUS_MINICLUSTER_DIR)"),
+    "rm_restart": Scenario(rm_restart, backends=("yarn",), why_not="no ResourceManager",
+                           needs=lambda: None if os.environ.get("PRIMUS_MINICLUSTER_DIR") else
+                           "a minicluster whose ResourceManager it restarts ($PRIMUS_MINICLUSTER_DIR)"),
     "am_kill_start": Scenario(_am_kill("start")),
     "am_kill_scale": Scenario(_am_kill("scale")),
     "am_kill_dispatch": Scenario(_am_kill("dispatch")),

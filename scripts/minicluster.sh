@@ -9,6 +9,7 @@
 #   scripts/minicluster.sh status [DIR]   # prints DIR/ready.json (the addresses); rc 1 if down
 #   scripts/minicluster.sh stop [DIR]     # SIGTERM, then kills any container process left
 #   scripts/minicluster.sh datanode-stop|datanode-start [DIR]   # a fault: the DataNode down, up again
+#   scripts/minicluster.sh resourcemanager-restart [DIR]  # a fault: the RM restarts (work-preserving)
 #
 # DIR defaults to $PRIMUS_MINICLUSTER_DIR or /tmp/primus-minicluster. It holds the log
 # (minicluster.log), the cluster's data, the client configuration (conf/), bin/yarn and env.sh.
@@ -286,6 +287,7 @@ case "$CMD" in
   stop) stop ;;
   status) status ;;
   build) build; echo "$CACHE" ;;
-  datanode-stop|datanode-start) control "$CMD" ;;
-  *) echo "usage: $0 start|stop|status|build|datanode-stop|datanode-start [DIR] [--kerberos]" >&2; exit 2 ;;
+  datanode-stop|datanode-start|resourcemanager-restart) control "$CMD" ;;
+  *) echo "usage: $0 start|stop|status|build|datanode-stop|datanode-start|resourcemanager-restart [DIR]" \
+       "[--kerberos]" >&2; exit 2 ;;
 esac

@@ -64,3 +64,11 @@ def test_a_datanode_down_for_10_s_is_waited_through_without_losing_a_record(mini
     outcome = _run("datanode_down", tmp_path)
     assert outcome.faults == 1 and outcome.duplicates == 0, outcome
     assert len(outcome.recovery) == 1, outcome  # records flowed again once the DataNode was back
+
+
+def test_a_resourcemanager_restart_keeps_the_job_its_executors_and_its_outcome(minicluster: Minicluster, tmp_path):
+    """Work-preserving RM restart: the same executors finish the job, one AM attempt, and YARN's
+    report ends SUCCEEDED (the AM reached the new ResourceManager)."""
+    outcome = _run("rm_restart", tmp_path)
+    assert outcome.faults == 1 and outcome.duplicates == 0, outcome
+    assert {"same executors", "one AM attempt", "YARN says SUCCEEDED"} <= outcome.checks.keys(), outcome

@@ -19,7 +19,9 @@ import org.apache.hadoop.yarn.server.MiniYARNCluster;
 
 /**
  * One JVM on 127.0.0.1 with a MiniDFSCluster (1 DataNode, WebHDFS) and a MiniYARNCluster
- * (ResourceManager + 1 NodeManager running containers as local processes).
+ * (ResourceManager + 1 NodeManager running containers as local processes). Faults on request
+ * for the chaos suite: the DataNode stopped and started, the ResourceManager restarted
+ * ({@link #serveControl}).
  *
  * <pre>
  * java ... primus.minicluster.Launcher WORK_DIR CONF_DIR READY_FILE APP_CLASSPATH [kerberos]
@@ -158,6 +160,17 @@ public final class Launcher {
     yarnConf.setInt(YarnConfiguration.DEBUG_NM_DELETE_DELAY_SEC, 3600);
     yarnConf.setLong(YarnConfiguration.NM_LOG_RETAIN_SECONDS, 3 * 3600);
     yarnConf.setInt(YarnConfiguration.RM_AM_MAX_ATTEMPTS, 4);
+    // Work-preserving ResourceManager restart (the chaos suite restarts it): applications and their
+    // running containers are kept, in a state store on local disk.
+    yarnConf.setBoolean(YarnConfiguration.RECOVERY_ENABLED, true);
+    yarnConf.setBoolean(YarnConfiguration.RM_WORK_PRESERVING_RECOVERY_ENABLED, true);
+    yarnConf.set(YarnConfiguration.RM_STORE,
+        "org.apache.hadoop.yarn.server.resourcemanager.recovery.FileSystemRMStateStore");
+    yarnConf.set(YarnConfiguration.FS_RM_STATE_STORE_URI, new File(work, "rm-state").toURI().toString());
+    // NodeManagers and AMs try a ResourceManager that went away again every second (default 30 s).
+    yarnConf.setLong(YarnConfiguration.RESOURCEMANAGER_CONNECT_RETRY_INTERVAL_MS, 1000);
+    // A restarted ResourceManager allocates again after 2 s (default 10 s: NodeManagers report back).
+    yarnConf.setLong(YarnConfiguration.RM_WORK_PRESERVING_RECOVERY_SCHEDULING_WAIT_MS, 2000);
     // Heartbeats fast enough for tests.
     yarnConf.setInt(YarnConfiguration.RM_NM_HEARTBEAT_INTERVAL_MS, 250);
     yarnConf.setLong("yarn.resourcemanager.nodemanagers.heartbeat-interval-max-ms", 250);
@@ -284,16 +297,18 @@ public final class Launcher {
       System.out.println("minicluster: stopped");
       stopped.countDown();
     }, "minicluster-stop"));
-    serveControl(new File(work, "control"), dfs);
+    serveControl(new File(work, "control"), dfs, yarn);
   }
 
   /**
    * Faults on request, for the chaos suite: a file {@code <name>.cmd} in {@code dir} holding a
    * command is carried out, then answered in {@code <name>.out} ("ok ..." or "error ...").
    * {@code datanode-stop} stops the DataNode (readers then meet a refused connection where the
-   * NameNode sends them), {@code datanode-start} starts it again on the same ports.
+   * NameNode sends them), {@code datanode-start} starts it again on the same ports,
+   * {@code resourcemanager-restart} restarts the ResourceManager (work-preserving recovery).
    */
-  private static void serveControl(File dir, MiniDFSCluster dfs) throws InterruptedException {
+  private static void serveControl(File dir, MiniDFSCluster dfs, MiniYARNCluster yarn)
+      throws InterruptedException {
     dir.mkdirs();
     MiniDFSCluster.DataNodeProperties stoppedDataNode = null;
     while (true) {
@@ -312,6 +327,11 @@ public final class Launcher {
             dfs.waitActive();
             stoppedDataNode = null;
             answer = "ok the DataNode is up again";
+          } else if (command.equals("resourcemanager-restart")) {
+            // A new ResourceManager on the same ports recovers the applications from the state
+            // store; NodeManagers resync and report their containers, AMs register again.
+            yarn.restartResourceManager(0);
+            answer = "ok the ResourceManager restarted";
           } else {
             answer = "error cannot do '" + command + "' now (the DataNode is "
                 + (stoppedDataNode == null ? "up" : "stopped") + ")";
