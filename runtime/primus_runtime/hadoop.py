@@ -21,8 +21,9 @@ CONF_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
 ENV_WEBHDFS = "PRIMUS_WEBHDFS"
 WEBHDFS_TIMEOUT = 30.0  # seconds: every WebHDFS request (connect, and each read of a response)
 #: Seconds an executor's HDFS read waits through an outage (a DataNode restarting, a NameNode failing
-#: over) before the task fails (``data/webhdfs.py``); ``PRIMUS_WEBHDFS_OUTAGE_SECONDS`` in a role's env.
-WEBHDFS_OUTAGE_SECONDS = float(os.environ.get("PRIMUS_WEBHDFS_OUTAGE_SECONDS", "120"))
+#: over) before the task fails (``data/webhdfs.py``), unless the job's ``input.storage_outage_timeout``
+#: says otherwise (``protocol.ENV_STORAGE_OUTAGE_TIMEOUT`` in the executor's environment).
+WEBHDFS_OUTAGE_SECONDS = 120.0
 _VAR = re.compile(r"\$\{([^}]+)\}")
 
 

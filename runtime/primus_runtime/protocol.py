@@ -135,6 +135,7 @@ ENV_LOG_DIR = "PRIMUS_LOG_DIR"  # where the executor writes its and the trainer'
 ENV_WORK_DIR = "PRIMUS_WORK_DIR"  # the trainer's working directory
 ENV_HEARTBEAT_TIMEOUT = "PRIMUS_HEARTBEAT_TIMEOUT"  # seconds without the AM before giving up
 ENV_KILL_GRACE = "PRIMUS_KILL_GRACE"  # seconds between SIGTERM and SIGKILL of the trainer
+ENV_STORAGE_OUTAGE_TIMEOUT = "PRIMUS_STORAGE_OUTAGE_TIMEOUT"  # input.storage_outage_timeout, seconds
 ENV_GPUS = "PRIMUS_GPUS"  # comma-separated GPU ids the backend assigned
 ENV_EXECUTOR_HOST = "PRIMUS_EXECUTOR_HOST"  # address other executors reach this one at
 # Optional: a cgroup v2 directory the backend made for this executor; the trainer runs in it, and

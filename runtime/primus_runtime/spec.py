@@ -826,6 +826,11 @@ class InputSpec(StrictModel):
         "fixed number of steps): its exit is a success and the unread tasks are reported as not read (data "
         "state 'incomplete')."
     )
+    storage_outage_timeout: Seconds = Field(
+        120.0, description="How long a read of HDFS input waits through an outage (a DataNode restarting, "
+        "a NameNode failing over: a server unreachable, a cut stream, an HTTP 5xx, safe mode), reading on from "
+        "where it stopped, before the task fails as unreadable (charged, see max_task_attempts)."
+    )
     on_bad_data: Literal["fail", "quarantine"] = Field(
         "fail", description="A task out of attempts: fail the job naming the file, or quarantine it "
         "(skip it, list it in the status) and go on."

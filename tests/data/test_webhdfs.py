@@ -205,3 +205,22 @@ def test_the_am_filesystem_times_out_on_a_namenode_that_does_not_answer():
         fs = hdfs_filesystem(f"webhdfs://127.0.0.1:{port}/data", timeout=0.5)
         with pytest.raises(OSError, match="Read timed out"):
             fs.info("/data/_SUCCESS")
+
+
+def test_the_jobs_storage_outage_timeout_reaches_the_executors_reads(fake, monkeypatch, tmp_path):
+    from primus_runtime.backends.base import role_env
+    from primus_runtime.protocol import ENV_STORAGE_OUTAGE_TIMEOUT
+    from primus_runtime.spec import JobSpec
+    from tests.conftest import make_spec
+
+    (tmp_path / "20200103").mkdir()
+    spec = JobSpec.model_validate(make_spec(
+        [{"name": "worker", "replicas": 1, "command": "cat", "consumes_input": True}],
+        input={"sources": [{"name": "d", "path": str(tmp_path) + "/{{YYYY}}{{MM}}{{DD}}/"}],
+               "time_range": {"start": "2020-01-03", "end": "2020-01-03"}, "storage_outage_timeout": "1s"}))
+    env = role_env(spec, "worker")
+    assert env[ENV_STORAGE_OUTAGE_TIMEOUT] == "1.0"
+    monkeypatch.setenv(ENV_STORAGE_OUTAGE_TIMEOUT, env[ENV_STORAGE_OUTAGE_TIMEOUT])
+    fake.mode, fake.down_for = "down", 100
+    with pytest.raises(OSError, match=r"HTTP 503 .*gave up after 1 s"):  # the job's limit, not 120 s
+        WebHDFSFile(fake.url + "/data/f", user="u").read(1)

@@ -108,6 +108,7 @@ def role_env(spec: JobSpec, role_name: str) -> dict[str, str]:
         protocol.ENV_AM_RECOVERY_GRACE: str(spec.executor_patience),
         protocol.ENV_KILL_GRACE: str(spec.am.shutdown_grace),
         **{name: value for name, value in optional.items() if value is not None},
+        **({protocol.ENV_STORAGE_OUTAGE_TIMEOUT: str(spec.input.storage_outage_timeout)} if spec.input else {}),
     }
 
 

@@ -22,9 +22,9 @@ before its ``Content-Length`` is an ``OSError`` too, never a short file.
 An outage is waited through, as Hadoop's own client does: a server unreachable, a stream cut, an
 HTTP 5xx, a NameNode in safe mode or standby. The read asks the NameNode again (which may name
 another replica's DataNode) after 0.5, 1, 2, 4, 5, 5 ... s, from where it stopped, for up to
-``outage`` seconds (``hadoop.WEBHDFS_OUTAGE_SECONDS``, 120 by default: a DataNode restart) before it
-fails; a warning says when an outage starts and when reading goes on. Missing files, refused
-permissions and other answers are errors at once.
+``outage`` seconds (the job's ``input.storage_outage_timeout``, 120 by default: a DataNode
+restart) before it fails; a warning says when an outage starts and when reading goes on. Missing
+files, refused permissions and other answers are errors at once.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from ..hadoop import ENV_WEBHDFS_DELEGATION, WEBHDFS_OUTAGE_SECONDS, WEBHDFS_TIMEOUT, hadoop_user
+from ..protocol import ENV_STORAGE_OUTAGE_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class WebHDFSFile(io.RawIOBase):
     """A file on HDFS, read through WebHDFS (``webhdfs://host:port/path``)."""
 
     def __init__(self, url: str, user: str | None = None, timeout: float = WEBHDFS_TIMEOUT,
-                 outage: float = WEBHDFS_OUTAGE_SECONDS):
+                 outage: float | None = None):
         super().__init__()
         parts = urlsplit(url)
         if parts.scheme != "webhdfs" or not parts.hostname or not parts.port:
@@ -70,7 +71,8 @@ class WebHDFSFile(io.RawIOBase):
         self._target = "/webhdfs/v1" + quote(self.path)
         self._user = user or hadoop_user()
         self._timeout = timeout
-        self._outage = outage
+        self._outage = float(os.environ.get(ENV_STORAGE_OUTAGE_TIMEOUT, WEBHDFS_OUTAGE_SECONDS)) if outage is None \
+            else outage
         self._pos = 0
         self._size: int | None = None
         self._conn: http.client.HTTPConnection | None = None
