@@ -84,7 +84,8 @@ rc=0
 if [ -z "${PRIMUS_NO_MINICLUSTER:-}${PRIMUS_NO_K8S:-}${PRIMUS_NO_KAFKA:-}" ]; then
   export PRIMUS_CI_STRICT_SKIPS=1
 fi
-.venv/bin/python -m pytest -q -ra "$@" || rc=$?
+# The 30 slowest tests close the report: what to look at when the run nears its time budget.
+.venv/bin/python -m pytest -q -ra --durations=30 "$@" || rc=$?
 stop_clusters
 trap - EXIT
 for c in "${clusters[@]}"; do
