@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -15,6 +18,22 @@ import pytest
 from primus_runtime.backends.local.jobs import processes_of_job
 from primus_runtime.client import PrimusClient
 from primus_runtime.models import ExecutorView, StatusDocument
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def chaos_bench() -> ModuleType:
+    """bench/chaos.py, imported once as ``chaos_bench`` (``chaos`` is a test package's name), with
+    bench/ on the path for its own imports (netfault)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    if "chaos_bench" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("chaos_bench", BENCH / "chaos.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules["chaos_bench"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["chaos_bench"])
+    return sys.modules["chaos_bench"]
+
 
 # Fast but tolerant of a loaded 2-core CI machine.
 FAST_AM = {"heartbeat_interval": 0.25, "heartbeat_timeout": 3.0, "shutdown_grace": 2.0}

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from primus_runtime.client import PrimusClient
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "minicluster.sh"
 
@@ -113,6 +115,16 @@ def minicluster() -> Iterator[Minicluster]:
                 print(f"\nminicluster: logs kept in {directory} (minicluster.log, target/)")
             else:
                 shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def yarn_client(minicluster: Minicluster, tmp_path: Path) -> Iterator[PrimusClient]:
+    """A client with a home of its own; every application it left running is killed after the test."""
+    client = PrimusClient(tmp_path / "home")
+    yield client
+    for job in client.list(backend="yarn"):
+        if client.cluster("yarn").am_alive(job.app_id):
+            client.cluster("yarn").force_kill(job.app_id)
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,12 @@ DataNode down for a while), each a real job whose every record is checked by id.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import chaos_bench as load_chaos_bench
 from primus_runtime.client import PrimusClient
 
 from .conftest import Minicluster
@@ -18,15 +17,7 @@ from .conftest import Minicluster
 pytest.importorskip("skein")
 pytestmark = pytest.mark.timeout(420)
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-if "chaos_bench" not in sys.modules:  # bench/chaos.py, under the name tests/chaos imports it by
-    _spec = importlib.util.spec_from_file_location("chaos_bench", BENCH / "chaos.py")
-    assert _spec is not None and _spec.loader is not None
-    sys.modules["chaos_bench"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["chaos_bench"])
-chaos_bench = sys.modules["chaos_bench"]
+chaos_bench = load_chaos_bench()
 
 RECORDS = 8000  # 2 trainers at 2,000 records/s: 2 s of reading each, longer than a container's start
 

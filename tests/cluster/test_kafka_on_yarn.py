@@ -12,12 +12,12 @@ from kafka.test_kafka_input import ids_read, records
 
 from conftest import make_spec
 
-from .test_yarn_backend import CONSUMER, SMALL, YARN, yarn_client  # noqa: F401 - a fixture
+from .test_yarn_backend import CONSUMER, SMALL, YARN
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_a_kafka_backfill_runs_on_yarn(minicluster, kafka_broker, yarn_client, tmp_path):  # noqa: F811 - fixtures
+def test_a_kafka_backfill_runs_on_yarn(minicluster, kafka_broker, yarn_client, tmp_path):  # noqa: F811 - a fixture
     bootstrap, topic = kafka_broker.bootstrap, unique_topic()
     create_topic(bootstrap, topic, 2)
     produce(bootstrap, topic, records("y", 5_000, 2))

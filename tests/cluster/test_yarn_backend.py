@@ -27,15 +27,6 @@ SMALL = {"cpu": 1, "memory": "256Mi"}
 YARN = {"type": "yarn", "am_memory": "512Mi"}
 
 
-@pytest.fixture
-def yarn_client(minicluster: Minicluster, tmp_path: Path):
-    client = PrimusClient(tmp_path / "home")
-    yield client
-    for job in client.list(backend="yarn"):  # never leave a test's application running
-        if client.cluster("yarn").am_alive(job.app_id):
-            client.cluster("yarn").force_kill(job.app_id)
-
-
 def primus(home: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "primus_runtime.cli", "--home", str(home), *args],
                           capture_output=True, text=True, timeout=timeout)

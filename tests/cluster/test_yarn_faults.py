@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from conftest import make_spec, wait_for
-from primus_runtime.client import PrimusClient
 
 from .conftest import REPO, Minicluster, processes_of
 from .test_yarn_backend import SMALL, YARN, primus
@@ -23,15 +22,6 @@ pytest.importorskip("skein")
 pytestmark = pytest.mark.timeout(420)
 
 CONSUMER = str(REPO / "tests" / "data" / "consumer.py")
-
-
-@pytest.fixture
-def yarn_client(minicluster: Minicluster, tmp_path: Path):
-    client = PrimusClient(tmp_path / "home")
-    yield client
-    for job in client.list(backend="yarn"):  # never leave a test's application running
-        if client.cluster("yarn").am_alive(job.app_id):
-            client.cluster("yarn").force_kill(job.app_id)
 
 
 def put_days(tmp_path: Path, days: int, files: int, lines: int) -> tuple[str, list[str]]:

@@ -208,10 +208,10 @@ def test_the_am_filesystem_times_out_on_a_namenode_that_does_not_answer():
 
 
 def test_the_jobs_storage_outage_timeout_reaches_the_executors_reads(fake, monkeypatch, tmp_path):
+    from conftest import make_spec
     from primus_runtime.backends.base import role_env
     from primus_runtime.protocol import ENV_STORAGE_OUTAGE_TIMEOUT
     from primus_runtime.spec import JobSpec
-    from tests.conftest import make_spec
 
     (tmp_path / "20200103").mkdir()
     spec = JobSpec.model_validate(make_spec(
