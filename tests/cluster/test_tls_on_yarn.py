@@ -32,9 +32,13 @@ def _container_dirs(app_id: str) -> dict[int, Path]:
     return dirs
 
 
-def _environ(pid: int) -> dict[str, str]:
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        pairs = [entry.decode(errors="replace").partition("=") for entry in f.read().split(b"\0") if entry]
+def _environ(pid: int) -> dict[str, str] | None:
+    """The environment of a process, None once it has ended (the trainer's short-lived `sleep`s)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            pairs = [entry.decode(errors="replace").partition("=") for entry in f.read().split(b"\0") if entry]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
     return {name: value for name, _, value in pairs}
 
 
@@ -55,12 +59,12 @@ def test_a_tls_job_runs_on_yarn_and_only_the_am_container_has_the_ca_key(miniclu
 
         dirs = _container_dirs(app_id)
         am = [pid for pid, cwd in dirs.items() if (cwd / "spec.json").exists()]
-        executors = [pid for pid, env in ((pid, _environ(pid)) for pid in dirs)
-                     if env.get(protocol.ENV_TLS_CA_FILE) and pid not in am]
+        # Read once: a process of the trainer's loop may end between two reads (CI, 2026-12-08).
+        environs = {pid: env for pid in dirs if pid not in am and (env := _environ(pid))}
+        executors = {pid: env for pid, env in environs.items() if env.get(protocol.ENV_TLS_CA_FILE)}
         assert am and len({dirs[pid] for pid in executors}) == 2, dirs
         assert (dirs[am[0]] / "ca.key").exists()
-        for pid in executors:
-            env = _environ(pid)
+        for pid, env in executors.items():
             assert env[protocol.ENV_TLS_CA_FILE] == str(dirs[pid] / "ca.crt")
             assert not (dirs[pid] / "ca.key").exists()
             assert not any("PRIVATE KEY" in value or "ca.key" in value for value in env.values())
