@@ -187,6 +187,56 @@ def test_an_executor_waiting_for_its_container_says_so_until_it_runs():
     assert backend.pending_reason("inc-3") is None and backend.pending_reason("unknown") is None
 
 
+def test_a_container_first_seen_ended_is_launched_first_with_its_logs():
+    """CI, 2026-12-08: an evaluator whose container ran between two polls of skein's containers
+    ended with no logs in its status, and Airflow's task log lacked its last line."""
+    class App:
+        def add_container(self, service, env):
+            return SimpleNamespace(id=f"{service}_7")
+
+    seen = []
+
+    class Events:
+        on_launched = on_exited = staticmethod(seen.append)
+
+    backend = YarnExecutorBackend(App())
+    backend._events = Events()
+    asyncio.run(backend.launch(LaunchRequest("evaluator", 0, "inc-0", 0, Resources(), {})))
+    backend._update([SimpleNamespace(id="evaluator_7", state="SUCCEEDED", yarn_node_http_address="node-1:8042",
+                                     yarn_container_id="container_7", exit_message="")])
+    launched, exited = seen
+    assert launched.incarnation == exited.incarnation == "inc-0" and exited.exit_code == 0
+    assert launched.logs["stdout"] == "http://node-1:8042/ws/v1/node/containers/container_7/logs/stdout.log"
+    backend._update([SimpleNamespace(id="evaluator_7", state="SUCCEEDED", yarn_node_http_address="node-1:8042",
+                                     yarn_container_id="container_7", exit_message="")])
+    assert len(seen) == 2  # once
+
+
+def test_the_logs_of_an_executor_that_ended_before_its_launch_was_known_reach_its_status():
+    """The AM side of the test above: the executor unregistered (or its end came) first."""
+    from conftest import make_spec
+    from primus_runtime.am.master import ApplicationMaster
+    from primus_runtime.backends.base import Exited, Launched
+    from primus_runtime.spec import JobSpec
+    from simulated_backend import SimulatedBackend
+
+    async def scenario() -> dict[str, str]:
+        am = ApplicationMaster(JobSpec.from_dict(make_spec([{"name": "evaluator", "command": "x"}])), "app",
+                               SimulatedBackend())
+        await am.start("127.0.0.1:1")
+        incarnation = am.record.executors["evaluator-0"].incarnation
+        am.on_exited(Exited("evaluator", 0, incarnation, 0, "container exited 0", False))
+        logs = {"stdout": "http://node-1:8042/ws/v1/node/containers/container_7/logs/stdout.log"}
+        am.on_launched(Launched("evaluator", 0, incarnation, "node-1", [], logs))
+        ended = am.record.find_incarnation(incarnation)
+        await am.close()
+        assert ended is not None and ended.state.value == "succeeded"
+        return ended.logs
+
+    assert asyncio.run(scenario()) == {
+        "stdout": "http://node-1:8042/ws/v1/node/containers/container_7/logs/stdout.log"}
+
+
 def _yarn_job(source: dict, **input_extra: str | bool) -> dict:
     return {"name": "t", "backend": {"type": "yarn"},
             "roles": [{"name": "worker", "command": "cat", "consumes_input": True}],

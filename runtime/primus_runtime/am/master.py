@@ -223,6 +223,7 @@ class ApplicationMaster(BackendEvents):
     def on_launched(self, launched: Launched) -> None:
         ex = self.fleet.get(launched.incarnation)
         if ex is None:
+            self._late_launch(launched)
             return
         ex.host = ex.host or launched.host
         ex.gpus = ex.gpus or list(launched.gpus)
@@ -241,6 +242,18 @@ class ApplicationMaster(BackendEvents):
             return
         state = ExecutorState.SUCCEEDED if exited.exit_code == 0 else ExecutorState.FAILED
         self.ended(ex, state, exited.reason, exited.exit_code, exited.preempted)
+
+    def _late_launch(self, launched: Launched) -> None:
+        """Where an incarnation that already ended ran, as the backend learnt it after the end (a YARN
+        container that ran between two polls, its executor unregistered first): its logs, which
+        `primus logs`, the failed tails and Airflow's log copy read."""
+        ex = self.record.find_incarnation(launched.incarnation)
+        if ex is None or ex.logs:
+            return
+        ex.host = ex.host or launched.host
+        ex.logs = dict(launched.logs)
+        self.record.touch(ex)
+        self.publisher.write_journals()
 
     def _late_exit(self, exited: Exited) -> None:
         """The end of an incarnation the AM ended already without an exit code (declared lost when it

@@ -233,8 +233,10 @@ class YarnExecutorBackend(ExecutorBackend):
             if request is None:
                 continue
             state = str(c.state)
-            if state == "RUNNING" and c.id not in self._running and c.yarn_node_http_address:
-                # (skein may report RUNNING a moment before it knows the node: wait for it.)
+            # (skein may report RUNNING a moment before it knows the node: wait for it.) A container
+            # that ran between two polls is first seen ended: it is launched first, for its logs.
+            if state in ("RUNNING", "SUCCEEDED", "FAILED", "KILLED") and c.id not in self._running \
+                    and c.yarn_node_http_address:
                 self._running.add(c.id)
                 node = c.yarn_node_http_address
                 base = f"http://{node}/ws/v1/node/containers/{c.yarn_container_id}/logs"
@@ -243,7 +245,7 @@ class YarnExecutorBackend(ExecutorBackend):
                         "stderr": f"{base}/stderr.log"}
                 self._events.on_launched(Launched(request.role, request.index, request.incarnation,
                                                   node.rsplit(":", 1)[0], [], logs))
-            elif state in ("SUCCEEDED", "FAILED", "KILLED"):
+            if state in ("SUCCEEDED", "FAILED", "KILLED"):
                 del self._containers[c.id]
                 self._running.discard(c.id)
                 self._by_incarnation.pop(request.incarnation, None)
